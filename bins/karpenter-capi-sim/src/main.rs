@@ -1,0 +1,1 @@
+fn main() { println!("karpenter-capi-sim: not built yet"); }

@@ -1,0 +1,1 @@
+//! capi-adapter (skeleton; filled in by its issue).

@@ -1,0 +1,1 @@
+//! karpenter-api (skeleton; filled in by its issue).

@@ -1,0 +1,5 @@
+//! The pure heart of karpenter-capi: scheduling simulation, packing and consolidation.
+//!
+//! Invariant: no IO, no async, no kube or CAPI types. Input is a plain-data [`Snapshot`]-style
+//! value and output plain-data decisions, both serde-serializable, so any decision can be
+//! replayed from a file.
