@@ -3,3 +3,7 @@
 //! Invariant: no IO, no async, no kube or CAPI types. Input is a plain-data [`Snapshot`]-style
 //! value and output plain-data decisions, both serde-serializable, so any decision can be
 //! replayed from a file.
+
+pub mod model;
+
+pub use model::*;
