@@ -4,6 +4,16 @@
 //! value and output plain-data decisions, both serde-serializable, so any decision can be
 //! replayed from a file.
 
+pub mod builders;
 pub mod model;
+pub mod packing;
+pub mod requirements;
+pub mod resources;
+pub mod result;
+pub mod selectors;
+pub mod strategies;
+pub mod taints;
 
 pub use model::*;
+pub use result::*;
+pub use strategies::Strategy;

@@ -1,0 +1,109 @@
+//! The cost-aware heuristic (default).
+//!
+//! Three ideas on top of the shared greedy engine:
+//! - **Mixed order.** Items are sorted by their size normalised by the total demand of each
+//!   resource (the dominant share), not by CPU alone, so CPU-heavy and memory-heavy pods are
+//!   interleaved and first fit mixes them on the same nodes instead of keeping them apart.
+//! - **Capped growth.** When a node opens, the shape that serves the remaining compatible
+//!   demand at the lowest price is found: for each shape, price x the number of such nodes the
+//!   demand needs, where a node's usable size is its allocatable minus an allowance for
+//!   fragmentation (a fraction of the average item), and at least one node. The new node may
+//!   then only grow into shapes no more expensive than that target, so it never drifts toward
+//!   the largest type (Karpenter #2457) but does grow when bigger is cheaper per unit.
+//! - **Cheapest launch.** Each node launches as the cheapest shape that holds its pods plus
+//!   daemonset overhead (shared with the baseline).
+
+use crate::packing::{ItemId, LaunchPlan, LaunchPlanner, PackItem, PackingProblem, ShapeId};
+
+use super::greedy::{self, Demand, NodeOrder, Policy};
+
+/// The cost-aware planner.
+#[derive(Debug, Clone, Copy)]
+pub struct CostAwarePlanner {
+    /// Fraction of the average item assumed wasted per node when sizing (0.5 = half an item).
+    pub fragmentation_allowance: f64,
+}
+
+impl Default for CostAwarePlanner {
+    fn default() -> Self {
+        CostAwarePlanner { fragmentation_allowance: 0.5 }
+    }
+}
+
+impl Policy for CostAwarePlanner {
+    fn node_order(&self) -> NodeOrder {
+        NodeOrder::Creation
+    }
+
+    fn item_order(&self, problem: &PackingProblem) -> Vec<ItemId> {
+        let mut total_cpu = 0f64;
+        let mut total_mem = 0f64;
+        for it in &problem.items {
+            total_cpu += it.requests.cpu_milli.max(0) as f64;
+            total_mem += it.requests.memory.max(0) as f64;
+        }
+        let (tc, tm) = (total_cpu.max(1.0), total_mem.max(1.0));
+        let mut keyed: Vec<(f64, ItemId)> = problem
+            .items
+            .iter()
+            .enumerate()
+            .map(|(i, it)| {
+                let share = (it.requests.cpu_milli.max(0) as f64 / tc).max(it.requests.memory.max(0) as f64 / tm);
+                // Items with extended resources or groups go first: they are the hardest.
+                let hard = if it.requests.extended.values().any(|v| *v > 0) || !it.limits.is_empty() { 1.0 } else { 0.0 };
+                (hard + share, i as ItemId)
+            })
+            .collect();
+        keyed.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        keyed.into_iter().map(|(_, i)| i).collect()
+    }
+
+    fn cap(&self, problem: &PackingProblem, opener: &PackItem, fitting: Vec<ShapeId>, demand: &Demand) -> Vec<ShapeId> {
+        let (mut r, n) = demand.around(opener.shape_set);
+        // The opener itself was already taken out of the demand.
+        r.cpu_milli += opener.requests.cpu_milli;
+        r.memory += opener.requests.memory;
+        r.pods += opener.requests.pods;
+        let n = (n + 1) as f64;
+        let avg = [r.cpu_milli as f64 / n, r.memory as f64 / n, r.pods as f64 / n];
+        let want = [r.cpu_milli as f64, r.memory as f64, r.pods as f64];
+        let mut best: Option<(f64, f64, ShapeId)> = None;
+        for &s in &fitting {
+            let Some(sh) = problem.shapes.get(s as usize) else { continue };
+            let alloc = [sh.allocatable.cpu_milli as f64, sh.allocatable.memory as f64, sh.allocatable.pods as f64];
+            let mut nodes: f64 = 1.0;
+            for d in 0..3 {
+                let (w, a, g) = (want[d], alloc[d], avg[d]);
+                if w <= 0.0 {
+                    continue;
+                }
+                let usable = (a - self.fragmentation_allowance * g).max(a * 0.05).max(1.0);
+                nodes = nodes.max(w / usable);
+            }
+            let cost = sh.price * nodes;
+            let better = match best {
+                None => true,
+                Some((bc, bp, bs)) => {
+                    let tol = 1e-9 * bc.abs().max(1e-12);
+                    cost < bc - tol || ((cost - bc).abs() <= tol && (sh.price < bp || (sh.price == bp && s < bs)))
+                }
+            };
+            if better {
+                best = Some((cost, sh.price, s));
+            }
+        }
+        let Some((_, cap_price, _)) = best else { return fitting };
+        let tol = 1e-9 * cap_price.abs().max(1e-12);
+        fitting.into_iter().filter(|s| problem.shapes.get(*s as usize).is_some_and(|sh| sh.price <= cap_price + tol)).collect()
+    }
+}
+
+impl LaunchPlanner for CostAwarePlanner {
+    fn name(&self) -> &'static str {
+        "cost-aware"
+    }
+
+    fn plan(&self, problem: &PackingProblem, _warm_start: Option<&LaunchPlan>) -> LaunchPlan {
+        greedy::run(problem, self)
+    }
+}
