@@ -1,3 +1,20 @@
 //! karpenter-capi's offline simulator: drives the provisioning core with recorded or synthetic
 //! workloads over simulated time and reports cost, utilisation, pending time and churn against
 //! baselines.
+//!
+//! Map: [`scenario`] (the file format) -> [`world`] (compiled into core model values, with
+//! [`convert`], [`catalog`], [`importers`], [`generators`]) -> [`engine`] (discrete-event
+//! simulation driving a [`strategy`]) -> [`metrics`] -> [`report`] (JSON, terminal table,
+//! HTML with SVG plots). [`run`] ties them together across strategies and seeds with rayon.
+
+pub mod catalog;
+pub mod convert;
+pub mod error;
+pub mod generators;
+pub mod importers;
+pub mod quantity;
+pub mod rng;
+pub mod scenario;
+pub mod yamlpath;
+
+pub use error::{Result, SimError};

@@ -1,0 +1,279 @@
+//! Built-in workload generators. Each returns a complete, self-contained scenario (catalog,
+//! NodePool, workload), so `karpenter-capi-sim generate <kind>` writes a file that runs as is,
+//! and a scenario's `workload.generate` reuses the same code with a per-run seed.
+//!
+//! The Karpenter benchmark shapes are written here because the shared `kcapi-benches`
+//! generators had not landed when the simulator needed them; they follow Karpenter's
+//! scheduling benchmark (400 types, five "diverse" pod groups).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Affinity, PodAffinityTerm, PodAntiAffinity, TopologySpreadConstraint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use crate::convert::{NodePoolSpec, NodePoolV1, ObjectMeta};
+use crate::error::{Result, SimError};
+use crate::rng::Rng;
+use crate::scenario::{BuiltinCatalog, CatalogSpec, DaemonSetSpec, PodGroup, Scenario, Settings, Workload};
+
+/// Generator names, for help texts and errors.
+pub const KINDS: &[&str] = &["karpenter-benchmark", "mixed"];
+
+pub fn generate(kind: &str, seed: u64, pods: Option<usize>) -> Result<Scenario> {
+    match kind {
+        "karpenter-benchmark" => Ok(karpenter_benchmark(seed, pods.unwrap_or(1000))),
+        "mixed" => Ok(mixed(seed, pods.unwrap_or(600))),
+        other => Err(SimError::UnknownGenerator(other.to_string(), KINDS.join(", "))),
+    }
+}
+
+fn default_nodepool() -> NodePoolV1 {
+    NodePoolV1 {
+        api_version: Some("karpenter.sh/v1".into()),
+        kind: Some("NodePool".into()),
+        metadata: ObjectMeta {
+            name: "default".into(),
+            ..Default::default()
+        },
+        spec: NodePoolSpec::default(),
+    }
+}
+
+fn q(cpu_milli: i64, mem_mib: i64) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("cpu".to_string(), format!("{cpu_milli}m")),
+        ("memory".to_string(), format!("{mem_mib}Mi")),
+    ])
+}
+
+fn selector(app: &str) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(BTreeMap::from([("app".to_string(), app.to_string())])),
+        match_expressions: None,
+    }
+}
+
+fn group(name: &str, count: u32, requests: BTreeMap<String, String>) -> PodGroup {
+    PodGroup {
+        name: name.to_string(),
+        namespace: "default".into(),
+        count,
+        requests,
+        arrive_at: 0,
+        arrive_every_seconds: 0,
+        duration_seconds: None,
+        labels: BTreeMap::from([("app".to_string(), name.to_string())]),
+        annotations: BTreeMap::new(),
+        node_selector: BTreeMap::new(),
+        tolerations: Vec::new(),
+        affinity: None,
+        topology_spread_constraints: Vec::new(),
+        priority: 0,
+    }
+}
+
+/// Karpenter's scheduling benchmark: the 400-type catalog and "diverse" pods in five equal
+/// groups (generic, zone spread, hostname spread, zone self-affinity, hostname
+/// anti-affinity), requests drawn from Karpenter's small sets. All pods arrive at 0; the
+/// odd-numbered batches of each group leave after an hour so consolidation has work.
+pub fn karpenter_benchmark(seed: u64, pods: usize) -> Scenario {
+    let mut rng = Rng::new(seed);
+    let cpus = [100, 250, 500, 1000, 1500];
+    let mems = [100, 256, 512, 1024, 2048, 4096];
+    let per = pods / 5;
+    let mut groups = Vec::new();
+    for (gi, kind) in ["generic", "zone-spread", "host-spread", "zone-affinity", "host-anti-affinity"].iter().enumerate() {
+        let n = if gi == 4 { pods - 4 * per } else { per };
+        // Split each kind into batches of up to 10 identical pods, as deployments would be.
+        let mut left = n;
+        let mut b = 0;
+        while left > 0 {
+            let count = left.min(10);
+            left -= count;
+            let name = format!("{kind}-{b}");
+            let mut g = group(&name, count as u32, q(*rng.pick(&cpus), *rng.pick(&mems)));
+            // Spread constraints and affinity select the whole kind, as in Karpenter's test.
+            g.labels = BTreeMap::from([("app".to_string(), kind.to_string())]);
+            match *kind {
+                "zone-spread" | "host-spread" => {
+                    let key = if *kind == "zone-spread" {
+                        "topology.kubernetes.io/zone"
+                    } else {
+                        "kubernetes.io/hostname"
+                    };
+                    g.topology_spread_constraints.push(TopologySpreadConstraint {
+                        max_skew: 1,
+                        topology_key: key.into(),
+                        when_unsatisfiable: "DoNotSchedule".into(),
+                        label_selector: Some(selector(kind)),
+                        ..Default::default()
+                    });
+                }
+                "zone-affinity" => {
+                    g.affinity = Some(Affinity {
+                        pod_affinity: Some(k8s_openapi::api::core::v1::PodAffinity {
+                            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                                label_selector: Some(selector(kind)),
+                                topology_key: "topology.kubernetes.io/zone".into(),
+                                ..Default::default()
+                            }]),
+                            preferred_during_scheduling_ignored_during_execution: None,
+                        }),
+                        ..Default::default()
+                    });
+                }
+                "host-anti-affinity" => {
+                    // Each batch avoids itself only, so the group needs one node per pod of a
+                    // batch rather than one node per pod overall.
+                    g.labels.insert("batch".into(), name.clone());
+                    g.affinity = Some(Affinity {
+                        pod_anti_affinity: Some(PodAntiAffinity {
+                            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                                label_selector: Some(LabelSelector {
+                                    match_labels: Some(BTreeMap::from([("batch".to_string(), name.clone())])),
+                                    match_expressions: None,
+                                }),
+                                topology_key: "kubernetes.io/hostname".into(),
+                                ..Default::default()
+                            }]),
+                            preferred_during_scheduling_ignored_during_execution: None,
+                        }),
+                        ..Default::default()
+                    });
+                }
+                _ => {}
+            }
+            if b % 2 == 1 {
+                g.duration_seconds = Some(3600);
+            }
+            groups.push(g);
+            b += 1;
+        }
+    }
+    Scenario {
+        name: Some(format!("karpenter-benchmark-{pods}-seed{seed}")),
+        description: Some(
+            "Karpenter's scheduling benchmark shapes: 400 instance types (i+1 vCPU, 2(i+1) GiB) and the five diverse pod groups; half the batches leave after 1 h."
+                .into(),
+        ),
+        settings: Settings {
+            end_seconds: Some(2 * 3600),
+            ..Default::default()
+        },
+        catalog: CatalogSpec {
+            builtin: Some(BuiltinCatalog::KarpenterBenchmark),
+            ..Default::default()
+        },
+        zones: vec!["zone-a".into(), "zone-b".into(), "zone-c".into()],
+        capacity_types: vec![crate::scenario::CapacityTypeName::OnDemand],
+        node_pools: vec![default_nodepool()],
+        daemon_sets: Vec::new(),
+        existing_nodes: Vec::new(),
+        workload: Workload {
+            pods: groups,
+            ..Default::default()
+        },
+        strategies: Vec::new(),
+    }
+}
+
+/// A mixed CPU- and memory-heavy workload over eight hours: deployments of 1-8 replicas
+/// arrive with a day-like rate (quiet, busy, quiet) and live an exponential time (mean 90
+/// min), so the cluster grows, changes shape and shrinks. The catalog is the built-in EC2-like
+/// sample, so cost-aware choices between general, compute and memory families matter.
+pub fn mixed(seed: u64, pods: usize) -> Scenario {
+    let mut rng = Rng::new(seed);
+    let horizon = 8 * 3600;
+    let mut groups = Vec::new();
+    let mut made = 0usize;
+    let mut i = 0;
+    while made < pods {
+        // Arrival time with a bump in the middle of the run: rejection-sample a rate curve.
+        let at = loop {
+            let t = rng.f64() * horizon as f64 * 0.85;
+            let x = t / horizon as f64;
+            let rate = 0.25 + (std::f64::consts::PI * x / 0.85).sin().powi(2);
+            if rng.f64() * 1.25 < rate {
+                break t as i64;
+            }
+        };
+        let replicas = (1 + rng.below(8)).min(pods - made);
+        let (kind, cpu, mem) = match rng.below(3) {
+            0 => {
+                let c = *rng.pick(&[500, 1000, 2000, 3000, 4000]);
+                ("cpu", c, c * *rng.pick(&[1, 2]) / 2 * 1024 / 1000 + 256)
+            }
+            1 => {
+                let c = *rng.pick(&[250, 500, 1000]);
+                ("mem", c, *rng.pick(&[4096, 6144, 8192, 12288, 16384]))
+            }
+            _ => {
+                let c = *rng.pick(&[250, 500, 1000, 2000]);
+                ("web", c, c * 4 * 1024 / 1000)
+            }
+        };
+        let mut g = group(&format!("{kind}-{i}"), replicas as u32, q(cpu, mem));
+        g.arrive_at = at;
+        g.arrive_every_seconds = rng.below(20) as i64;
+        let life = (rng.exp(5400.0) as i64).clamp(300, horizon);
+        g.duration_seconds = if at + life < horizon { Some(life) } else { None };
+        groups.push(g);
+        made += replicas;
+        i += 1;
+    }
+    groups.sort_by(|a, b| a.arrive_at.cmp(&b.arrive_at).then(a.name.cmp(&b.name)));
+    Scenario {
+        name: Some(format!("mixed-{pods}-seed{seed}")),
+        description: Some(
+            "Mixed CPU-heavy, memory-heavy and balanced deployments arriving over 8 h on the built-in EC2-like catalog, 3 zones, on-demand."
+                .into(),
+        ),
+        settings: Settings {
+            end_seconds: Some(horizon + 1800),
+            ..Default::default()
+        },
+        catalog: CatalogSpec {
+            builtin: Some(BuiltinCatalog::Ec2Sample),
+            ..Default::default()
+        },
+        zones: vec!["zone-a".into(), "zone-b".into(), "zone-c".into()],
+        capacity_types: vec![crate::scenario::CapacityTypeName::OnDemand],
+        node_pools: vec![default_nodepool()],
+        daemon_sets: vec![DaemonSetSpec {
+            name: "node-agent".into(),
+            namespace: "kube-system".into(),
+            requests: q(100, 128),
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
+        }],
+        existing_nodes: Vec::new(),
+        workload: Workload {
+            pods: groups,
+            ..Default::default()
+        },
+        strategies: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn total(s: &Scenario) -> usize {
+        s.workload.pods.iter().map(|g| g.count as usize).sum()
+    }
+
+    #[test]
+    fn sizes_and_determinism() -> Result<()> {
+        let a = generate("mixed", 3, Some(200))?;
+        let b = generate("mixed", 3, Some(200))?;
+        assert_eq!(a, b);
+        assert_eq!(total(&a), 200);
+        let c = generate("mixed", 4, Some(200))?;
+        assert_ne!(a, c);
+        let k = generate("karpenter-benchmark", 1, Some(500))?;
+        assert_eq!(total(&k), 500);
+        assert!(generate("nope", 1, None).is_err());
+        Ok(())
+    }
+}

@@ -1,0 +1,373 @@
+//! A live cluster's snapshot from `kubectl get pods,nodes,nodepools,machinedeployments -A -o
+//! yaml` (a `List`, or `---`-separated objects, in one or more files): its pods, nodes,
+//! NodePools and MachineDeployments become the simulation's starting point. The admin CLI
+//! will reuse this to answer "what would it do with my cluster now".
+//!
+//! Reading never fails as a whole for one bad object: problems are collected and reported,
+//! the rest is used (the adapter's rule).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1 as corev1;
+use provisioner_core as core;
+use serde_json::Value;
+
+use super::Arrival;
+use crate::convert::{self, NodePoolV1};
+use crate::error::{Result, SimError};
+use crate::quantity;
+use crate::scenario::InstanceTypeSpec;
+
+/// Annotation the simulator reads an hourly price from on a MachineDeployment. The CAPI
+/// adapter owns the final key; this one is in our domain and documented in docs/simulator.md.
+pub const PRICE_ANNOTATION: &str = "karpenter.cluster.x-k8s.io/price";
+const CAS_CAPACITY: &str = "capacity.cluster-autoscaler.kubernetes.io/";
+
+#[derive(Debug, Clone, Default)]
+pub struct KubectlSnapshot {
+    pub arrivals: Vec<Arrival>,
+    pub nodes: Vec<core::Node>,
+    pub nodepools: Vec<NodePoolV1>,
+    pub daemonsets: Vec<core::DaemonSet>,
+    pub instance_types: Vec<InstanceTypeSpec>,
+    /// Objects left out, and why.
+    pub problems: Vec<String>,
+}
+
+/// Parse one file's text.
+pub fn parse(text: &str, file: &str, out: &mut KubectlSnapshot) -> Result<()> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| crate::scenario::yaml_error(text, file, &e))?;
+    let mut objects = Vec::new();
+    for d in docs {
+        if d.get("kind").and_then(Value::as_str) == Some("List") {
+            if let Some(items) = d.get("items").and_then(Value::as_array) {
+                objects.extend(items.iter().cloned());
+            }
+        } else if !d.is_null() {
+            objects.push(d);
+        }
+    }
+    let mut ds_seen = BTreeMap::new();
+    for obj in objects {
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?").to_string();
+        let res = match kind.as_str() {
+            "Pod" => pod(obj, out, &mut ds_seen),
+            "Node" => node(obj, out),
+            "NodePool" => serde_json::from_value::<NodePoolV1>(obj)
+                .map(|np| out.nodepools.push(np))
+                .map_err(|e| e.to_string()),
+            "MachineDeployment" | "MachineSet" => machine_deployment(&obj, out),
+            _ => Err(format!("kind `{kind}` is not used by the simulator")),
+        };
+        if let Err(e) = res {
+            out.problems.push(format!("{file}: {kind} {name}: {e}"));
+        }
+    }
+    Ok(())
+}
+
+fn requests(rr: Option<&corev1::ResourceRequirements>) -> core::Resources {
+    let mut r = core::Resources::default();
+    if let Some(req) = rr.and_then(|x| x.requests.as_ref()) {
+        for (k, v) in req {
+            let s = &v.0;
+            match k.as_str() {
+                "cpu" => r.cpu_milli = quantity::cpu_milli(s).unwrap_or(0),
+                "memory" => r.memory = quantity::count(s).unwrap_or(0),
+                "ephemeral-storage" => r.ephemeral_storage = quantity::count(s).unwrap_or(0),
+                other => {
+                    r.extended.insert(other.to_string(), quantity::count(s).unwrap_or(0));
+                }
+            }
+        }
+    }
+    r
+}
+
+/// A Kubernetes pod -> core pod.
+pub fn convert_pod(p: &corev1::Pod) -> std::result::Result<core::Pod, String> {
+    let meta = &p.metadata;
+    let spec = p.spec.as_ref().ok_or("no spec")?;
+    let mut pod = core::Pod {
+        namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        name: meta.name.clone().unwrap_or_default(),
+        labels: meta.labels.clone().unwrap_or_default(),
+        annotations: meta.annotations.clone().unwrap_or_default(),
+        containers: spec.containers.iter().map(|c| requests(c.resources.as_ref())).collect(),
+        init_containers: spec
+            .init_containers
+            .iter()
+            .flatten()
+            .map(|c| core::InitContainer {
+                requests: requests(c.resources.as_ref()),
+                restart_always: c.restart_policy.as_deref() == Some("Always"),
+            })
+            .collect(),
+        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        owner_kind: meta
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.kind.clone()),
+        priority: spec.priority.unwrap_or(0),
+        node_name: spec.node_name.clone(),
+        ..Default::default()
+    };
+    if let Some(o) = &spec.overhead {
+        pod.overhead = Some(requests(Some(&corev1::ResourceRequirements {
+            requests: Some(o.clone()),
+            ..Default::default()
+        })));
+    }
+    if let Some(c) = pod.annotations.get("controller.kubernetes.io/pod-deletion-cost") {
+        pod.deletion_cost = c.parse().unwrap_or(0);
+    }
+    convert::apply_constraints(
+        &mut pod,
+        spec.tolerations.as_deref().unwrap_or(&[]),
+        spec.affinity.as_ref(),
+        spec.topology_spread_constraints.as_deref().unwrap_or(&[]),
+        "spec",
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(pod)
+}
+
+fn pod(obj: Value, out: &mut KubectlSnapshot, ds_seen: &mut BTreeMap<String, ()>) -> std::result::Result<(), String> {
+    let p: corev1::Pod = serde_json::from_value(obj).map_err(|e| e.to_string())?;
+    let phase = p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    if phase == "Succeeded" || phase == "Failed" {
+        return Err(format!("phase {phase}: not running"));
+    }
+    let pod = convert_pod(&p)?;
+    if pod.owner_kind.as_deref() == Some("DaemonSet") {
+        // One DaemonSet entry per owner: its pods are per-node overhead, not workload.
+        let owner = p
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.name.clone())
+            .unwrap_or_default();
+        let key = format!("{}/{owner}", pod.namespace);
+        if ds_seen.insert(key, ()).is_none() {
+            out.daemonsets.push(core::DaemonSet {
+                namespace: pod.namespace.clone(),
+                name: owner,
+                pod: core::Pod {
+                    node_name: None,
+                    ..pod
+                },
+            });
+        }
+        return Ok(());
+    }
+    let bound_to = pod.node_name.clone();
+    out.arrivals.push(Arrival {
+        pod: core::Pod { node_name: None, ..pod },
+        at: 0,
+        leave: None,
+        bound_to,
+    });
+    Ok(())
+}
+
+fn node(obj: Value, out: &mut KubectlSnapshot) -> std::result::Result<(), String> {
+    let n: corev1::Node = serde_json::from_value(obj).map_err(|e| e.to_string())?;
+    let labels = n.metadata.labels.clone().unwrap_or_default();
+    let status = n.status.as_ref();
+    let rl = |m: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
+        let mut r = core::Resources::default();
+        for (k, v) in m.into_iter().flatten() {
+            match k.as_str() {
+                "cpu" => r.cpu_milli = quantity::cpu_milli(&v.0).unwrap_or(0),
+                "memory" => r.memory = quantity::count(&v.0).unwrap_or(0),
+                "pods" => r.pods = quantity::count(&v.0).unwrap_or(0),
+                "ephemeral-storage" => r.ephemeral_storage = quantity::count(&v.0).unwrap_or(0),
+                other if other.contains('/') => {
+                    r.extended.insert(other.to_string(), quantity::count(&v.0).unwrap_or(0));
+                }
+                _ => {}
+            }
+        }
+        r
+    };
+    let allocatable = rl(status.and_then(|s| s.allocatable.as_ref()));
+    if allocatable.cpu_milli == 0 {
+        return Err("no allocatable cpu in status".into());
+    }
+    let mut taints = Vec::new();
+    for (i, t) in n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default().iter().enumerate() {
+        taints.push(convert::taint(t, &format!("spec.taints[{i}]")).map_err(|e| e.to_string())?);
+    }
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    out.nodes.push(core::Node {
+        name: n.metadata.name.clone().unwrap_or_default(),
+        nodepool: labels.get(core::labels::NODEPOOL).cloned(),
+        instance_type: labels.get(core::labels::INSTANCE_TYPE).cloned(),
+        labels,
+        annotations: n.metadata.annotations.clone().unwrap_or_default(),
+        taints,
+        capacity: rl(status.and_then(|s| s.capacity.as_ref())),
+        allocatable,
+        ready,
+        initialized: ready,
+        ..Default::default()
+    });
+    Ok(())
+}
+
+fn machine_deployment(obj: &Value, out: &mut KubectlSnapshot) -> std::result::Result<(), String> {
+    let ann = obj.pointer("/metadata/annotations").and_then(Value::as_object);
+    let get = |k: &str| ann.and_then(|a| a.get(k)).and_then(Value::as_str);
+    let cpu = get(&format!("{CAS_CAPACITY}cpu")).ok_or("no capacity.cluster-autoscaler.kubernetes.io/cpu annotation")?;
+    let mem = get(&format!("{CAS_CAPACITY}memory")).ok_or("no capacity.cluster-autoscaler.kubernetes.io/memory annotation")?;
+    let vcpu = quantity::cpu_milli(cpu).map_err(|e| format!("{CAS_CAPACITY}cpu: {e}"))? as f64 / 1000.0;
+    let memory_mib = quantity::count(mem).map_err(|e| format!("{CAS_CAPACITY}memory: {e}"))? >> 20;
+    let gpu = match get(&format!("{CAS_CAPACITY}gpu-count")) {
+        Some(g) => quantity::count(g).map_err(|e| format!("{CAS_CAPACITY}gpu-count: {e}"))?,
+        None => 0,
+    };
+    let price = match get(PRICE_ANNOTATION) {
+        Some(p) => p.parse::<f64>().map_err(|_| format!("{PRICE_ANNOTATION}: `{p}` is not a number"))?,
+        None => return Err(format!("no {PRICE_ANNOTATION} annotation: the simulator needs a price")),
+    };
+    let labels = obj
+        .pointer("/spec/template/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect::<BTreeMap<_, _>>())
+        .unwrap_or_default();
+    let md_name = format!(
+        "{}/{}",
+        obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default"),
+        obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?")
+    );
+    let name = labels.get(core::labels::INSTANCE_TYPE).cloned().unwrap_or(md_name);
+    let zone = obj
+        .pointer("/spec/template/spec/failureDomain")
+        .and_then(Value::as_str)
+        .or_else(|| labels.get(core::labels::ZONE).map(String::as_str))
+        .map(|z| vec![z.to_string()]);
+    if out.instance_types.iter().any(|t| t.name == name) {
+        return Err(format!("instance type `{name}` already defined by another MachineDeployment"));
+    }
+    out.instance_types.push(InstanceTypeSpec {
+        name,
+        vcpu,
+        memory_mib,
+        gpu,
+        arch: labels.get(core::labels::ARCH).cloned().unwrap_or_else(|| "amd64".into()),
+        price,
+        spot_price: None,
+        zones: zone,
+        labels: BTreeMap::new(),
+    });
+    Ok(())
+}
+
+/// Read every file of a snapshot.
+pub fn load(paths: &[std::path::PathBuf]) -> Result<KubectlSnapshot> {
+    let mut out = KubectlSnapshot::default();
+    for p in paths {
+        let text = std::fs::read_to_string(p).map_err(|e| SimError::io(p, e))?;
+        parse(&text, &p.display().to_string(), &mut out)?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SNAP: &str = r#"apiVersion: v1
+kind: List
+items:
+  - apiVersion: v1
+    kind: Node
+    metadata:
+      name: n1
+      labels:
+        node.kubernetes.io/instance-type: small
+        topology.kubernetes.io/zone: zone-a
+        karpenter.sh/nodepool: default
+    status:
+      allocatable: {cpu: 1900m, memory: 3Gi, pods: "110"}
+      capacity: {cpu: "2", memory: 4Gi, pods: "110"}
+      conditions: [{type: Ready, status: "True"}]
+  - apiVersion: v1
+    kind: Pod
+    metadata:
+      name: web-1
+      namespace: shop
+      labels: {app: web}
+      ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: web-x, uid: u1, controller: true}]
+    spec:
+      nodeName: n1
+      containers:
+        - name: c
+          image: x
+          resources: {requests: {cpu: 500m, memory: 512Mi}}
+    status: {phase: Running}
+  - apiVersion: v1
+    kind: Pod
+    metadata:
+      name: pending-1
+      namespace: shop
+    spec:
+      containers:
+        - {name: c, image: x, resources: {requests: {cpu: "1"}}}
+      tolerations: [{key: dedicated, operator: Exists}]
+    status: {phase: Pending}
+  - apiVersion: v1
+    kind: Pod
+    metadata:
+      name: agent-abc
+      namespace: kube-system
+      ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: agent, uid: u2, controller: true}]
+    spec:
+      nodeName: n1
+      containers: [{name: c, image: x, resources: {requests: {cpu: 100m}}}]
+  - apiVersion: cluster.x-k8s.io/v1beta1
+    kind: MachineDeployment
+    metadata:
+      name: md-small
+      namespace: default
+      annotations:
+        capacity.cluster-autoscaler.kubernetes.io/cpu: "2"
+        capacity.cluster-autoscaler.kubernetes.io/memory: 4Gi
+        karpenter.cluster.x-k8s.io/price: "0.1"
+    spec:
+      template:
+        metadata:
+          labels: {node.kubernetes.io/instance-type: small}
+        spec: {failureDomain: zone-a}
+  - apiVersion: cluster.x-k8s.io/v1beta1
+    kind: MachineDeployment
+    metadata: {name: md-unpriced, namespace: default}
+    spec: {}
+"#;
+
+    #[test]
+    fn snapshot() -> Result<()> {
+        let mut s = KubectlSnapshot::default();
+        parse(SNAP, "snap.yaml", &mut s)?;
+        assert_eq!(s.nodes.len(), 1);
+        assert_eq!(s.nodes[0].allocatable.cpu_milli, 1900);
+        assert_eq!(s.nodes[0].nodepool.as_deref(), Some("default"));
+        assert_eq!(s.arrivals.len(), 2);
+        assert_eq!(s.arrivals[0].bound_to.as_deref(), Some("n1"));
+        assert_eq!(s.arrivals[1].pod.tolerations.len(), 1);
+        assert_eq!(s.daemonsets.len(), 1);
+        assert_eq!(s.instance_types.len(), 1);
+        assert_eq!(s.instance_types[0].name, "small");
+        assert_eq!(s.instance_types[0].zones, Some(vec!["zone-a".to_string()]));
+        assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
+        assert!(s.problems[0].contains("md-unpriced"));
+        Ok(())
+    }
+}

@@ -1,0 +1,171 @@
+//! The Alibaba cluster-trace-gpu-v2023 "openb" pod list: `name, cpu_milli, memory_mib,
+//! num_gpu, gpu_milli, gpu_spec, qos, pod_phase, creation_time, deletion_time,
+//! scheduled_time`, times in seconds from the trace start.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use provisioner_core as core;
+
+use super::Arrival;
+use crate::catalog::GPU;
+use crate::error::{Result, SimError};
+use crate::scenario::{GpuMode, OpenbSpec};
+
+/// Read the trace. Rows are returned in arrival order (ties by name), so runs are
+/// deterministic whatever the file's order.
+pub fn load(path: &Path, spec: &OpenbSpec) -> Result<Vec<Arrival>> {
+    let mut rdr = csv::Reader::from_path(path).map_err(|e| SimError::Csv {
+        path: path.to_path_buf(),
+        line: 0,
+        message: e.to_string(),
+    })?;
+    let headers = rdr
+        .headers()
+        .map_err(|e| SimError::Csv {
+            path: path.to_path_buf(),
+            line: 1,
+            message: e.to_string(),
+        })?
+        .clone();
+    let col = |name: &str| -> Result<usize> {
+        headers.iter().position(|h| h.trim() == name).ok_or_else(|| SimError::Csv {
+            path: path.to_path_buf(),
+            line: 1,
+            message: format!("missing column `{name}`"),
+        })
+    };
+    let c_name = col("name")?;
+    let c_cpu = col("cpu_milli")?;
+    let c_mem = col("memory_mib")?;
+    let c_gpu = col("num_gpu")?;
+    let c_create = col("creation_time")?;
+    let c_delete = col("deletion_time")?;
+    let c_qos = headers.iter().position(|h| h.trim() == "qos");
+    let mut out = Vec::new();
+    for rec in rdr.records() {
+        let rec = rec.map_err(|e| SimError::Csv {
+            path: path.to_path_buf(),
+            line: e.position().map(|p| p.line()).unwrap_or(0),
+            message: e.to_string(),
+        })?;
+        let line = rec.position().map(|p| p.line()).unwrap_or(0);
+        let get = |i: usize| rec.get(i).map(str::trim).unwrap_or("");
+        let int = |i: usize, what: &str| -> Result<i64> {
+            let s = get(i);
+            s.parse::<i64>().map_err(|_| SimError::Csv {
+                path: path.to_path_buf(),
+                line,
+                message: format!("`{what}` is not an integer: `{s}`"),
+            })
+        };
+        let cpu = int(c_cpu, "cpu_milli")?;
+        let mem = int(c_mem, "memory_mib")?;
+        let gpus = int(c_gpu, "num_gpu")?;
+        let at = int(c_create, "creation_time")?;
+        let leave = match get(c_delete) {
+            "" => None,
+            _ => Some(int(c_delete, "deletion_time")?),
+        };
+        let mut extended = BTreeMap::new();
+        if spec.gpu == GpuMode::Whole && gpus > 0 {
+            extended.insert(GPU.to_string(), gpus);
+        }
+        let mut labels = BTreeMap::from([("app".to_string(), "openb".to_string())]);
+        if let Some(q) = c_qos.map(get).filter(|q| !q.is_empty()) {
+            labels.insert("qos".into(), q.to_string());
+        }
+        let pod = core::Pod {
+            namespace: "openb".into(),
+            name: get(c_name).to_string(),
+            labels,
+            containers: vec![core::Resources {
+                cpu_milli: cpu,
+                memory: mem << 20,
+                extended,
+                ..Default::default()
+            }],
+            owner_kind: Some("ReplicaSet".into()),
+            created_at: at,
+            ..Default::default()
+        };
+        out.push(Arrival {
+            pod,
+            at,
+            leave: leave.map(|l| l.max(at)),
+            bound_to: None,
+        });
+    }
+    out.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.pod.name.cmp(&b.pod.name)));
+    if let Some(limit) = spec.limit {
+        out.truncate(limit);
+    }
+    if spec.shift_to_first_arrival {
+        if let Some(first) = out.first().map(|a| a.at) {
+            for a in &mut out {
+                a.at -= first;
+                a.pod.created_at = a.at;
+                a.leave = a.leave.map(|l| l - first);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn trace_path() -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/alibaba-openb/openb_pod_list_default.csv")
+    }
+
+    #[test]
+    fn reads_small_file() -> Result<()> {
+        let dir = std::env::temp_dir().join(format!("openb-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| SimError::io(&dir, e))?;
+        let p = dir.join("t.csv");
+        std::fs::write(
+            &p,
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n\
+             b,2000,1024,1,500,,LS,Running,100,200,100\n\
+             a,1000,512,0,0,,BE,Running,50,,50\n",
+        )
+        .map_err(|e| SimError::io(&p, e))?;
+        let spec = OpenbSpec {
+            path: String::new(),
+            gpu: GpuMode::Whole,
+            limit: None,
+            shift_to_first_arrival: true,
+        };
+        let a = load(&p, &spec)?;
+        assert_eq!(a.len(), 2);
+        assert_eq!(a[0].pod.name, "a");
+        assert_eq!(a[0].at, 0);
+        assert_eq!(a[0].leave, None);
+        assert_eq!(a[1].at, 50);
+        assert_eq!(a[1].leave, Some(150));
+        assert_eq!(a[1].pod.containers[0].extended.get(GPU), Some(&1));
+        std::fs::write(&p, "name,cpu_milli\nx,abc\n").map_err(|e| SimError::io(&p, e))?;
+        let e = load(&p, &spec).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("missing column"), "{e}");
+        Ok(())
+    }
+
+    #[test]
+    fn reads_shared_trace() -> Result<()> {
+        let p = trace_path();
+        if !p.exists() {
+            return Ok(());
+        }
+        let spec = OpenbSpec {
+            path: String::new(),
+            gpu: GpuMode::Ignore,
+            limit: None,
+            shift_to_first_arrival: true,
+        };
+        let a = load(&p, &spec)?;
+        assert_eq!(a.len(), 8152);
+        Ok(())
+    }
+}

@@ -1,0 +1,495 @@
+//! The scenario file: what the cluster can grow (catalog, zones, NodePools), what already runs
+//! (existing nodes, daemonsets) and the workload over time. Every type here derives
+//! `JsonSchema`, so `docs/simulator.schema.json` is generated from the code and cannot drift.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Affinity, Taint, Toleration, TopologySpreadConstraint};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::convert::NodePoolV1;
+use crate::error::{Result, SimError};
+use crate::yamlpath;
+
+/// A complete simulation input.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name, shown in reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Timings of the autoscaler loops and of the simulated cloud.
+    #[serde(default)]
+    pub settings: Settings,
+    /// The instance types new nodes can be launched as.
+    #[serde(default)]
+    pub catalog: CatalogSpec,
+    /// Zones every catalog type is offered in (unless a type lists its own).
+    #[serde(default = "default_zones")]
+    pub zones: Vec<String>,
+    /// Capacity types offered. `spot` needs a `spotPrice` on the type or
+    /// `catalog.spotPriceFactor`.
+    #[serde(default = "default_capacity_types")]
+    pub capacity_types: Vec<CapacityTypeName>,
+    /// `karpenter.sh/v1` NodePools, as `kubectl get nodepool -o yaml` prints them. Without
+    /// any, one pool `default` with no requirements is used.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_pools: Vec<NodePoolV1>,
+    /// DaemonSets whose pods land on every node they tolerate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub daemon_sets: Vec<DaemonSetSpec>,
+    /// Nodes present at time 0.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub existing_nodes: Vec<ExistingNodes>,
+    pub workload: Workload,
+    /// Strategies to compare. Empty means every available one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub strategies: Vec<String>,
+}
+
+fn default_zones() -> Vec<String> {
+    vec!["zone-a".into(), "zone-b".into(), "zone-c".into()]
+}
+
+fn default_capacity_types() -> Vec<CapacityTypeName> {
+    vec![CapacityTypeName::OnDemand]
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CapacityTypeName {
+    OnDemand,
+    Spot,
+    Reserved,
+}
+
+impl From<CapacityTypeName> for provisioner_core::CapacityType {
+    fn from(c: CapacityTypeName) -> Self {
+        match c {
+            CapacityTypeName::OnDemand => provisioner_core::CapacityType::OnDemand,
+            CapacityTypeName::Spot => provisioner_core::CapacityType::Spot,
+            CapacityTypeName::Reserved => provisioner_core::CapacityType::Reserved,
+        }
+    }
+}
+
+/// Timings, in seconds of simulated time. Defaults follow Karpenter and the Cluster Autoscaler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Settings {
+    /// Provisioning batch closes after this long without a new pending pod (Karpenter: 1 s).
+    pub batch_idle_seconds: i64,
+    /// ... or this long after it opened (Karpenter: 10 s).
+    pub batch_max_seconds: i64,
+    /// From the scale request until the machine is running.
+    pub launch_delay_seconds: i64,
+    /// From running until the node is registered, initialized and takes pods.
+    pub registration_delay_seconds: i64,
+    /// Disruption (consolidation) loop period (Karpenter: 10 s).
+    pub disruption_period_seconds: i64,
+    /// Wait between choosing a disruption command and re-validating it (Karpenter: 15 s).
+    pub validation_delay_seconds: i64,
+    /// Turn consolidation off for every strategy.
+    pub consolidation: bool,
+    /// Time-series sampling step; default: the horizon / 1000, at least 10 s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample_step_seconds: Option<i64>,
+    /// When the simulation stops; default: one hour after the last workload event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_seconds: Option<i64>,
+    /// How the simulated kube-scheduler scores nodes for a pod it binds itself.
+    pub scheduler_scoring: SchedulerScoring,
+    /// The Cluster-Autoscaler-like baseline's knobs.
+    pub cas: CasSettings,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            batch_idle_seconds: 1,
+            batch_max_seconds: 10,
+            launch_delay_seconds: 60,
+            registration_delay_seconds: 30,
+            disruption_period_seconds: 10,
+            validation_delay_seconds: 15,
+            consolidation: true,
+            sample_step_seconds: None,
+            end_seconds: None,
+            scheduler_scoring: SchedulerScoring::LeastAllocated,
+            cas: CasSettings::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchedulerScoring {
+    /// The kube-scheduler's default: spread pods onto the least requested node.
+    LeastAllocated,
+    /// Bin-packing scoring (`MostAllocated`).
+    MostAllocated,
+}
+
+/// The Cluster Autoscaler's defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct CasSettings {
+    /// `--scan-interval`.
+    pub scan_interval_seconds: i64,
+    /// `--scale-down-utilization-threshold`.
+    pub scale_down_utilization_threshold: f64,
+    /// `--scale-down-unneeded-time`.
+    pub scale_down_unneeded_seconds: i64,
+    /// `--scale-down-delay-after-add`.
+    pub scale_down_delay_after_add_seconds: i64,
+    /// `--max-empty-bulk-delete`.
+    pub max_empty_bulk_delete: usize,
+}
+
+impl Default for CasSettings {
+    fn default() -> Self {
+        CasSettings {
+            scan_interval_seconds: 10,
+            scale_down_utilization_threshold: 0.5,
+            scale_down_unneeded_seconds: 600,
+            scale_down_delay_after_add_seconds: 600,
+            max_empty_bulk_delete: 10,
+        }
+    }
+}
+
+/// Where instance types come from; the sources add up.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct CatalogSpec {
+    /// A catalog built into the simulator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub builtin: Option<BuiltinCatalog>,
+    /// A CSV file `instance_type, vcpu, memory_mib, gpu, arch, on_demand_usd_per_hour`,
+    /// relative to the scenario file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub csv: Option<String>,
+    /// Only keep types whose name starts with one of these (e.g. `["m5.", "c5.", "r5."]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub name_prefixes: Vec<String>,
+    /// Inline types.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub types: Vec<InstanceTypeSpec>,
+    /// kube-reserved + system-reserved + eviction threshold per node.
+    pub overhead: OverheadSpec,
+    /// Pod slots per node (default 110).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_pods: Option<i64>,
+    /// Spot price = on-demand price x this, for types without `spotPrice`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spot_price_factor: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum BuiltinCatalog {
+    /// 36 EC2-like general, compute and memory types written for this project (prices are
+    /// illustrative, in the range of public on-demand list prices).
+    Ec2Sample,
+    /// Karpenter's scheduling benchmark: 400 types, type i has i+1 vCPU and 2(i+1) GiB.
+    KarpenterBenchmark,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InstanceTypeSpec {
+    pub name: String,
+    pub vcpu: f64,
+    pub memory_mib: i64,
+    #[serde(default)]
+    pub gpu: i64,
+    #[serde(default = "default_arch")]
+    pub arch: String,
+    /// On-demand price per hour.
+    pub price: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spot_price: Option<f64>,
+    /// Zones this type is offered in; default: every scenario zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zones: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+fn default_arch() -> String {
+    "amd64".into()
+}
+
+/// Node overhead: what the kubelet and system keep for themselves.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum OverheadSpec {
+    /// Karpenter's EKS-like defaults: kube-reserved CPU on a sliding scale (6% of the first
+    /// core, 1% of the next, 0.5% of the next two, 0.25% above), memory 11 MiB x maxPods +
+    /// 255 MiB, eviction threshold 100 MiB.
+    #[default]
+    Karpenter,
+    /// Allocatable = capacity (useful for textbook examples).
+    None,
+    /// The same overhead on every node.
+    Fixed {
+        cpu: String,
+        memory: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DaemonSetSpec {
+    pub name: String,
+    #[serde(default = "default_kube_system")]
+    pub namespace: String,
+    /// Requests per pod, as quantities (`cpu: 100m`, `memory: 128Mi`).
+    pub requests: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+}
+
+fn default_kube_system() -> String {
+    "kube-system".into()
+}
+
+/// `count` nodes of one type that exist at time 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExistingNodes {
+    /// Name prefix; nodes are `<name>-<i>`.
+    pub name: String,
+    #[serde(default = "one")]
+    pub count: u32,
+    /// A catalog type name.
+    pub instance_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_type: Option<CapacityTypeName>,
+    /// The NodePool that owns them; none = unmanaged (never consolidated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_pool: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<Taint>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The pods over time; the sources add up.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Workload {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<PodGroup>,
+    /// An Alibaba openb trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub openb: Option<OpenbSpec>,
+    /// A built-in generator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generate: Option<GenerateSpec>,
+    /// A live-cluster snapshot (`kubectl get pods,nodes,nodepools,machinedeployments -A -o
+    /// yaml`): its pods arrive at time 0, its nodes exist, its NodePools and
+    /// MachineDeployments add to the scenario's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kubectl: Option<KubectlSpec>,
+}
+
+/// `count` identical pods.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodGroup {
+    /// Name prefix; pods are `<name>-<i>`; also the `app` label unless labels say otherwise.
+    pub name: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Requests per pod, as quantities (`cpu: 500m`, `memory: 1Gi`, `nvidia.com/gpu: 1`).
+    pub requests: BTreeMap<String, String>,
+    /// Arrival of the first pod, seconds.
+    #[serde(default)]
+    pub arrive_at: i64,
+    /// Seconds between consecutive pods' arrivals (0: all at once).
+    #[serde(default)]
+    pub arrive_every_seconds: i64,
+    /// Lifetime of each pod; none = until the end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_seconds: Option<i64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// A pod spec `affinity` (node affinity, pod affinity and anti-affinity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
+    #[serde(default)]
+    pub priority: i32,
+}
+
+fn default_namespace() -> String {
+    "default".into()
+}
+
+/// How the openb trace's GPU columns become requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuMode {
+    /// Drop GPU requests: a CPU/memory question on the trace's shape.
+    #[default]
+    Ignore,
+    /// `num_gpu` whole `nvidia.com/gpu` per pod (no sharing, as plain Kubernetes does).
+    Whole,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenbSpec {
+    /// Path to `openb_pod_list_*.csv`, relative to the scenario file.
+    pub path: String,
+    #[serde(default)]
+    pub gpu: GpuMode,
+    /// Only the first N pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// Start the clock at the first arrival instead of the trace's zero.
+    #[serde(default = "yes")]
+    pub shift_to_first_arrival: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GenerateSpec {
+    /// `karpenter-benchmark` or `mixed`.
+    pub kind: String,
+    #[serde(default)]
+    pub seed: u64,
+    /// Number of pods (generator default when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubectlSpec {
+    /// One or more `kubectl get ... -o yaml` outputs (a `List`, or `---`-separated objects),
+    /// relative to the scenario file.
+    pub paths: Vec<String>,
+}
+
+/// A scenario together with where it came from, so relative paths and error messages work.
+#[derive(Debug, Clone)]
+pub struct LoadedScenario {
+    pub scenario: Scenario,
+    /// The file name used in messages.
+    pub file: String,
+    /// Directory relative paths resolve against.
+    pub base_dir: PathBuf,
+    /// The raw text, to map field paths back to lines.
+    pub text: String,
+}
+
+impl LoadedScenario {
+    /// Resolve a path written in the scenario.
+    pub fn resolve(&self, p: &str) -> PathBuf {
+        let path = Path::new(p);
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.base_dir.join(path)
+        }
+    }
+
+    /// A validation error that names the line of `field` when it can be found.
+    pub fn invalid(&self, field: &str, message: impl Into<String>) -> SimError {
+        match yamlpath::line_of_path(&self.text, field) {
+            Some(line) => SimError::invalid(&format!("{}:{line}", self.file), field, message),
+            None => SimError::invalid(&self.file, field, message),
+        }
+    }
+}
+
+/// Parse scenario text. `file` names it in errors.
+pub fn parse(text: &str, file: &str) -> Result<Scenario> {
+    serde_saphyr::from_str::<Scenario>(text).map_err(|e| yaml_error(text, file, &e))
+}
+
+/// Turn a serde-saphyr error into one that names the line, column and field path.
+pub fn yaml_error(text: &str, file: &str, e: &serde_saphyr::Error) -> SimError {
+    let (line, column) = e
+        .location()
+        .map(|l| (l.line() as usize, l.column() as usize))
+        .unwrap_or((0, 0));
+    let field = if line > 0 {
+        yamlpath::path_at_line(text, line)
+    } else {
+        String::new()
+    };
+    let raw = e.without_snippet().to_string();
+    // The message may repeat the position; keep the first line only.
+    let first = raw.lines().next().unwrap_or_default().to_string();
+    let message = if field.is_empty() {
+        first
+    } else {
+        format!("field `{field}`: {first}")
+    };
+    SimError::Yaml {
+        file: file.to_string(),
+        line,
+        column,
+        field,
+        message,
+    }
+}
+
+/// Read and parse a scenario file.
+pub fn load(path: &Path) -> Result<LoadedScenario> {
+    let text = std::fs::read_to_string(path).map_err(|e| SimError::io(path, e))?;
+    let file = path.display().to_string();
+    let scenario = parse(&text, &file)?;
+    let base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    Ok(LoadedScenario {
+        scenario,
+        file,
+        base_dir,
+        text,
+    })
+}
+
+/// Wrap an in-memory scenario (generated, or built by a test).
+pub fn from_value(scenario: Scenario, name: &str) -> LoadedScenario {
+    let text = serde_saphyr::to_string(&scenario).unwrap_or_default();
+    LoadedScenario {
+        scenario,
+        file: name.to_string(),
+        base_dir: PathBuf::from("."),
+        text,
+    }
+}
+
+/// The JSON Schema of the scenario format.
+pub fn json_schema() -> serde_json::Value {
+    let schema = schemars::schema_for!(Scenario);
+    serde_json::to_value(&schema).unwrap_or(serde_json::Value::Null)
+}
