@@ -5,15 +5,22 @@
 //! replayed from a file.
 
 pub mod builders;
+pub mod disruption;
 pub mod model;
 pub mod packing;
 pub mod requirements;
 pub mod resources;
 pub mod result;
+pub mod scheduler;
 pub mod selectors;
+pub mod shapes;
+pub mod state;
 pub mod strategies;
 pub mod taints;
+pub mod topology;
 
 pub use model::*;
 pub use result::*;
 pub use strategies::Strategy;
+pub use scheduler::{SchedulingOptions, schedule, schedule_on, schedule_with};
+pub use state::ClusterState;

@@ -1,0 +1,692 @@
+//! The scheduling simulation: pending pods onto existing and in-flight nodes, then onto new
+//! NodeClaims planned by a [`LaunchPlanner`].
+//!
+//! Per pod, in Karpenter's order (CPU, then memory, descending): preferences are first treated
+//! as requirements; the pod goes to the first existing node (initialized first, then by name)
+//! where every constraint holds; otherwise its compatible launch shapes are computed and
+//! zone-like topology (spread, pod affinity and anti-affinity, their inverse) pins it to a
+//! domain, and it becomes a packing item; if neither works, one preference is relaxed in
+//! Karpenter's order and the pod is tried again. At the end the planner packs the items into
+//! new nodes, the plan is verified, and NodeClaims are assembled with their options.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Node, NodeSelectorTerm, Pod, Requirement, Resources, Snapshot, TaintEffect, Toleration, TolerationOperator, WhenUnsatisfiable, labels};
+use crate::packing::{LaunchPlanner, PackItem, PackingProblem, ShapeId, ShapeSet, verify};
+use crate::requirements::{Requirements, ValueSet, term_matches, terms_match};
+use crate::resources::{format_amount, pod_requests};
+use crate::result::*;
+use crate::state::{ClusterState, node_domain, with_volumes};
+use crate::strategies::Strategy;
+use crate::taints::{first_untolerated, tolerates_all};
+use crate::topology::{Kind, owned_terms};
+
+/// How to schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SchedulingOptions {
+    pub strategy: Strategy,
+    /// Karpenter's last relaxation: tolerate `PreferNoSchedule` taints when nothing else works.
+    pub tolerate_prefer_no_schedule: bool,
+    /// Check the planner's plan with [`crate::packing::verify`] (cheap; on by default).
+    pub verify_plan: bool,
+}
+
+impl Default for SchedulingOptions {
+    fn default() -> Self {
+        SchedulingOptions { strategy: Strategy::CostAware, tolerate_prefer_no_schedule: true, verify_plan: true }
+    }
+}
+
+/// Schedules the snapshot's pending pods (unbound, not daemonset pods).
+pub fn schedule(snapshot: &Snapshot, options: &SchedulingOptions) -> SchedulingResult {
+    let mut state = ClusterState::new(snapshot);
+    let pending: Vec<Pod> = snapshot.pods.iter().filter(|p| p.node_name.is_none() && !p.is_daemonset_pod()).cloned().collect();
+    schedule_on(&mut state, &pending, options)
+}
+
+/// Schedules `pending` on a prepared state (which it updates with the placements on existing
+/// nodes). Consolidation clones one [`ClusterState`], removes candidates and calls this.
+pub fn schedule_on(state: &mut ClusterState, pending: &[Pod], options: &SchedulingOptions) -> SchedulingResult {
+    schedule_with(state, pending, options, options.strategy.planner())
+}
+
+/// [`schedule_on`] with any planner (an optimiser plugs in here).
+pub fn schedule_with(state: &mut ClusterState, pending: &[Pod], options: &SchedulingOptions, planner: &dyn LaunchPlanner) -> SchedulingResult {
+    let mut run = Run::new(state, options);
+    run.prepare_groups(pending);
+    let order = pod_order(pending);
+    let mut result = SchedulingResult { strategy: planner.name().to_string(), ..SchedulingResult::default() };
+    for i in order {
+        let Some(original) = pending.get(i) else { continue };
+        let mut pod = original.clone();
+        let mut relaxed = Vec::new();
+        loop {
+            match run.try_pod(&pod) {
+                Ok(Some(node)) => {
+                    result.existing_placements.push(Placement { pod: pod_ref(&pod), node });
+                    break;
+                }
+                Ok(None) => break,
+                Err(reason) => match relax(&mut pod, options.tolerate_prefer_no_schedule) {
+                    Some(what) => relaxed.push(what),
+                    None => {
+                        result.unschedulable.push(Unschedulable { pod: pod_ref(&pod), reason });
+                        break;
+                    }
+                },
+            }
+        }
+        if !relaxed.is_empty() {
+            result.relaxations.push(Relaxation { pod: pod_ref(original), relaxed });
+        }
+    }
+    run.finish(planner, &mut result);
+    result
+}
+
+/// Karpenter's queue order: CPU, then memory, descending; then creation time, namespace, name.
+pub fn pod_order(pods: &[Pod]) -> Vec<usize> {
+    let reqs: Vec<Resources> = pods.iter().map(pod_requests).collect();
+    let mut idx: Vec<usize> = (0..pods.len()).collect();
+    idx.sort_by(|a, b| {
+        let (ra, rb) = (reqs.get(*a), reqs.get(*b));
+        let (pa, pb) = (pods.get(*a), pods.get(*b));
+        match (ra, rb, pa, pb) {
+            (Some(ra), Some(rb), Some(pa), Some(pb)) => rb
+                .cpu_milli
+                .cmp(&ra.cpu_milli)
+                .then(rb.memory.cmp(&ra.memory))
+                .then(pa.created_at.cmp(&pb.created_at))
+                .then(pa.namespace.cmp(&pb.namespace))
+                .then(pa.name.cmp(&pb.name))
+                .then(a.cmp(b)),
+            _ => a.cmp(b),
+        }
+    });
+    idx
+}
+
+fn pod_ref(p: &Pod) -> PodRef {
+    PodRef { namespace: p.namespace.clone(), name: p.name.clone() }
+}
+
+/// The node requirements a pod is held to now: nodeSelector, its heaviest preferred
+/// node-affinity term (until relaxed) and its first required term (Karpenter's reading).
+pub fn effective_term(pod: &Pod) -> NodeSelectorTerm {
+    let mut term: NodeSelectorTerm = pod.node_selector.iter().map(|(k, v)| Requirement::new_in(k, &[v.as_str()])).collect();
+    if let Some(pref) = heaviest(&pod.preferred_node_affinity, |t| t.weight) {
+        term.extend(pref.term.iter().cloned());
+    }
+    if let Some(first) = pod.required_node_affinity.first() {
+        term.extend(first.iter().cloned());
+    }
+    term
+}
+
+fn heaviest<T>(items: &[T], weight: impl Fn(&T) -> i32) -> Option<&T> {
+    let mut best: Option<&T> = None;
+    for it in items {
+        if best.is_none_or(|b| weight(it) > weight(b)) {
+            best = Some(it);
+        }
+    }
+    best
+}
+
+fn remove_heaviest<T>(items: &mut Vec<T>, weight: impl Fn(&T) -> i32) -> Option<T> {
+    let mut best: Option<(usize, i32)> = None;
+    for (i, it) in items.iter().enumerate() {
+        let w = weight(it);
+        if best.is_none_or(|(_, bw)| w > bw) {
+            best = Some((i, w));
+        }
+    }
+    best.map(|(i, _)| items.remove(i))
+}
+
+/// One relaxation step in Karpenter's order; `None` when nothing is left to relax.
+pub fn relax(pod: &mut Pod, tolerate_prefer_no_schedule: bool) -> Option<String> {
+    if pod.required_node_affinity.len() > 1 {
+        pod.required_node_affinity.remove(0);
+        return Some("dropped the first required node-affinity term".into());
+    }
+    if remove_heaviest(&mut pod.pod_affinity.preferred, |t| t.weight).is_some() {
+        return Some("dropped a preferred pod-affinity term".into());
+    }
+    if remove_heaviest(&mut pod.pod_anti_affinity.preferred, |t| t.weight).is_some() {
+        return Some("dropped a preferred pod-anti-affinity term".into());
+    }
+    if remove_heaviest(&mut pod.preferred_node_affinity, |t| t.weight).is_some() {
+        return Some("dropped a preferred node-affinity term".into());
+    }
+    if let Some(i) = pod.topology_spread.iter().position(|t| t.when_unsatisfiable == WhenUnsatisfiable::ScheduleAnyway) {
+        let t = pod.topology_spread.remove(i);
+        return Some(format!("dropped the ScheduleAnyway topology spread on {}", t.topology_key));
+    }
+    let tol = Toleration { key: None, operator: TolerationOperator::Exists, value: None, effect: Some(TaintEffect::PreferNoSchedule) };
+    if tolerate_prefer_no_schedule && !pod.tolerations.contains(&tol) {
+        pod.tolerations.push(tol);
+        return Some("tolerated PreferNoSchedule taints".into());
+    }
+    None
+}
+
+/// Static compatibility of one kind of pod (same node requirements, volumes, tolerations).
+struct Class {
+    term: NodeSelectorTerm,
+    nodes_ok: Vec<bool>,
+    shapes: ShapeSet,
+}
+
+/// A packing item being assembled.
+struct Draft {
+    pods: Vec<Pod>,
+    requests: Resources,
+    shapes: ShapeSet,
+    limits: BTreeMap<u32, u32>,
+    ports: Vec<u32>,
+    terms: Vec<NodeSelectorTerm>,
+}
+
+struct Run<'a> {
+    state: &'a mut ClusterState,
+    classes: Vec<Class>,
+    class_index: HashMap<String, usize>,
+    eligible: HashMap<(usize, usize), BTreeSet<String>>,
+    drafts: Vec<Draft>,
+    bundles: BTreeMap<usize, usize>,
+    host_groups: BTreeMap<usize, u32>,
+    port_groups: BTreeMap<(crate::model::Protocol, u16), u32>,
+    next_pack_group: u32,
+    _options: &'a SchedulingOptions,
+}
+
+impl<'a> Run<'a> {
+    fn new(state: &'a mut ClusterState, options: &'a SchedulingOptions) -> Run<'a> {
+        Run {
+            state,
+            classes: Vec::new(),
+            class_index: HashMap::new(),
+            eligible: HashMap::new(),
+            drafts: Vec::new(),
+            bundles: BTreeMap::new(),
+            host_groups: BTreeMap::new(),
+            port_groups: BTreeMap::new(),
+            next_pack_group: 0,
+            _options: options,
+        }
+    }
+
+    /// Creates the groups of every pending pod's terms up front, so that a pod processed
+    /// early already sees the anti-affinity of pods processed later.
+    fn prepare_groups(&mut self, pending: &[Pod]) {
+        let mut seen = BTreeSet::new();
+        for p in pending {
+            let term = effective_term(p);
+            for t in owned_terms(p, &self.state.base.snapshot.namespaces, &term) {
+                if seen.insert(t.key.clone()) {
+                    self.state.group(&t);
+                }
+            }
+        }
+    }
+
+    fn class(&mut self, pod: &Pod) -> usize {
+        let term = effective_term(pod);
+        let vols: Vec<&Vec<NodeSelectorTerm>> = pod.volumes.iter().map(|v| &v.node_affinity).collect();
+        let key = format!("{term:?}|{vols:?}|{:?}", pod.tolerations);
+        if let Some(c) = self.class_index.get(&key) {
+            return *c;
+        }
+        let base = &self.state.base;
+        let nodes = &base.snapshot.nodes;
+        let removed: Vec<bool> = self.state.nodes.iter().map(|n| n.removed).collect();
+        let node_ok = |(i, n): (usize, &Node)| {
+            !removed.get(i).copied().unwrap_or(true)
+                && term_matches(&term, &n.labels)
+                && vols.iter().all(|v| terms_match(v, &n.labels))
+                && tolerates_all(&n.taints, &pod.tolerations, true)
+        };
+        let nodes_ok: Vec<bool> = nodes.par_iter().enumerate().map(node_ok).collect();
+        let shp = &base.shapes;
+        let ok: Vec<bool> = (0..shp.shapes.len())
+            .into_par_iter()
+            .map(|s| match (shp.labels.get(s), shp.taints.get(s)) {
+                (Some(l), Some(t)) => term_matches(&term, l) && vols.iter().all(|v| terms_match(v, l)) && tolerates_all(t, &pod.tolerations, true),
+                _ => false,
+            })
+            .collect();
+        let shapes = ShapeSet::from_ids(shp.shapes.len(), ok.iter().enumerate().filter(|(_, b)| **b).map(|(i, _)| i as u32));
+        let i = self.classes.len();
+        self.classes.push(Class { term, nodes_ok, shapes });
+        self.class_index.insert(key, i);
+        i
+    }
+
+    fn eligible(&mut self, group: usize, class: usize) -> BTreeSet<String> {
+        if let Some(e) = self.eligible.get(&(group, class)) {
+            return e.clone();
+        }
+        let mut set = BTreeSet::new();
+        if let (Some(g), Some(c)) = (self.state.groups.get(group), self.classes.get(class))
+            && g.key != labels::HOSTNAME
+        {
+            set.extend(g.domains.iter().cloned());
+            let shp = &self.state.base.shapes;
+            for s in c.shapes.iter() {
+                if let Some(v) = shp.labels.get(s as usize).and_then(|l| l.get(&g.key)) {
+                    set.insert(v.clone());
+                }
+            }
+        }
+        self.eligible.insert((group, class), set.clone());
+        set
+    }
+
+    /// `Ok(Some(node))`: placed on an existing node; `Ok(None)`: will go to a new node;
+    /// `Err(reason)`: cannot be placed with its current constraints.
+    fn try_pod(&mut self, pod: &Pod) -> Result<Option<String>, String> {
+        let class = self.class(pod);
+        let term = self.classes.get(class).map(|c| c.term.clone()).unwrap_or_default();
+        let requests = with_volumes(pod_requests(pod), pod);
+        let mut owned = Vec::new();
+        for t in owned_terms(pod, &self.state.base.snapshot.namespaces, &term) {
+            let g = self.state.group(&t);
+            let self_sel = self.state.groups.get(g).is_some_and(|x| x.selects(pod));
+            let elig = self.eligible(g, class);
+            owned.push((g, self_sel, elig, t.hard_label));
+        }
+        let inverse: Vec<usize> = (0..self.state.groups.len())
+            .filter(|g| self.state.groups.get(*g).is_some_and(|x| x.kind == Kind::AntiAffinity && !x.owners.is_empty() && x.selects(pod)))
+            .collect();
+
+        // 1. Existing and in-flight nodes, first fit.
+        if let Some(ni) = self.find_existing(pod, class, &requests, &owned, &inverse) {
+            self.state.place(pod, ni, &requests);
+            return Ok(self.state.node(ni).map(|n| n.name.clone()));
+        }
+
+        // 2. A new node: shapes, then topology pins.
+        self.new_node(pod, class, requests, &owned, &inverse).map(|_| None)
+    }
+
+    fn find_existing(&self, pod: &Pod, class: usize, requests: &Resources, owned: &[(usize, bool, BTreeSet<String>, String)], inverse: &[usize]) -> Option<usize> {
+        let c = self.classes.get(class)?;
+        let base = &self.state.base;
+        'nodes: for &ni in &base.node_order {
+            if !c.nodes_ok.get(ni).copied().unwrap_or(false) {
+                continue;
+            }
+            let Some(ns) = self.state.nodes.get(ni) else { continue };
+            if ns.removed || !ns.used.fits_with(requests, &ns.allocatable) {
+                continue;
+            }
+            if !pod.host_ports.is_empty() && self.state.port_conflict(ni, pod) {
+                continue;
+            }
+            let Some(node) = base.snapshot.nodes.get(ni) else { continue };
+            for (g, self_sel, elig, _) in owned {
+                let Some(grp) = self.state.groups.get(*g) else { continue };
+                if !grp.allows(node_domain(node, &grp.key), *self_sel, elig) {
+                    continue 'nodes;
+                }
+            }
+            for g in inverse {
+                let Some(grp) = self.state.groups.get(*g) else { continue };
+                if !grp.inverse_allows(node_domain(node, &grp.key)) {
+                    continue 'nodes;
+                }
+            }
+            return Some(ni);
+        }
+        None
+    }
+
+    fn new_node(&mut self, pod: &Pod, class: usize, requests: Resources, owned: &[(usize, bool, BTreeSet<String>, String)], inverse: &[usize]) -> Result<(), String> {
+        let Some(c) = self.classes.get(class) else { return Err("internal: unknown class".into()) };
+        let term = c.term.clone();
+        let mut set = c.shapes.clone();
+        if set.is_empty() {
+            return Err(self.static_reason(pod, &term));
+        }
+        let base = std::sync::Arc::clone(&self.state.base);
+        let shp = &base.shapes;
+        let fits = |s: ShapeId| shp.shapes.get(s as usize).is_some_and(|sh| requests.fits_in(&sh.allocatable));
+        if !set.iter().any(fits) {
+            return Err(resource_reason(&requests, &set, shp));
+        }
+        // Zone-like topology restricts shapes by their label for the key.
+        for (g, self_sel, elig, label) in owned {
+            let Some(grp) = self.state.groups.get(*g) else { continue };
+            if grp.key == labels::HOSTNAME {
+                continue;
+            }
+            let keep: Vec<ShapeId> = set.iter().filter(|s| grp.allows(shp.labels.get(*s as usize).and_then(|l| l.get(&grp.key)).map(String::as_str), *self_sel, elig)).collect();
+            set = ShapeSet::from_ids(shp.shapes.len(), keep);
+            if !set.iter().any(fits) {
+                return Err(format!("{label}: no domain is allowed that has a node shape with room (existing nodes did not fit either)"));
+            }
+        }
+        for g in inverse {
+            let Some(grp) = self.state.groups.get(*g) else { continue };
+            if grp.key == labels::HOSTNAME {
+                continue;
+            }
+            let keep: Vec<ShapeId> = set.iter().filter(|s| grp.inverse_allows(shp.labels.get(*s as usize).and_then(|l| l.get(&grp.key)).map(String::as_str))).collect();
+            set = ShapeSet::from_ids(shp.shapes.len(), keep);
+            if !set.iter().any(fits) {
+                return Err(format!("pod anti-affinity of other pods on {}: every domain with room holds one of them", grp.key));
+            }
+        }
+        // Pin every zone-like key that a group involving this pod uses to one domain.
+        let mut keys: BTreeSet<String> = owned.iter().filter_map(|(g, ..)| self.state.groups.get(*g)).filter(|g| g.key != labels::HOSTNAME).map(|g| g.key.clone()).collect();
+        for g in &self.state.groups {
+            if g.key != labels::HOSTNAME && g.kind != Kind::Spread && g.selects(pod) {
+                keys.insert(g.key.clone());
+            }
+        }
+        let mut pins = BTreeMap::new();
+        for key in keys {
+            let mut best: Option<((i64, i64, u64), String)> = None;
+            let mut by_value: BTreeMap<&str, f64> = BTreeMap::new();
+            for s in set.iter().filter(|s| fits(*s)) {
+                let (Some(l), Some(sh)) = (shp.labels.get(s as usize), shp.shapes.get(s as usize)) else { continue };
+                if let Some(v) = l.get(&key) {
+                    let e = by_value.entry(v.as_str()).or_insert(f64::INFINITY);
+                    *e = e.min(sh.price);
+                }
+            }
+            for (v, price) in &by_value {
+                let mut spread = 0i64;
+                let mut affinity = 0i64;
+                for (g, ..) in owned {
+                    let Some(grp) = self.state.groups.get(*g) else { continue };
+                    if grp.key != key {
+                        continue;
+                    }
+                    let cnt = grp.counts.get(*v).copied().unwrap_or(0) as i64;
+                    match grp.kind {
+                        Kind::Spread => spread += cnt,
+                        Kind::Affinity => affinity -= cnt,
+                        Kind::AntiAffinity => {}
+                    }
+                }
+                let score = (spread, affinity, (price * 1e6) as u64);
+                if best.as_ref().is_none_or(|(b, _)| score < *b) {
+                    best = Some((score, v.to_string()));
+                }
+            }
+            let Some((_, v)) = best else { return Err(format!("no launch shape defines {key}, which its topology needs")) };
+            let keep: Vec<ShapeId> = set.iter().filter(|s| shp.labels.get(*s as usize).and_then(|l| l.get(&key)) == Some(&v)).collect();
+            set = ShapeSet::from_ids(shp.shapes.len(), keep);
+            pins.insert(key, v);
+        }
+
+        // Hostname-level terms become per-node limits in packing; hostname affinity bundles.
+        let mut limits = BTreeMap::new();
+        let mut bundle_with: Option<usize> = None;
+        for (g, self_sel, _, label) in owned {
+            let Some(grp) = self.state.groups.get(*g) else { continue };
+            if grp.key != labels::HOSTNAME {
+                continue;
+            }
+            let (kind, max_skew, any_selected) = (grp.kind, grp.max_skew, grp.any_selected());
+            match kind {
+                Kind::Spread => {
+                    let pg = self.host_group(*g);
+                    limits.insert(pg, max_skew.max(0) as u32);
+                }
+                Kind::AntiAffinity => {
+                    let pg = self.host_group(*g);
+                    limits.insert(pg, u32::from(*self_sel));
+                }
+                Kind::Affinity => {
+                    if any_selected {
+                        return Err(format!("{label}: the nodes running matching pods have no room for it"));
+                    }
+                    if !*self_sel {
+                        return Err(format!("{label}: no running or pending pod it may join matches its selector"));
+                    }
+                    bundle_with = Some(*g);
+                }
+            }
+        }
+        let mut ports = Vec::new();
+        for hp in &pod.host_ports {
+            let k = (hp.protocol, hp.port);
+            let id = match self.port_groups.get(&k) {
+                Some(id) => *id,
+                None => {
+                    let id = self.next_pack_group;
+                    self.next_pack_group += 1;
+                    self.port_groups.insert(k, id);
+                    id
+                }
+            };
+            ports.push(id);
+            limits.insert(id, 1);
+        }
+
+        if let Some(g) = bundle_with
+            && let Some(&di) = self.bundles.get(&g)
+            && let Some(d) = self.drafts.get_mut(di)
+        {
+            let mut joined = set.clone();
+            joined.intersect_with(&d.shapes);
+            let total = d.requests.add(&requests);
+            if !joined.iter().any(|s| shp.shapes.get(s as usize).is_some_and(|sh| total.fits_in(&sh.allocatable))) {
+                return Err("pod affinity on hostname: the co-located group no longer fits the largest compatible node".into());
+            }
+            d.pods.push(pod.clone());
+            d.requests = total;
+            d.shapes = joined;
+            for (k, v) in limits {
+                let e = d.limits.entry(k).or_insert(v);
+                *e = (*e).min(v);
+            }
+            d.ports.extend(ports);
+            d.terms.push(term);
+            self.state.pin(pod, pins);
+            return Ok(());
+        }
+        let di = self.drafts.len();
+        self.drafts.push(Draft { pods: vec![pod.clone()], requests, shapes: set, limits, ports, terms: vec![term] });
+        if let Some(g) = bundle_with {
+            self.bundles.insert(g, di);
+        }
+        self.state.pin(pod, pins);
+        Ok(())
+    }
+
+    fn host_group(&mut self, g: usize) -> u32 {
+        if let Some(id) = self.host_groups.get(&g) {
+            return *id;
+        }
+        let id = self.next_pack_group;
+        self.next_pack_group += 1;
+        self.host_groups.insert(g, id);
+        id
+    }
+
+    fn static_reason(&self, pod: &Pod, term: &NodeSelectorTerm) -> String {
+        let shp = &self.state.base.shapes;
+        if shp.shapes.is_empty() {
+            return "no NodePool has an available instance type to launch".into();
+        }
+        let mut reasons = Vec::new();
+        for (pi, pool) in shp.pools.iter().enumerate() {
+            let ids: Vec<usize> = (0..shp.shapes.len()).filter(|s| shp.shapes.get(*s).is_some_and(|x| x.pool == pi as u32)).collect();
+            if ids.is_empty() {
+                continue;
+            }
+            let all_labels = || ids.iter().filter_map(|s| shp.labels.get(*s));
+            if let Some(t) = ids.iter().filter_map(|s| shp.taints.get(*s)).find_map(|t| first_untolerated(t, &pod.tolerations, true)) {
+                if ids.iter().filter_map(|s| shp.taints.get(*s)).all(|t| first_untolerated(t, &pod.tolerations, true).is_some()) {
+                    reasons.push(format!(
+                        "NodePool {}: does not tolerate taint {}{}:{:?}",
+                        pool.name,
+                        t.key,
+                        t.value.as_deref().map(|v| format!("={v}")).unwrap_or_default(),
+                        t.effect
+                    ));
+                    continue;
+                }
+            }
+            if let Some(r) = term.iter().find(|r| all_labels().all(|l| !r.matches(l))) {
+                reasons.push(format!("NodePool {}: no instance type offers {} {:?} {:?}", pool.name, r.key, r.operator, r.values));
+                continue;
+            }
+            if let Some(v) = pod.volumes.iter().find(|v| all_labels().all(|l| !terms_match(&v.node_affinity, l))) {
+                reasons.push(format!("NodePool {}: volume {} can only attach in a topology none of its instance types offers", pool.name, v.name));
+                continue;
+            }
+            reasons.push(format!("NodePool {}: no single instance type and offering satisfies all of its node requirements together", pool.name));
+        }
+        reasons.join("; ")
+    }
+
+    fn finish(self, planner: &dyn LaunchPlanner, result: &mut SchedulingResult) {
+        let Run { state, drafts, host_groups, next_pack_group, .. } = self;
+        let shp = &state.base.shapes;
+        // Membership in hostname groups is decided now, when every group exists.
+        let mut interned: HashMap<ShapeSet, u32> = HashMap::new();
+        let mut shape_sets = Vec::new();
+        let mut items = Vec::with_capacity(drafts.len());
+        for (di, d) in drafts.iter().enumerate() {
+            let mut member_of: Vec<u32> = d.ports.clone();
+            for (g, pg) in &host_groups {
+                if let Some(grp) = state.groups.get(*g)
+                    && d.pods.iter().any(|p| grp.selects(p))
+                {
+                    member_of.push(*pg);
+                }
+            }
+            member_of.sort_unstable();
+            member_of.dedup();
+            let set_id = match interned.get(&d.shapes) {
+                Some(i) => *i,
+                None => {
+                    let i = shape_sets.len() as u32;
+                    shape_sets.push(d.shapes.clone());
+                    interned.insert(d.shapes.clone(), i);
+                    i
+                }
+            };
+            items.push(PackItem { pods: vec![di as u32], requests: d.requests.clone(), shape_set: set_id, member_of, limits: d.limits.iter().map(|(k, v)| (*k, *v)).collect() });
+        }
+        let problem = PackingProblem { shapes: shp.shapes.clone(), pools: shp.pools.clone(), shape_sets, items, groups: next_pack_group };
+        let plan = planner.plan(&problem, None);
+        if let Err(v) = verify(&problem, &plan) {
+            // A planner bug must not launch a broken plan: report and place nothing new.
+            for d in &drafts {
+                for p in &d.pods {
+                    result.unschedulable.push(Unschedulable { pod: pod_ref(p), reason: format!("launch plan rejected by verification: {}", v.first().map(|e| e.to_string()).unwrap_or_default()) });
+                }
+            }
+            return;
+        }
+        for (item, reason) in &plan.unplaced {
+            if let Some(d) = drafts.get(*item as usize) {
+                for p in &d.pods {
+                    result.unschedulable.push(Unschedulable { pod: pod_ref(p), reason: reason.clone() });
+                }
+            }
+        }
+        let pool_reqs: Vec<Requirements> = shp
+            .pool_source
+            .iter()
+            .map(|pi| state.base.snapshot.nodepools.get(*pi).map(|p| Requirements::from_wire(&p.requirements)).unwrap_or_default())
+            .collect();
+        let claims: Vec<NewNodeClaim> = plan
+            .nodes
+            .par_iter()
+            .enumerate()
+            .filter_map(|(ni, node)| {
+                let launch = problem.shapes.get(node.shape as usize)?;
+                let pool = problem.pools.get(launch.pool as usize)?;
+                let ds: Vec<&Draft> = node.items.iter().filter_map(|i| drafts.get(*i as usize)).collect();
+                let mut set = ShapeSet::from_ids(problem.shapes.len(), 0..problem.shapes.len() as u32);
+                let mut req = Resources::default();
+                for d in &ds {
+                    set.intersect_with(&d.shapes);
+                    req.add_assign(&d.requests);
+                }
+                // Options: every instance type of this pool that fits, with its cheapest offering.
+                let mut best: BTreeMap<u32, ShapeId> = BTreeMap::new();
+                for s in set.iter() {
+                    let Some(sh) = problem.shapes.get(s as usize) else { continue };
+                    if sh.pool != launch.pool || !req.fits_in(&sh.allocatable) {
+                        continue;
+                    }
+                    let cur = best.entry(sh.instance_type).or_insert(s);
+                    if problem.shapes.get(*cur as usize).is_some_and(|c| sh.price < c.price) {
+                        *cur = s;
+                    }
+                }
+                let mut options: Vec<InstanceTypeOption> = best
+                    .values()
+                    .filter_map(|s| problem.shapes.get(*s as usize))
+                    .map(|sh| InstanceTypeOption {
+                        instance_type: sh.instance_type_name.clone(),
+                        cheapest: OfferingChoice { zone: sh.zone.clone(), capacity_type: sh.capacity_type, price: sh.price },
+                        allocatable_for_pods: sh.allocatable.clone(),
+                    })
+                    .collect();
+                options.sort_by(|a, b| a.cheapest.price.total_cmp(&b.cheapest.price).then(a.instance_type.cmp(&b.instance_type)));
+                let mut reqs = pool_reqs.get(launch.pool as usize).cloned().unwrap_or_default();
+                for d in &ds {
+                    for t in &d.terms {
+                        reqs = reqs.intersect(&Requirements::from_wire(t));
+                    }
+                }
+                let zones: BTreeSet<String> = set.iter().filter_map(|s| problem.shapes.get(s as usize)).filter(|sh| sh.pool == launch.pool && req.fits_in(&sh.allocatable)).map(|sh| sh.zone.clone()).collect();
+                let cts: BTreeSet<String> = set.iter().filter_map(|s| problem.shapes.get(s as usize)).filter(|sh| sh.pool == launch.pool && req.fits_in(&sh.allocatable)).map(|sh| sh.capacity_type.as_label().to_string()).collect();
+                reqs.add(labels::NODEPOOL, ValueSet::of([pool.name.clone()]));
+                reqs.add(labels::INSTANCE_TYPE, ValueSet::of(options.iter().map(|o| o.instance_type.clone())));
+                reqs.add(labels::ZONE, ValueSet::of(zones));
+                reqs.add(labels::CAPACITY_TYPE, ValueSet::of(cts));
+                let pods_sum = crate::resources::sum(ds.iter().flat_map(|d| d.pods.iter()).map(pod_requests).collect::<Vec<_>>().iter());
+                Some(NewNodeClaim {
+                    name: format!("{}-new-{}", pool.name, ni),
+                    nodepool: pool.name.clone(),
+                    requirements: reqs.to_wire(),
+                    pods: ds.iter().flat_map(|d| d.pods.iter().map(pod_ref)).collect(),
+                    pod_requests: pods_sum,
+                    daemonset_requests: launch.daemonset_requests.clone(),
+                    instance_type_options: options,
+                    launch: Launch { instance_type: launch.instance_type_name.clone(), zone: launch.zone.clone(), capacity_type: launch.capacity_type, price: launch.price },
+                })
+            })
+            .collect();
+        result.new_node_cost_per_hour = claims.iter().map(|c| c.launch.price).sum();
+        result.new_node_claims = claims;
+        result.cost_lower_bound = plan.lower_bound;
+    }
+}
+
+/// "no instance type has 96 GiB memory in NodePool gpu: largest allows 64 GiB".
+fn resource_reason(requests: &Resources, set: &ShapeSet, shp: &crate::shapes::Shapes) -> String {
+    let mut per_pool: BTreeMap<u32, Resources> = BTreeMap::new();
+    for s in set.iter() {
+        if let Some(sh) = shp.shapes.get(s as usize) {
+            let e = per_pool.entry(sh.pool).or_default();
+            *e = e.max(&sh.allocatable);
+        }
+    }
+    let mut reasons = Vec::new();
+    for (pool, max) in per_pool {
+        let name = shp.pools.get(pool as usize).map_or("?", |p| p.name.as_str());
+        if let Some((res, want, have)) = requests.first_excess(&max) {
+            reasons.push(format!("no instance type has {} in NodePool {name}: largest allows {} (after overhead and daemonsets)", format_amount(res, want), format_amount(res, have)));
+        } else if let Some((res, want, have)) = requests.first_excess_extended(&max) {
+            reasons.push(format!("no instance type has {want} {res} in NodePool {name}: largest allows {have}"));
+        } else {
+            reasons.push(format!("NodePool {name}: no single instance type has room for all of {requests}"));
+        }
+    }
+    reasons.join("; ")
+}

@@ -1,0 +1,293 @@
+//! Cluster state for scheduling: per-node usage, host ports and topology counts.
+//!
+//! Built once from a [`Snapshot`] with [`ClusterState::new`] and cheap to clone: the snapshot
+//! and the launch shapes sit behind an `Arc`, only per-node usage and the topology groups are
+//! copied. Consolidation builds one state, then for each candidate set clones it, calls
+//! [`ClusterState::remove_nodes`] (their pods become pending, their counts leave the topology
+//! groups) and runs [`crate::schedule_on`] with those pods.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::model::{HostPort, Node, Pod, Protocol, Resources, Snapshot, labels};
+use crate::resources::pod_requests;
+use crate::shapes::{Shapes, csi_resource};
+use crate::topology::{Group, GroupKey, Kind, OwnedTerm};
+
+/// Immutable parts shared by every clone.
+#[derive(Debug)]
+pub struct Base {
+    pub snapshot: Snapshot,
+    pub shapes: Shapes,
+    /// Node indices in Karpenter's order: initialized first, then by name.
+    pub node_order: Vec<usize>,
+    /// Requests of every snapshot pod (same indices as `snapshot.pods`).
+    pub requests: Vec<Resources>,
+}
+
+/// One existing or in-flight node.
+#[derive(Debug, Clone)]
+pub struct NodeState {
+    pub used: Resources,
+    pub allocatable: Resources,
+    pub ports: BTreeSet<(Protocol, u16, String)>,
+    pub removed: bool,
+    /// Indices of pods on it: snapshot pods (`Bound`) or pods placed during a run (`Extra`).
+    pub pods: Vec<PodSlot>,
+}
+
+/// Where a pod lives in the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodSlot {
+    Bound(usize),
+    Extra(usize),
+}
+
+/// Scheduling state of a cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterState {
+    pub base: Arc<Base>,
+    pub nodes: Vec<NodeState>,
+    pub groups: Vec<Group>,
+    group_index: BTreeMap<GroupKey, usize>,
+    /// Pods placed during runs on this state (pending pods that landed on existing nodes).
+    pub extra_pods: Vec<Pod>,
+    /// Pods pinned to domains on new nodes: (pod, key -> domain), for groups made later.
+    pinned: Vec<(Pod, BTreeMap<String, String>)>,
+}
+
+/// The domain of a node for a topology key (hostname falls back to the node name).
+pub fn node_domain<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    match node.labels.get(key) {
+        Some(v) => Some(v.as_str()),
+        None if key == labels::HOSTNAME => Some(node.name.as_str()),
+        None => None,
+    }
+}
+
+fn port_key(p: &HostPort) -> (Protocol, u16, String) {
+    (p.protocol, p.port, p.host_ip.clone().unwrap_or_default())
+}
+
+/// Whether two host ports conflict (same protocol and port; a wildcard IP conflicts with all).
+pub fn ports_conflict(a: &(Protocol, u16, String), b: &(Protocol, u16, String)) -> bool {
+    let wild = |ip: &str| ip.is_empty() || ip == "0.0.0.0" || ip == "::";
+    a.0 == b.0 && a.1 == b.1 && (wild(&a.2) || wild(&b.2) || a.2 == b.2)
+}
+
+impl ClusterState {
+    /// Builds the state: usage of every node from its bound pods, shapes of every NodePool,
+    /// and the inverse anti-affinity groups of bound pods.
+    pub fn new(snapshot: &Snapshot) -> ClusterState {
+        let snapshot = snapshot.clone();
+        let csi_drivers: BTreeSet<String> = snapshot.pods.iter().flat_map(|p| p.volumes.iter().filter_map(|v| v.csi_driver.clone())).collect();
+        let mut existing_capacity: BTreeMap<String, Resources> = BTreeMap::new();
+        for n in &snapshot.nodes {
+            if let Some(pool) = n.nodepool.clone().or_else(|| n.labels.get(labels::NODEPOOL).cloned()) {
+                existing_capacity.entry(pool).or_default().add_assign(&n.capacity.clone().with_extended("nodes", 1));
+            }
+        }
+        let shapes = Shapes::build(&snapshot, &existing_capacity, &csi_drivers);
+        let requests: Vec<Resources> = snapshot.pods.iter().map(|p| with_volumes(pod_requests(p), p)).collect();
+        let by_name: BTreeMap<&str, usize> = snapshot.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+        let mut nodes: Vec<NodeState> = snapshot
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut alloc = n.allocatable.clone();
+                for d in &csi_drivers {
+                    alloc.extended.insert(csi_resource(d), n.csi_limits.get(d).copied().unwrap_or(i64::MAX / 4));
+                }
+                NodeState { used: Resources::default(), allocatable: alloc, ports: BTreeSet::new(), removed: n.marked_for_deletion, pods: Vec::new() }
+            })
+            .collect();
+        for (pi, p) in snapshot.pods.iter().enumerate() {
+            let Some(ni) = p.node_name.as_deref().and_then(|n| by_name.get(n)) else { continue };
+            if let (Some(ns), Some(r)) = (nodes.get_mut(*ni), requests.get(pi)) {
+                ns.used.add_assign(r);
+                ns.ports.extend(p.host_ports.iter().map(port_key));
+                ns.pods.push(PodSlot::Bound(pi));
+            }
+        }
+        let mut node_order: Vec<usize> = (0..snapshot.nodes.len()).collect();
+        node_order.sort_by(|a, b| {
+            let (na, nb) = (snapshot.nodes.get(*a), snapshot.nodes.get(*b));
+            match (na, nb) {
+                (Some(na), Some(nb)) => nb.initialized.cmp(&na.initialized).then(na.name.cmp(&nb.name)),
+                _ => a.cmp(b),
+            }
+        });
+        let base = Arc::new(Base { snapshot, shapes, node_order, requests });
+        let mut state = ClusterState { base, nodes, groups: Vec::new(), group_index: BTreeMap::new(), extra_pods: Vec::new(), pinned: Vec::new() };
+        // Inverse anti-affinity: required anti-affinity terms of bound pods.
+        let snap = Arc::clone(&state.base);
+        for p in snap.snapshot.pods.iter().filter(|p| p.node_name.is_some() && !p.pod_anti_affinity.required.is_empty()) {
+            let reduced = Pod { pod_anti_affinity: crate::model::PodAffinity { required: p.pod_anti_affinity.required.clone(), preferred: Vec::new() }, ..Pod::default() };
+            let mut owner = reduced;
+            owner.namespace = p.namespace.clone();
+            owner.labels = p.labels.clone();
+            for t in crate::topology::owned_terms(&owner, &snap.snapshot.namespaces, &Vec::new()) {
+                state.group(&t);
+            }
+        }
+        state
+    }
+
+    /// The node objects.
+    pub fn node(&self, i: usize) -> Option<&Node> {
+        self.base.snapshot.nodes.get(i)
+    }
+
+    fn pod(&self, slot: PodSlot) -> Option<&Pod> {
+        match slot {
+            PodSlot::Bound(i) => self.base.snapshot.pods.get(i),
+            PodSlot::Extra(i) => self.extra_pods.get(i),
+        }
+    }
+
+    /// Removes nodes (by name) as consolidation candidates: they take no pods, their pods
+    /// leave the topology counts. Returns their pods that would need a new home (not
+    /// daemonset pods), as pending pods.
+    pub fn remove_nodes(&mut self, names: &[&str]) -> Vec<Pod> {
+        let mut out = Vec::new();
+        let base = Arc::clone(&self.base);
+        for (ni, n) in base.snapshot.nodes.iter().enumerate() {
+            if !names.contains(&n.name.as_str()) {
+                continue;
+            }
+            let Some(ns) = self.nodes.get_mut(ni) else { continue };
+            if ns.removed {
+                continue;
+            }
+            ns.removed = true;
+            let slots = ns.pods.clone();
+            for slot in slots {
+                let Some(p) = self.pod(slot).cloned() else { continue };
+                self.unrecord(&p, n);
+                if !p.is_daemonset_pod() {
+                    out.push(Pod { node_name: None, ..p });
+                }
+            }
+        }
+        out
+    }
+
+    fn unrecord(&mut self, pod: &Pod, node: &Node) {
+        for g in &mut self.groups {
+            let Some(d) = node_domain(node, &g.key) else { continue };
+            if g.selects(pod)
+                && g.counts_node(&node.labels, &node.taints)
+                && let Some(c) = g.counts.get_mut(d)
+            {
+                *c -= 1;
+            }
+            if g.kind == Kind::AntiAffinity && owns(pod, g) && let Some(c) = g.owners.get_mut(d) {
+                *c -= 1;
+            }
+        }
+    }
+
+    /// The group of a term, created (and counted over the current state) on first use.
+    pub fn group(&mut self, term: &OwnedTerm) -> usize {
+        if let Some(i) = self.group_index.get(&term.key) {
+            return *i;
+        }
+        let mut g = Group::new(term);
+        for (ni, n) in self.base.snapshot.nodes.iter().enumerate() {
+            let Some(ns) = self.nodes.get(ni) else { continue };
+            if ns.removed {
+                continue;
+            }
+            if g.kind == Kind::Spread && g.filter.admits(&n.labels, &n.taints) && let Some(d) = node_domain(n, &g.key) {
+                g.domains.insert(d.to_string());
+            }
+            let Some(d) = node_domain(n, &g.key) else { continue };
+            for slot in &ns.pods {
+                let Some(p) = self.pod(*slot) else { continue };
+                if g.selects(p) && g.counts_node(&n.labels, &n.taints) {
+                    *g.counts.entry(d.to_string()).or_insert(0) += 1;
+                }
+                if g.kind == Kind::AntiAffinity && owns(p, &g) {
+                    *g.owners.entry(d.to_string()).or_insert(0) += 1;
+                }
+            }
+        }
+        for (p, pins) in &self.pinned {
+            if let Some(d) = pins.get(&g.key) {
+                if g.selects(p) {
+                    *g.counts.entry(d.clone()).or_insert(0) += 1;
+                }
+                if g.kind == Kind::AntiAffinity && owns(p, &g) {
+                    *g.owners.entry(d.clone()).or_insert(0) += 1;
+                }
+            }
+        }
+        let i = self.groups.len();
+        self.groups.push(g);
+        self.group_index.insert(term.key.clone(), i);
+        i
+    }
+
+    /// Records a pod placed on an existing node.
+    pub fn place(&mut self, pod: &Pod, node_index: usize, requests: &Resources) {
+        let Some(node) = self.base.snapshot.nodes.get(node_index) else { return };
+        for g in &mut self.groups {
+            let Some(d) = node_domain(node, &g.key) else { continue };
+            if g.selects(pod) && g.counts_node(&node.labels, &node.taints) {
+                *g.counts.entry(d.to_string()).or_insert(0) += 1;
+            }
+            if g.kind == Kind::AntiAffinity && owns(pod, g) {
+                *g.owners.entry(d.to_string()).or_insert(0) += 1;
+            }
+        }
+        let slot = PodSlot::Extra(self.extra_pods.len());
+        self.extra_pods.push(Pod { node_name: Some(node.name.clone()), ..pod.clone() });
+        if let Some(ns) = self.nodes.get_mut(node_index) {
+            ns.used.add_assign(requests);
+            ns.ports.extend(pod.host_ports.iter().map(port_key));
+            ns.pods.push(slot);
+        }
+    }
+
+    /// Records a pod pinned to domains on a new node (hostname is not known yet).
+    pub fn pin(&mut self, pod: &Pod, pins: BTreeMap<String, String>) {
+        for g in &mut self.groups {
+            let Some(d) = pins.get(&g.key) else { continue };
+            if g.selects(pod) {
+                *g.counts.entry(d.clone()).or_insert(0) += 1;
+            }
+            if g.kind == Kind::AntiAffinity && owns(pod, g) {
+                *g.owners.entry(d.clone()).or_insert(0) += 1;
+            }
+        }
+        self.pinned.push((pod.clone(), pins));
+    }
+
+    /// Whether a pod's host ports conflict with a node's.
+    pub fn port_conflict(&self, node_index: usize, pod: &Pod) -> bool {
+        let Some(ns) = self.nodes.get(node_index) else { return true };
+        pod.host_ports.iter().map(port_key).any(|p| ns.ports.iter().any(|q| ports_conflict(&p, q)))
+    }
+}
+
+/// Whether `pod` carries the (anti-)affinity term of `group` (required or preferred).
+pub fn owns(pod: &Pod, group: &Group) -> bool {
+    let terms = match group.kind {
+        Kind::AntiAffinity => &pod.pod_anti_affinity,
+        Kind::Affinity => &pod.pod_affinity,
+        Kind::Spread => return false,
+    };
+    terms.required.iter().chain(terms.preferred.iter().map(|w| &w.term)).any(|t| {
+        t.topology_key == group.key && t.label_selector.with_match_label_keys(&t.match_label_keys, &pod.labels) == group.selector
+    })
+}
+
+/// Adds per-driver volume counts to a pod's requests.
+pub fn with_volumes(mut r: Resources, pod: &Pod) -> Resources {
+    for v in &pod.volumes {
+        if let Some(d) = &v.csi_driver {
+            *r.extended.entry(csi_resource(d)).or_insert(0) += 1;
+        }
+    }
+    r
+}

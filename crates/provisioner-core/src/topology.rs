@@ -1,0 +1,297 @@
+//! Topology groups: topology spread and pod (anti-)affinity counted per domain.
+//!
+//! A group is one distinct term (kind, topology key, namespaces, selector, skew, node filter),
+//! shared by every pod that carries it. It counts, per domain (a zone, a hostname, any label
+//! value), the pods its selector selects; anti-affinity groups also count where their owners
+//! are, for the inverse check (an existing pod's anti-affinity keeps matching pods away).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::model::{InclusionPolicy, LabelSelector, NodeSelectorTerm, Pod, Taint, Toleration, WhenUnsatisfiable, labels};
+use crate::requirements::term_matches;
+use crate::selectors::NamespaceScope;
+use crate::taints::tolerates_all;
+
+/// What a group enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Spread,
+    Affinity,
+    AntiAffinity,
+}
+
+/// Which nodes a spread counts (nodeAffinityPolicy / nodeTaintsPolicy `Honor`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct NodeFilter {
+    /// Honor node affinity: the owner's node requirements (ANDed).
+    pub requirements: Option<NodeSelectorTerm>,
+    /// Honor taints: the owner's tolerations.
+    pub tolerations: Option<Vec<Toleration>>,
+}
+
+impl NodeFilter {
+    /// Whether a node with these labels and taints counts.
+    pub fn admits(&self, node_labels: &BTreeMap<String, String>, taints: &[Taint]) -> bool {
+        self.requirements.as_ref().is_none_or(|t| term_matches(t, node_labels)) && self.tolerations.as_ref().is_none_or(|tols| tolerates_all(taints, tols, false))
+    }
+}
+
+/// One topology group.
+#[derive(Debug, Clone)]
+pub struct Group {
+    pub kind: Kind,
+    pub key: String,
+    pub scope: NamespaceScope,
+    pub selector: LabelSelector,
+    pub max_skew: i32,
+    pub min_domains: Option<i32>,
+    pub filter: NodeFilter,
+    /// Selected pods per domain.
+    pub counts: BTreeMap<String, i32>,
+    /// Owners per domain (anti-affinity only).
+    pub owners: BTreeMap<String, i32>,
+    /// Domains a pod could land in (existing nodes and launch shapes), for spread minimums.
+    pub domains: BTreeSet<String>,
+}
+
+/// A term as a pod carries it, before it is interned as a [`Group`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupKey {
+    pub kind: Kind,
+    pub key: String,
+    pub scope: NamespaceScope,
+    pub selector: String,
+    pub max_skew: i32,
+    pub min_domains: Option<i32>,
+    /// The node filter, rendered (it has no order of its own).
+    pub filter: String,
+}
+
+/// A pod's term with what is needed to build its group.
+#[derive(Debug, Clone)]
+pub struct OwnedTerm {
+    pub key: GroupKey,
+    pub filter: NodeFilter,
+    pub selector: LabelSelector,
+    pub hard_label: String,
+}
+
+impl Group {
+    /// Whether the group's selector selects `pod`.
+    pub fn selects(&self, pod: &Pod) -> bool {
+        self.scope.contains(&pod.namespace) && self.selector.matches(&pod.labels)
+    }
+
+    /// Whether pods on a node count for this group.
+    pub fn counts_node(&self, node_labels: &BTreeMap<String, String>, taints: &[Taint]) -> bool {
+        self.kind != Kind::Spread || self.filter.admits(node_labels, taints)
+    }
+
+    /// Smallest count among `eligible` domains (0 for hostname: a new node can always open;
+    /// 0 when fewer than minDomains domains are eligible).
+    pub fn global_min(&self, eligible: &BTreeSet<String>) -> i32 {
+        if self.key == labels::HOSTNAME {
+            return 0;
+        }
+        if let Some(md) = self.min_domains
+            && (eligible.len() as i32) < md
+        {
+            return 0;
+        }
+        eligible.iter().map(|d| self.counts.get(d).copied().unwrap_or(0)).min().unwrap_or(0)
+    }
+
+    /// Whether any domain holds a selected pod.
+    pub fn any_selected(&self) -> bool {
+        self.counts.values().any(|c| *c > 0)
+    }
+
+    /// Can `pod` (which owns this group) go to `domain`? `self_selected`: the group selects
+    /// the pod itself. `eligible`: domains the pod could use (for the spread minimum).
+    pub fn allows(&self, domain: Option<&str>, self_selected: bool, eligible: &BTreeSet<String>) -> bool {
+        match self.kind {
+            Kind::Spread => {
+                let Some(d) = domain else { return false };
+                let count = self.counts.get(d).copied().unwrap_or(0) + i32::from(self_selected);
+                count - self.global_min(eligible) <= self.max_skew
+            }
+            Kind::Affinity => {
+                let Some(d) = domain else { return false };
+                if self.counts.get(d).copied().unwrap_or(0) > 0 {
+                    return true;
+                }
+                // The first pod of a self-affine group may go anywhere.
+                let any = if self.key == labels::HOSTNAME { self.any_selected() } else { self.any_selected_in(eligible) };
+                self_selected && !any
+            }
+            Kind::AntiAffinity => domain.is_none_or(|d| self.counts.get(d).copied().unwrap_or(0) == 0),
+        }
+    }
+
+    fn any_selected_in(&self, eligible: &BTreeSet<String>) -> bool {
+        eligible.iter().any(|d| self.counts.get(d).copied().unwrap_or(0) > 0)
+    }
+
+    /// Inverse anti-affinity: may a pod this group selects go to `domain`?
+    pub fn inverse_allows(&self, domain: Option<&str>) -> bool {
+        self.kind != Kind::AntiAffinity || domain.is_none_or(|d| self.owners.get(d).copied().unwrap_or(0) == 0)
+    }
+}
+
+/// The terms a pod owns, with preferences included as long as they were not relaxed.
+pub fn owned_terms(pod: &Pod, namespaces: &BTreeMap<String, BTreeMap<String, String>>, node_requirements: &NodeSelectorTerm) -> Vec<OwnedTerm> {
+    let mut out = Vec::new();
+    for tsc in &pod.topology_spread {
+        let selector = tsc.label_selector.with_match_label_keys(&tsc.match_label_keys, &pod.labels);
+        let honor_affinity = tsc.node_affinity_policy.unwrap_or(InclusionPolicy::Honor) == InclusionPolicy::Honor;
+        let honor_taints = tsc.node_taints_policy.unwrap_or(InclusionPolicy::Ignore) == InclusionPolicy::Honor;
+        let filter = NodeFilter {
+            requirements: honor_affinity.then(|| node_requirements.clone()),
+            tolerations: honor_taints.then(|| pod.tolerations.clone()),
+        };
+        let soft = tsc.when_unsatisfiable == WhenUnsatisfiable::ScheduleAnyway;
+        out.push(OwnedTerm {
+            key: GroupKey {
+                kind: Kind::Spread,
+                key: tsc.topology_key.clone(),
+                scope: NamespaceScope::Set([pod.namespace.clone()].into()),
+                selector: format!("{selector:?}"),
+                max_skew: tsc.max_skew.max(1),
+                min_domains: tsc.min_domains,
+                filter: format!("{filter:?}"),
+            },
+            filter,
+            selector,
+            hard_label: format!("topology spread on {} (maxSkew {}{})", tsc.topology_key, tsc.max_skew, if soft { ", ScheduleAnyway" } else { "" }),
+        });
+    }
+    let mut push_affinity = |kind: Kind, term: &crate::model::PodAffinityTerm, what: &str| {
+        let selector = term.label_selector.with_match_label_keys(&term.match_label_keys, &pod.labels);
+        out.push(OwnedTerm {
+            key: GroupKey {
+                kind,
+                key: term.topology_key.clone(),
+                scope: NamespaceScope::of_term(term, &pod.namespace, namespaces),
+                selector: format!("{selector:?}"),
+                max_skew: 0,
+                min_domains: None,
+                filter: String::new(),
+            },
+            filter: NodeFilter::default(),
+            selector,
+            hard_label: format!("{what} on {}", term.topology_key),
+        });
+    };
+    for t in &pod.pod_affinity.required {
+        push_affinity(Kind::Affinity, t, "pod affinity");
+    }
+    for t in &pod.pod_affinity.preferred {
+        push_affinity(Kind::Affinity, &t.term, "preferred pod affinity");
+    }
+    for t in &pod.pod_anti_affinity.required {
+        push_affinity(Kind::AntiAffinity, t, "pod anti-affinity");
+    }
+    for t in &pod.pod_anti_affinity.preferred {
+        push_affinity(Kind::AntiAffinity, &t.term, "preferred pod anti-affinity");
+    }
+    out
+}
+
+impl Group {
+    /// A new, empty group for a term.
+    pub fn new(term: &OwnedTerm) -> Group {
+        Group {
+            kind: term.key.kind,
+            key: term.key.key.clone(),
+            scope: term.key.scope.clone(),
+            selector: term.selector.clone(),
+            max_skew: term.key.max_skew,
+            min_domains: term.key.min_domains,
+            filter: term.filter.clone(),
+            counts: BTreeMap::new(),
+            owners: BTreeMap::new(),
+            domains: BTreeSet::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(kind: Kind, key: &str, skew: i32) -> Group {
+        Group {
+            kind,
+            key: key.into(),
+            scope: NamespaceScope::All,
+            selector: LabelSelector::from_labels([("app", "web")]),
+            max_skew: skew,
+            min_domains: None,
+            filter: NodeFilter::default(),
+            counts: BTreeMap::new(),
+            owners: BTreeMap::new(),
+            domains: BTreeSet::new(),
+        }
+    }
+
+    fn set(v: &[&str]) -> BTreeSet<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn spread_skew_counts_the_incoming_pod() {
+        // kube-scheduler docs: zones A:2 B:1 C:0, maxSkew 1 -> only C is allowed.
+        let mut g = group(Kind::Spread, labels::ZONE, 1);
+        g.counts.insert("A".into(), 2);
+        g.counts.insert("B".into(), 1);
+        let eligible = set(&["A", "B", "C"]);
+        assert!(!g.allows(Some("A"), true, &eligible));
+        assert!(!g.allows(Some("B"), true, &eligible));
+        assert!(g.allows(Some("C"), true, &eligible));
+        // A node without the topology key is not a candidate.
+        assert!(!g.allows(None, true, &eligible));
+    }
+
+    #[test]
+    fn min_domains_forces_a_zero_minimum() {
+        // minDomains 3 with only 2 eligible domains: the global minimum is 0.
+        let mut g = group(Kind::Spread, labels::ZONE, 1);
+        g.min_domains = Some(3);
+        g.counts.insert("A".into(), 1);
+        g.counts.insert("B".into(), 1);
+        let eligible = set(&["A", "B"]);
+        assert!(!g.allows(Some("A"), true, &eligible));
+        g.min_domains = Some(2);
+        assert!(g.allows(Some("A"), true, &eligible));
+    }
+
+    #[test]
+    fn hostname_spread_minimum_is_zero() {
+        let mut g = group(Kind::Spread, labels::HOSTNAME, 1);
+        g.counts.insert("n1".into(), 1);
+        g.counts.insert("n2".into(), 1);
+        assert!(!g.allows(Some("n1"), true, &set(&["n1", "n2"])));
+    }
+
+    #[test]
+    fn first_pod_of_self_affine_group_goes_anywhere() {
+        let mut g = group(Kind::Affinity, labels::ZONE, 0);
+        let eligible = set(&["A", "B"]);
+        assert!(g.allows(Some("A"), true, &eligible));
+        assert!(!g.allows(Some("A"), false, &eligible), "not self-selecting: needs a match");
+        g.counts.insert("B".into(), 1);
+        assert!(!g.allows(Some("A"), true, &eligible));
+        assert!(g.allows(Some("B"), true, &eligible));
+    }
+
+    #[test]
+    fn anti_affinity_and_inverse() {
+        let mut g = group(Kind::AntiAffinity, labels::HOSTNAME, 0);
+        g.counts.insert("n1".into(), 1);
+        g.owners.insert("n2".into(), 1);
+        assert!(!g.allows(Some("n1"), true, &set(&[])));
+        assert!(g.allows(Some("n2"), true, &set(&[])));
+        assert!(!g.inverse_allows(Some("n2")));
+        assert!(g.inverse_allows(Some("n1")));
+    }
+}
