@@ -1,1 +1,41 @@
-//! capi-adapter (skeleton; filled in by its issue).
+//! Cluster API and OpenShift Machine API objects <-> the provisioner core's model.
+//!
+//! This crate is pure: no IO, no async, no API client. It turns typed CAPI/OpenShift objects
+//! (as the controller read them) into core inputs, and core decisions into plans the
+//! controller applies:
+//!
+//! - [`objects`]: hand-written subsets of MachineDeployment, MachineSet and Machine
+//!   (`cluster.x-k8s.io` v1beta2 and v1beta1) and OpenShift MachineSet and Machine
+//!   (`machine.openshift.io/v1beta1`), with kube `Resource` impls.
+//! - [`resource`]: [`ScalableResource`] and [`MachineView`], one abstraction over the three
+//!   scalable kinds and their Machines.
+//! - [`nodeclass`]: NodeClass settings, member selection, node overhead.
+//! - [`instance_types`]: instance types (capacity, labels, taints, zone, price, capacity type,
+//!   availability) with a [`Problem`] for every resource left out.
+//! - [`plan`]: launch plans (the shortfall rule and binding), delete plans, idempotent from
+//!   the API objects alone.
+//! - [`drift`] and [`failures`]: drifted Machines and launch failures.
+//! - [`parse`] and [`quantity`]: total parsers for annotation values (fuzzed).
+//! - [`keys`]: every annotation and label key we read or write (`docs/annotations.md`).
+
+pub mod drift;
+pub mod failures;
+pub mod instance_types;
+pub mod keys;
+pub mod nodeclass;
+pub mod objects;
+pub mod parse;
+pub mod plan;
+pub mod problem;
+pub mod quantity;
+pub mod resource;
+
+pub use instance_types::{
+    Catalog, ResourceOffer, SizeLimits, TemplateLookup, Templates, instance_types,
+};
+pub use nodeclass::{DriftPolicy, NodeClassSettings, Overhead};
+pub use problem::{Problem, ProblemError};
+pub use resource::{
+    InfraRef, MachineApi, MachineKey, MachineView, ObjectRef, ResourceId, ResourceKind,
+    ScalableResource,
+};

@@ -1,0 +1,1 @@
+//! Drift detection (in progress).

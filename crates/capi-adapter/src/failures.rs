@@ -1,0 +1,1 @@
+//! Launch-failure detection (in progress).

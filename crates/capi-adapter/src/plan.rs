@@ -1,0 +1,1 @@
+//! Launch and delete plans (in progress).
