@@ -7,6 +7,7 @@
 pub mod builders;
 pub mod disruption;
 pub mod model;
+pub mod optimize;
 pub mod packing;
 pub mod requirements;
 pub mod resources;

@@ -1,0 +1,210 @@
+//! The lower bound: LP relaxation of the pattern formulation, by column generation.
+//!
+//! Master LP: `min Σ_p price_p x_p` s.t. `Σ_p n_ip x_p >= count_i` for every class `i`,
+//! `x >= 0`, over all patterns `p`. We solve its dual over the patterns generated so far
+//! (`max Σ count_i π_i` s.t. `Σ_i n_ip π_i <= price_p`, `π >= 0`): a dual has one variable per
+//! class and one constraint per pattern, so any LP backend works (not only those that report
+//! duals), and adding a pattern is adding a cut.
+//!
+//! Pricing solves, per shape, the knapsack of highest dual value ([`super::knapsack`]). Patterns
+//! worth more than their price join the master. The bound is Farley's: for any `π >= 0`, with
+//! `ρ` the largest value/price ratio of any pattern of any shape, `π/max(1, ρ)` is dual feasible
+//! for the full master, so `Σ count_i π_i / max(1, ρ)` is a lower bound on the LP optimum and on
+//! every plan's cost. It is valid at every iteration (not only at convergence), and an upper
+//! bound on `ρ` from an unfinished knapsack keeps it valid, so running out of time or work
+//! never produces a wrong bound, only a weaker one. At convergence `ρ = 1` and the bound is the
+//! LP optimum.
+//!
+//! What the bound relaxes (so it stays a bound): NodePool limits and `minValues`, and per-node
+//! groups beyond a cap every member agrees on ([`super::pattern::GroupCap`]).
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use super::backend::{self, Backend, LinearProgram, Row, Var};
+use super::knapsack::{self, KItem};
+use super::pattern::{Pattern, PatternProblem};
+
+/// Which class sizes the pricing uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sizes {
+    /// Largest members: every pattern found fits any members (columns for the integer pass).
+    Hi,
+    /// Smallest members: a relaxation (certifying the bound).
+    Lo,
+}
+
+/// Work limits of one column-generation run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub max_iterations: u32,
+    pub columns_per_iteration: usize,
+    pub knapsack_nodes: u64,
+    pub deadline: Instant,
+}
+
+/// The outcome of pricing one dual vector.
+pub(crate) struct Priced {
+    /// Patterns with value above their price (best ratio first).
+    pub columns: Vec<Pattern>,
+    /// A proven upper bound on the largest value/price ratio over all patterns (>= 1).
+    pub rho: f64,
+}
+
+/// Prices `duals`: finds improving patterns and bounds the best ratio.
+pub(crate) fn price(pp: &PatternProblem, duals: &[f64], sizes: Sizes, want: usize, knapsack_nodes: u64) -> Priced {
+    let group_caps: Vec<u32> = pp.groups.iter().map(|g| g.cap).collect();
+    // Per shape: knapsack items and the relaxation bound of the ratio.
+    let mut per_shape: Vec<(usize, Vec<KItem>, f64)> = Vec::with_capacity(pp.shapes.len());
+    for (s, sh) in pp.shapes.iter().enumerate() {
+        let list = match sizes {
+            Sizes::Hi => pp.compat_hi.get(s),
+            Sizes::Lo => pp.compat_lo.get(s),
+        };
+        let items: Vec<KItem> = list
+            .into_iter()
+            .flatten()
+            .filter_map(|&ci| {
+                let v = duals.get(ci as usize).copied().unwrap_or(0.0);
+                if v <= 1e-12 {
+                    return None;
+                }
+                let c = pp.classes.get(ci as usize)?;
+                let size = match sizes {
+                    Sizes::Hi => c.size_hi.clone(),
+                    Sizes::Lo => c.size_lo.clone(),
+                };
+                Some(KItem { class: ci, value: v, size, max: c.count(), groups: c.groups.clone() })
+            })
+            .collect();
+        if items.is_empty() || sh.price <= 0.0 {
+            // A free shape would make the bound meaningless: treat it as priceless only if
+            // nothing fits (items empty). A zero-price shape with items is handled below.
+            if !items.is_empty() {
+                per_shape.push((s, items, f64::INFINITY));
+            }
+            continue;
+        }
+        let ub = knapsack::relaxation_bound(&items, &sh.cap) / sh.price;
+        per_shape.push((s, items, ub));
+    }
+    per_shape.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
+
+    let mut columns: Vec<(f64, Pattern)> = Vec::new();
+    let mut best_exact: f64 = 1.0;
+    let mut rho: f64 = 1.0;
+    let mut stopped_at = per_shape.len();
+    for (k, (s, items, root)) in per_shape.iter().enumerate() {
+        if *root <= 1.0 + 1e-9 || (columns.len() >= want && *root <= best_exact) {
+            stopped_at = k;
+            break;
+        }
+        let Some(sh) = pp.shapes.get(*s) else { continue };
+        let r = knapsack::solve(items, &sh.cap, &group_caps, knapsack_nodes);
+        let price = sh.price.max(1e-12);
+        let ratio = r.value / price;
+        rho = rho.max(r.upper_bound / price);
+        if r.complete {
+            best_exact = best_exact.max(ratio);
+        }
+        if ratio > 1.0 + 1e-7 && !r.counts.is_empty() {
+            columns.push((ratio, Pattern { shape: *s as u32, counts: r.counts }));
+        }
+    }
+    if let Some((_, _, root)) = per_shape.get(stopped_at) {
+        rho = rho.max(*root);
+    }
+    columns.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    Priced { columns: columns.into_iter().map(|(_, p)| p).collect(), rho }
+}
+
+/// Solves the dual of the restricted master over `columns`: per-class duals and the LP value.
+pub(crate) fn solve_master_dual(pp: &PatternProblem, columns: &[Pattern], backend: Backend) -> Result<(Vec<f64>, f64), backend::BackendError> {
+    let n = pp.classes.len();
+    let vars = pp.classes.iter().map(|c| Var { lo: 0.0, hi: f64::INFINITY, integer: false, objective: c.count() as f64 }).collect();
+    let rows = columns
+        .iter()
+        .filter_map(|p| {
+            let price = pp.shapes.get(p.shape as usize)?.price;
+            Some(Row { coefs: p.counts.iter().map(|(c, k)| (*c as usize, *k as f64)).collect(), at_least: false, rhs: price })
+        })
+        .collect();
+    let lp = LinearProgram { maximise: true, vars, rows };
+    let sol = backend::solve(backend, &lp, None, None)?;
+    let duals: Vec<f64> = (0..n).map(|i| sol.values.get(i).copied().unwrap_or(0.0).max(0.0)).collect();
+    let value = duals.iter().zip(&pp.classes).map(|(d, c)| d * c.count() as f64).sum();
+    Ok((duals, value))
+}
+
+/// Column generation's result.
+#[derive(Debug, Clone)]
+pub(crate) struct ColGen {
+    /// Every pattern generated (initial ones first), deduplicated.
+    pub columns: Vec<Pattern>,
+    /// The final duals.
+    pub duals: Vec<f64>,
+    /// The best valid lower bound seen (Farley), 0 if none.
+    pub bound: f64,
+    /// The restricted master's last LP value (the bound once converged).
+    pub lp_value: f64,
+    pub iterations: u32,
+    pub converged: bool,
+    /// Why it stopped early, if it did.
+    pub stopped: Option<String>,
+}
+
+/// Runs column generation from `initial` columns (they must cover every class).
+pub(crate) fn run(pp: &PatternProblem, initial: Vec<Pattern>, backend: Backend, limits: Limits) -> ColGen {
+    let mut seen: HashSet<Pattern> = HashSet::new();
+    let mut columns = Vec::new();
+    for p in initial {
+        if seen.insert(p.clone()) {
+            columns.push(p);
+        }
+    }
+    let mut out = ColGen { columns: Vec::new(), duals: vec![0.0; pp.classes.len()], bound: 0.0, lp_value: 0.0, iterations: 0, converged: false, stopped: None };
+    loop {
+        if out.iterations >= limits.max_iterations {
+            out.stopped = Some(format!("iteration limit {}", limits.max_iterations));
+            break;
+        }
+        if Instant::now() >= limits.deadline {
+            out.stopped = Some("time budget".into());
+            break;
+        }
+        out.iterations += 1;
+        let (duals, value) = match solve_master_dual(pp, &columns, backend) {
+            Ok(x) => x,
+            Err(e) => {
+                out.stopped = Some(format!("master LP failed: {e}"));
+                break;
+            }
+        };
+        out.lp_value = value;
+        // Pricing with the largest sizes finds columns; with exact classes it also certifies.
+        let priced = price(pp, &duals, Sizes::Hi, limits.columns_per_iteration, limits.knapsack_nodes);
+        if !pp.coarsened {
+            out.bound = out.bound.max(value / priced.rho);
+        }
+        out.duals = duals;
+        let mut added = 0;
+        for p in priced.columns {
+            if seen.insert(p.clone()) {
+                columns.push(p);
+                added += 1;
+            }
+        }
+        if added == 0 {
+            out.converged = true;
+            break;
+        }
+    }
+    if pp.coarsened && out.iterations > 0 {
+        // Certify with the smallest members: a full pricing pass of the relaxation.
+        let cert = price(pp, &out.duals, Sizes::Lo, usize::MAX, limits.knapsack_nodes);
+        let value: f64 = out.duals.iter().zip(&pp.classes).map(|(d, c)| d * c.count() as f64).sum();
+        out.bound = out.bound.max(value / cert.rho);
+    }
+    out.columns = columns;
+    out
+}
