@@ -9,12 +9,18 @@
 
 pub mod catalog;
 pub mod convert;
+pub mod engine;
 pub mod error;
 pub mod generators;
 pub mod importers;
+pub mod predicates;
 pub mod quantity;
+pub mod report;
 pub mod rng;
+pub mod run;
 pub mod scenario;
+pub mod strategy;
+pub mod world;
 pub mod yamlpath;
 
 pub use error::{Result, SimError};

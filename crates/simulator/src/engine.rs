@@ -1,0 +1,1082 @@
+//! The discrete-event simulation: pods arrive and leave, the provisioning batch closes, the
+//! strategy decides, nodes appear after the launch and registration delays, the simulated
+//! kube-scheduler binds pods, the disruption loop runs on its period with its validation
+//! delay, and every change is accounted for in cost and utilisation.
+//!
+//! Time is integer seconds of simulated clock. Everything is ordered by (time, sequence), and
+//! strategies see `provisioner_core::Snapshot`s built from this state, so a run is a pure
+//! function of the world and the strategy: deterministic for a seed. Wall-clock timing is
+//! measured but kept apart from the results.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use provisioner_core as core;
+use provisioner_core::resources::pod_requests;
+use serde::{Deserialize, Serialize};
+
+use crate::catalog;
+use crate::error::Result;
+use crate::predicates::{self, NodeView, PodMark};
+use crate::scenario::SchedulerScoring;
+use crate::strategy::{self, Autoscaler, Command, LaunchRequest, Provision, Trigger};
+use crate::world::World;
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Arrive(usize),
+    Leave(usize),
+    BatchCheck(u64),
+    NodeReady(usize),
+    Tick(u64),
+    Scan(u64),
+    Validate(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Launching,
+    Ready,
+    Draining,
+    Deleted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PodPhase {
+    NotYet,
+    Pending,
+    Bound(usize),
+    Gone,
+}
+
+#[derive(Debug)]
+struct PodState {
+    req: core::Resources,
+    phase: PodPhase,
+    /// Node the last decision expects it on (in-flight or replacement).
+    nominated: Option<usize>,
+    arrived: i64,
+    first_bound: Option<i64>,
+    evictions: u32,
+}
+
+#[derive(Debug)]
+struct NodeMeta {
+    phase: Phase,
+    nodepool: Option<String>,
+    instance_type: String,
+    price: f64,
+    capacity: core::Resources,
+    created_at: i64,
+    last_pod_event_at: i64,
+    bound: BTreeSet<usize>,
+    ds: Vec<core::Pod>,
+    ds_req: core::Resources,
+    /// Held by a disruption command awaiting validation.
+    reserved: bool,
+    /// Replacement of this command: notify when ready.
+    replacement_for: Option<usize>,
+}
+
+#[derive(Debug)]
+struct PendingCommand {
+    cmd: Command,
+    nodes: Vec<usize>,
+    pods_at_proposal: Vec<BTreeSet<usize>>,
+    waiting_for: usize,
+    replacement_nodes: Vec<usize>,
+}
+
+/// One sample of the time series.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Sample {
+    pub t: i64,
+    pub cost_per_hour: f64,
+    pub lower_bound_per_hour: f64,
+    pub nodes: u32,
+    pub pending_pods: u32,
+    pub running_pods: u32,
+    pub cpu_utilisation: f64,
+    pub memory_utilisation: f64,
+}
+
+/// Figures of one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Summary {
+    /// Total spend over the run, in price units (USD for the built-in catalogs).
+    pub total_cost: f64,
+    /// The lower bound integrated over time (see `lower_bound_kind`).
+    pub lower_bound_cost: f64,
+    /// total_cost / lower_bound_cost.
+    pub cost_over_lower_bound: f64,
+    /// Requested / allocatable CPU over ready nodes, time-weighted.
+    pub avg_cpu_utilisation: f64,
+    pub avg_memory_utilisation: f64,
+    pub pending_p50_seconds: f64,
+    pub pending_p95_seconds: f64,
+    pub pending_max_seconds: f64,
+    pub pods_total: u32,
+    pub pods_scheduled: u32,
+    /// Pods never bound during the run.
+    pub pods_never_scheduled: u32,
+    pub nodes_launched: u32,
+    pub nodes_terminated: u32,
+    pub peak_nodes: u32,
+    /// Disruption commands executed.
+    pub disruption_commands: u32,
+    /// Pods evicted by disruption.
+    pub pods_disrupted: u32,
+    /// Commands dropped at validation (cluster changed meanwhile).
+    pub commands_invalidated: u32,
+    pub commands_by_reason: BTreeMap<String, u32>,
+    pub provisioning_decisions: u32,
+    pub disruption_evaluations: u32,
+}
+
+/// Wall-clock figures (not deterministic; kept out of [`Summary`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Timing {
+    pub wall_seconds: f64,
+    pub decision_seconds: f64,
+    pub decisions_per_second: f64,
+}
+
+/// A finished run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunResult {
+    pub strategy: String,
+    pub seed: u64,
+    pub summary: Summary,
+    pub series: Vec<Sample>,
+    pub timing: Timing,
+    /// First reasons pods could not be scheduled (deduplicated, at most 20).
+    pub unschedulable_reasons: Vec<String>,
+}
+
+/// How the lower bound in reports is computed.
+pub const LOWER_BOUND_KIND: &str = "per-resource bound: max over CPU, memory and GPU of (demand x the catalog's cheapest price per allocatable unit); not the core's LP bound (issue 4)";
+
+struct Sim<'w> {
+    w: &'w World,
+    now: i64,
+    seq: u64,
+    q: BinaryHeap<Reverse<(i64, u64, Ev)>>,
+    pods: Vec<PodState>,
+    pod_index: BTreeMap<(String, String), usize>,
+    views: Vec<NodeView>,
+    meta: Vec<NodeMeta>,
+    ready: BTreeSet<usize>,
+    pending: BTreeSet<usize>,
+    // Batch window state.
+    batch_open: Option<(i64, u64)>,
+    batch_gen: u64,
+    last_pending_at: i64,
+    // Loops.
+    tick_gen: u64,
+    tick_at: Option<i64>,
+    scan_gen: u64,
+    scan_at: Option<i64>,
+    version: u64,
+    idle_version: Option<u64>,
+    quiet_until: i64,
+    commands: Vec<PendingCommand>,
+    // Accounting.
+    cost_rate: f64,
+    cost: f64,
+    lb_cost: f64,
+    cpu_used_int: f64,
+    cpu_alloc_int: f64,
+    mem_used_int: f64,
+    mem_alloc_int: f64,
+    ready_used: core::Resources,
+    ready_alloc: core::Resources,
+    demand: core::Resources,
+    unit_price: (f64, f64, f64),
+    summary: Summary,
+    series: Vec<Sample>,
+    step: i64,
+    next_sample: i64,
+    decision_secs: f64,
+    reasons: BTreeSet<String>,
+    node_count: u32,
+    scoring: SchedulerScoring,
+    trigger: Trigger,
+}
+
+fn pref(p: &core::Pod) -> (String, String) {
+    (p.namespace.clone(), p.name.clone())
+}
+
+/// Cheapest price per allocatable vCPU, per GiB and per GPU over the catalog.
+fn unit_prices(w: &World) -> (f64, f64, f64) {
+    let (mut c, mut m, mut g) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    for it in &w.instance_types {
+        let a = catalog::allocatable(it);
+        for o in it.offerings.iter().filter(|o| o.available) {
+            if a.cpu_milli > 0 {
+                c = c.min(o.price / (a.cpu_milli as f64 / 1000.0));
+            }
+            if a.memory > 0 {
+                m = m.min(o.price / (a.memory as f64 / (1u64 << 30) as f64));
+            }
+            if let Some(gpus) = a.extended.get(catalog::GPU).filter(|v| **v > 0) {
+                g = g.min(o.price / *gpus as f64);
+            }
+        }
+    }
+    let fin = |x: f64| if x.is_finite() { x } else { 0.0 };
+    (fin(c), fin(m), fin(g))
+}
+
+impl<'w> Sim<'w> {
+    fn new(w: &'w World) -> Self {
+        let end = w.end();
+        let step = w.settings.sample_step_seconds.unwrap_or_else(|| {
+            let raw = (end / 1000).max(10);
+            // Round to a readable step.
+            [10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 21600, 43200, 86400]
+                .into_iter()
+                .find(|s| *s >= raw)
+                .unwrap_or(raw)
+        });
+        Sim {
+            w,
+            now: 0,
+            seq: 0,
+            q: BinaryHeap::new(),
+            pods: Vec::with_capacity(w.arrivals.len()),
+            pod_index: BTreeMap::new(),
+            views: Vec::new(),
+            meta: Vec::new(),
+            ready: BTreeSet::new(),
+            pending: BTreeSet::new(),
+            batch_open: None,
+            batch_gen: 0,
+            last_pending_at: 0,
+            tick_gen: 0,
+            tick_at: None,
+            scan_gen: 0,
+            scan_at: None,
+            version: 1,
+            idle_version: None,
+            quiet_until: i64::MAX,
+            commands: Vec::new(),
+            cost_rate: 0.0,
+            cost: 0.0,
+            lb_cost: 0.0,
+            cpu_used_int: 0.0,
+            cpu_alloc_int: 0.0,
+            mem_used_int: 0.0,
+            mem_alloc_int: 0.0,
+            ready_used: core::Resources::default(),
+            ready_alloc: core::Resources::default(),
+            demand: core::Resources::default(),
+            unit_price: unit_prices(w),
+            summary: Summary::default(),
+            series: Vec::new(),
+            step: step.max(1),
+            next_sample: 0,
+            decision_secs: 0.0,
+            reasons: BTreeSet::new(),
+            node_count: 0,
+            scoring: w.settings.scheduler_scoring,
+            trigger: Trigger::Batch,
+        }
+    }
+
+    fn push(&mut self, t: i64, ev: Ev) {
+        self.seq += 1;
+        self.q.push(Reverse((t, self.seq, ev)));
+    }
+
+    fn lb_rate(&self) -> f64 {
+        let (c, m, g) = self.unit_price;
+        let cpu = self.demand.cpu_milli as f64 / 1000.0 * c;
+        let mem = self.demand.memory as f64 / (1u64 << 30) as f64 * m;
+        let gpu = self.demand.extended.get(catalog::GPU).copied().unwrap_or(0) as f64 * g;
+        cpu.max(mem).max(gpu)
+    }
+
+    /// Move the clock to `t`, integrating cost and utilisation and emitting samples.
+    fn advance(&mut self, t: i64) {
+        while self.next_sample <= t {
+            let s = self.next_sample;
+            self.integrate(s);
+            self.record(s);
+            self.next_sample += self.step;
+        }
+        self.integrate(t);
+    }
+
+    fn integrate(&mut self, t: i64) {
+        if t <= self.now {
+            return;
+        }
+        let dt = (t - self.now) as f64;
+        self.cost += self.cost_rate * dt / 3600.0;
+        self.lb_cost += self.lb_rate() * dt / 3600.0;
+        self.cpu_used_int += self.ready_used.cpu_milli as f64 * dt;
+        self.cpu_alloc_int += self.ready_alloc.cpu_milli as f64 * dt;
+        self.mem_used_int += self.ready_used.memory as f64 * dt;
+        self.mem_alloc_int += self.ready_alloc.memory as f64 * dt;
+        self.now = t;
+    }
+
+    fn record(&mut self, t: i64) {
+        let running = self.pods.iter().filter(|p| matches!(p.phase, PodPhase::Bound(_))).count() as u32;
+        self.series.push(Sample {
+            t,
+            cost_per_hour: self.cost_rate,
+            lower_bound_per_hour: self.lb_rate(),
+            nodes: self.node_count,
+            pending_pods: self.pending.len() as u32,
+            running_pods: running,
+            cpu_utilisation: ratio(self.ready_used.cpu_milli as f64, self.ready_alloc.cpu_milli as f64),
+            memory_utilisation: ratio(self.ready_used.memory as f64, self.ready_alloc.memory as f64),
+        });
+    }
+
+    fn changed(&mut self) {
+        self.version += 1;
+    }
+
+    // ---- nodes ----
+
+    fn add_node(&mut self, node: core::Node, phase: Phase) -> usize {
+        let id = self.views.len();
+        // Daemonset pods that land on it.
+        let mut ds = Vec::new();
+        let mut ds_req = core::Resources::default();
+        for d in &self.w.daemonsets {
+            let p = &d.pod;
+            let selected = p.node_selector.iter().all(|(k, v)| node.labels.get(k) == Some(v))
+                && (p.required_node_affinity.is_empty() || provisioner_core::requirements::terms_match(&p.required_node_affinity, &node.labels));
+            if selected && provisioner_core::taints::tolerates_all(&node.taints, &p.tolerations, false) {
+                ds_req.add_assign(&pod_requests(p));
+                let mut dp = p.clone();
+                dp.name = format!("{}-{}", d.name, node.name);
+                dp.node_name = Some(node.name.clone());
+                ds.push(dp);
+            }
+        }
+        self.views.push(NodeView {
+            name: node.name.clone(),
+            labels: node.labels.clone(),
+            taints: node.taints.clone(),
+            allocatable: node.allocatable.clone(),
+            used: ds_req.clone(),
+            pods: ds
+                .iter()
+                .map(|p| PodMark {
+                    id: usize::MAX,
+                    namespace: p.namespace.clone(),
+                    labels: p.labels.clone(),
+                    daemon: true,
+                })
+                .collect(),
+            schedulable: phase == Phase::Ready,
+            live: phase == Phase::Ready,
+        });
+        self.meta.push(NodeMeta {
+            phase,
+            nodepool: node.nodepool.clone(),
+            instance_type: node.instance_type.clone().unwrap_or_default(),
+            price: node.price,
+            capacity: node.capacity.clone(),
+            created_at: self.now,
+            last_pod_event_at: self.now,
+            bound: BTreeSet::new(),
+            ds,
+            ds_req,
+            reserved: false,
+            replacement_for: None,
+        });
+        self.cost_rate += node.price;
+        self.node_count += 1;
+        self.summary.peak_nodes = self.summary.peak_nodes.max(self.node_count);
+        if phase == Phase::Ready {
+            self.ready.insert(id);
+            self.ready_alloc.add_assign(&node.allocatable);
+            let ds_req = self.meta[id].ds_req.clone();
+            self.ready_used.add_assign(&ds_req);
+        }
+        self.changed();
+        id
+    }
+
+    fn launch(&mut self, l: &LaunchRequest) -> usize {
+        let Some(it) = self.w.instance_types.iter().find(|t| t.name == l.instance_type) else {
+            // A strategy asked for a type we do not have: count it, launch nothing.
+            self.reasons.insert(format!("launch of unknown instance type {}", l.instance_type));
+            return usize::MAX;
+        };
+        let name = format!("node-{}", self.views.len());
+        let mut labels = it.labels.clone();
+        let mut taints = it.taints.clone();
+        if let Some(pool) = l.nodepool.as_ref().and_then(|p| self.w.nodepools.iter().find(|x| &x.name == p)) {
+            labels.extend(pool.labels.clone());
+            labels.insert(core::labels::NODEPOOL.into(), pool.name.clone());
+            taints.extend(pool.taints.iter().cloned());
+        }
+        labels.insert(core::labels::INSTANCE_TYPE.into(), it.name.clone());
+        labels.insert(core::labels::ZONE.into(), l.zone.clone());
+        labels.insert(core::labels::CAPACITY_TYPE.into(), l.capacity_type.as_label().into());
+        labels.insert(core::labels::HOSTNAME.into(), name.clone());
+        let node = core::Node {
+            name,
+            labels,
+            taints,
+            allocatable: catalog::allocatable(it),
+            capacity: it.capacity.clone(),
+            nodepool: l.nodepool.clone(),
+            instance_type: Some(it.name.clone()),
+            price: l.price,
+            ..Default::default()
+        };
+        let id = self.add_node(node, Phase::Launching);
+        self.summary.nodes_launched += 1;
+        let delay = self.w.settings.launch_delay_seconds + self.w.settings.registration_delay_seconds;
+        self.push(self.now + delay.max(0), Ev::NodeReady(id));
+        for p in &l.pods {
+            if let Some(&pi) = self.pod_index.get(&(p.namespace.clone(), p.name.clone())) {
+                self.pods[pi].nominated = Some(id);
+            }
+        }
+        id
+    }
+
+    fn node_ready(&mut self, id: usize) {
+        if self.meta[id].phase != Phase::Launching {
+            return;
+        }
+        self.meta[id].phase = Phase::Ready;
+        self.meta[id].last_pod_event_at = self.now;
+        self.views[id].schedulable = true;
+        self.views[id].live = true;
+        self.ready.insert(id);
+        let alloc = self.views[id].allocatable.clone();
+        self.ready_alloc.add_assign(&alloc);
+        let ds_req = self.meta[id].ds_req.clone();
+        self.ready_used.add_assign(&ds_req);
+        self.changed();
+        // Nominated pods first, then anything pending that fits.
+        let nominated: Vec<usize> = self.pending.iter().copied().filter(|&p| self.pods[p].nominated == Some(id)).collect();
+        for pi in nominated {
+            self.try_bind_to(pi, id);
+        }
+        let rest: Vec<usize> = self.pending.iter().copied().collect();
+        for pi in rest {
+            if self.pods[pi].nominated.is_none_or(|n| n == id || self.meta[n].phase != Phase::Launching) {
+                self.try_bind_to(pi, id);
+            }
+        }
+        if let Some(ci) = self.meta[id].replacement_for {
+            if let Some(c) = self.commands.get_mut(ci) {
+                c.waiting_for = c.waiting_for.saturating_sub(1);
+                if c.waiting_for == 0 {
+                    self.drain_and_delete(ci);
+                }
+            }
+        }
+    }
+
+    fn delete_node(&mut self, id: usize) {
+        let m = &mut self.meta[id];
+        if m.phase == Phase::Deleted {
+            return;
+        }
+        let was_ready = matches!(m.phase, Phase::Ready | Phase::Draining);
+        m.phase = Phase::Deleted;
+        self.cost_rate -= m.price;
+        self.node_count -= 1;
+        self.summary.nodes_terminated += 1;
+        if was_ready {
+            let alloc = self.views[id].allocatable.clone();
+            self.ready_alloc = self.ready_alloc.sub(&alloc);
+            let ds_req = self.meta[id].ds_req.clone();
+            self.ready_used = self.ready_used.sub(&ds_req);
+        }
+        self.views[id].schedulable = false;
+        self.views[id].live = false;
+        self.ready.remove(&id);
+        self.changed();
+    }
+
+    // ---- pods ----
+
+    fn bind(&mut self, pi: usize, ni: usize) {
+        let req = self.pods[pi].req.clone();
+        self.views[ni].used.add_assign(&req);
+        let pod = &self.w.arrivals[pi].pod;
+        self.views[ni].pods.push(PodMark {
+            id: pi,
+            namespace: pod.namespace.clone(),
+            labels: pod.labels.clone(),
+            daemon: false,
+        });
+        self.ready_used.add_assign(&req);
+        self.meta[ni].bound.insert(pi);
+        self.meta[ni].last_pod_event_at = self.now;
+        let p = &mut self.pods[pi];
+        p.phase = PodPhase::Bound(ni);
+        p.nominated = None;
+        if p.first_bound.is_none() {
+            p.first_bound = Some(self.now);
+        }
+        self.pending.remove(&pi);
+        self.changed();
+    }
+
+    fn unbind(&mut self, pi: usize) {
+        if let PodPhase::Bound(ni) = self.pods[pi].phase {
+            let req = self.pods[pi].req.clone();
+            self.views[ni].used = self.views[ni].used.sub(&req);
+            self.views[ni].pods.retain(|m| m.id != pi);
+            self.ready_used = self.ready_used.sub(&req);
+            self.meta[ni].bound.remove(&pi);
+            self.meta[ni].last_pod_event_at = self.now;
+            self.changed();
+        }
+    }
+
+    fn try_bind_to(&mut self, pi: usize, ni: usize) -> bool {
+        let pod = &self.w.arrivals[pi].pod;
+        if predicates::fits(pod, &self.pods[pi].req, &self.views[ni], &self.views) {
+            self.bind(pi, ni);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The kube-scheduler: bind to the best ready node that passes the filter.
+    fn schedule_pod(&mut self, pi: usize) -> bool {
+        let pod = &self.w.arrivals[pi].pod;
+        let req = &self.pods[pi].req;
+        let mut best: Option<(f64, usize)> = None;
+        for &ni in &self.ready {
+            if !predicates::fits(pod, req, &self.views[ni], &self.views) {
+                continue;
+            }
+            let u = predicates::utilisation_after(req, &self.views[ni]);
+            let score = match self.scoring {
+                SchedulerScoring::LeastAllocated => -u,
+                SchedulerScoring::MostAllocated => u,
+            };
+            if best.is_none_or(|(s, _)| score > s) {
+                best = Some((score, ni));
+            }
+        }
+        match best {
+            Some((_, ni)) => {
+                self.bind(pi, ni);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn make_pending(&mut self, pi: usize) {
+        self.pods[pi].phase = PodPhase::Pending;
+        self.pending.insert(pi);
+        self.last_pending_at = self.now;
+        self.changed();
+        self.kick_provisioning();
+    }
+
+    fn kick_provisioning(&mut self) {
+        match self.trigger {
+            Trigger::Batch => {
+                if self.batch_open.is_none() {
+                    self.batch_gen += 1;
+                    self.batch_open = Some((self.now, self.batch_gen));
+                    let at = self.now + self.w.settings.batch_idle_seconds.max(0);
+                    self.push(at, Ev::BatchCheck(self.batch_gen));
+                }
+            }
+            Trigger::Periodic(every) => {
+                if self.scan_at.is_none() {
+                    let every = every.max(1);
+                    let at = (self.now / every + 1) * every;
+                    self.scan_gen += 1;
+                    self.scan_at = Some(at);
+                    self.push(at, Ev::Scan(self.scan_gen));
+                }
+            }
+        }
+    }
+
+    // ---- snapshots ----
+
+    fn snapshot(&self) -> core::Snapshot {
+        let mut nodes = Vec::new();
+        let mut pods = Vec::new();
+        for (ni, m) in self.meta.iter().enumerate() {
+            if m.phase == Phase::Deleted {
+                continue;
+            }
+            let v = &self.views[ni];
+            nodes.push(core::Node {
+                name: v.name.clone(),
+                labels: v.labels.clone(),
+                taints: v.taints.clone(),
+                allocatable: v.allocatable.clone(),
+                capacity: m.capacity.clone(),
+                nodepool: m.nodepool.clone(),
+                instance_type: Some(m.instance_type.clone()),
+                price: m.price,
+                ready: matches!(m.phase, Phase::Ready | Phase::Draining),
+                initialized: matches!(m.phase, Phase::Ready | Phase::Draining),
+                in_flight: m.phase == Phase::Launching,
+                marked_for_deletion: m.phase == Phase::Draining,
+                nominated: m.reserved,
+                created_at: m.created_at,
+                last_pod_event_at: m.last_pod_event_at,
+                ..Default::default()
+            });
+            pods.extend(m.ds.iter().cloned());
+        }
+        for (pi, p) in self.pods.iter().enumerate() {
+            let node_name = match p.phase {
+                PodPhase::Bound(ni) => Some(self.views[ni].name.clone()),
+                PodPhase::Pending => p
+                    .nominated
+                    .filter(|n| self.meta[*n].phase == Phase::Launching)
+                    .map(|n| self.views[n].name.clone()),
+                _ => continue,
+            };
+            let mut pod = self.w.arrivals[pi].pod.clone();
+            pod.node_name = node_name;
+            pods.push(pod);
+        }
+        core::Snapshot {
+            now: self.now,
+            nodes,
+            pods,
+            daemonsets: self.w.daemonsets.clone(),
+            nodepools: self.w.nodepools.clone(),
+            instance_types: self.w.instance_types.clone(),
+            pdbs: Vec::new(),
+            namespaces: BTreeMap::new(),
+        }
+    }
+
+    fn node_by_name(&self, name: &str) -> Option<usize> {
+        // Node names are `node-<id>` for launched nodes; fall back to a scan for others.
+        if let Some(id) = name.strip_prefix("node-").and_then(|s| s.parse::<usize>().ok()) {
+            if self.views.get(id).is_some_and(|v| v.name == name) {
+                return Some(id);
+            }
+        }
+        self.views.iter().position(|v| v.name == name)
+    }
+
+    // ---- decisions ----
+
+    fn apply_provision(&mut self, p: Provision) {
+        for pl in &p.placements {
+            let (Some(&pi), Some(ni)) = (self.pod_index.get(&(pl.pod.namespace.clone(), pl.pod.name.clone())), self.node_by_name(&pl.node)) else {
+                continue;
+            };
+            if self.pods[pi].phase != PodPhase::Pending {
+                continue;
+            }
+            match self.meta[ni].phase {
+                Phase::Ready => {
+                    if !self.try_bind_to(pi, ni) {
+                        self.pods[pi].nominated = None;
+                    }
+                }
+                Phase::Launching => self.pods[pi].nominated = Some(ni),
+                _ => {}
+            }
+        }
+        for l in &p.launches {
+            self.launch(l);
+        }
+        for u in p.unschedulable.iter().take(20) {
+            if self.reasons.len() < 20 {
+                self.reasons.insert(format!("{}: {}", u.pod, u.reason));
+            }
+        }
+    }
+
+    fn run_provisioning(&mut self, a: &mut dyn Autoscaler) {
+        if self.pending.is_empty() {
+            return;
+        }
+        // Only pods not waiting for an in-flight node need a decision.
+        let needs = self
+            .pending
+            .iter()
+            .any(|&p| self.pods[p].nominated.is_none_or(|n| self.meta[n].phase != Phase::Launching));
+        if !needs {
+            return;
+        }
+        let snap = self.snapshot();
+        let t0 = Instant::now();
+        let p = a.provision(&snap);
+        self.decision_secs += t0.elapsed().as_secs_f64();
+        self.summary.provisioning_decisions += 1;
+        self.apply_provision(p);
+    }
+
+    /// Make sure a disruption tick happens at the first period boundary after `after`.
+    fn schedule_tick(&mut self, after: i64, period: i64) {
+        let period = period.max(1);
+        let at = (after.max(self.now) / period + 1) * period;
+        if self.tick_at.is_some_and(|t| t <= at) {
+            return;
+        }
+        self.tick_gen += 1;
+        self.tick_at = Some(at);
+        self.push(at, Ev::Tick(self.tick_gen));
+    }
+
+    fn run_disruption(&mut self, a: &mut dyn Autoscaler) {
+        if self.idle_version == Some(self.version) && self.now < self.quiet_until {
+            return;
+        }
+        let snap = self.snapshot();
+        let t0 = Instant::now();
+        let cmd = a.disrupt(&snap);
+        self.decision_secs += t0.elapsed().as_secs_f64();
+        self.summary.disruption_evaluations += 1;
+        match cmd {
+            None => {
+                self.idle_version = Some(self.version);
+                self.quiet_until = next_gate(&snap, self.w, self.cas_wait());
+            }
+            Some(cmd) => {
+                self.idle_version = None;
+                let nodes: Vec<usize> = cmd.candidates.iter().filter_map(|n| self.node_by_name(n)).collect();
+                if nodes.len() != cmd.candidates.len() || nodes.iter().any(|&n| self.meta[n].phase != Phase::Ready || self.meta[n].reserved) {
+                    return;
+                }
+                for &n in &nodes {
+                    self.meta[n].reserved = true;
+                }
+                let pods_at_proposal = nodes.iter().map(|&n| self.meta[n].bound.clone()).collect();
+                let ci = self.commands.len();
+                self.commands.push(PendingCommand {
+                    cmd,
+                    nodes,
+                    pods_at_proposal,
+                    waiting_for: 0,
+                    replacement_nodes: Vec::new(),
+                });
+                self.changed();
+                let delay = a.validation_delay(&self.w.settings);
+                if delay <= 0 {
+                    self.validate(ci);
+                } else {
+                    self.push(self.now + delay, Ev::Validate(ci));
+                }
+            }
+        }
+    }
+
+    fn cas_wait(&self) -> i64 {
+        // CAS keeps time-based state (unneeded since, delay after add): re-ask every minute
+        // while nodes exist, which is cheap and bounded.
+        if matches!(self.trigger, Trigger::Periodic(_)) && !self.ready.is_empty() {
+            self.now + 60
+        } else {
+            i64::MAX
+        }
+    }
+
+    fn validate(&mut self, ci: usize) {
+        let ok = {
+            let c = &self.commands[ci];
+            c.nodes
+                .iter()
+                .zip(&c.pods_at_proposal)
+                .all(|(&n, pods)| self.meta[n].phase == Phase::Ready && self.meta[n].bound == *pods)
+        };
+        let nodes = self.commands[ci].nodes.clone();
+        for &n in &nodes {
+            self.meta[n].reserved = false;
+        }
+        if !ok {
+            self.summary.commands_invalidated += 1;
+            self.changed();
+            return;
+        }
+        for &n in &nodes {
+            self.meta[n].phase = Phase::Draining;
+            self.views[n].schedulable = false;
+        }
+        self.changed();
+        self.summary.disruption_commands += 1;
+        *self.summary.commands_by_reason.entry(self.commands[ci].cmd.reason.clone()).or_insert(0) += 1;
+        let replacements = self.commands[ci].cmd.replacements.clone();
+        let mut ids = Vec::new();
+        for r in &replacements {
+            let id = self.launch(&LaunchRequest { pods: Vec::new(), ..r.clone() });
+            if id != usize::MAX {
+                self.meta[id].replacement_for = Some(ci);
+                ids.push((id, r.pods.clone()));
+            }
+        }
+        // Remember where the moved pods should go.
+        for (id, pods) in &ids {
+            for p in pods {
+                if let Some(&pi) = self.pod_index.get(&(p.namespace.clone(), p.name.clone())) {
+                    self.pods[pi].nominated = Some(*id);
+                }
+            }
+        }
+        let placements = self.commands[ci].cmd.placements.clone();
+        for pl in &placements {
+            if let (Some(&pi), Some(ni)) = (self.pod_index.get(&(pl.pod.namespace.clone(), pl.pod.name.clone())), self.node_by_name(&pl.node)) {
+                self.pods[pi].nominated = Some(ni);
+            }
+        }
+        self.commands[ci].waiting_for = ids.len();
+        self.commands[ci].replacement_nodes = ids.iter().map(|(i, _)| *i).collect();
+        if ids.is_empty() {
+            self.drain_and_delete(ci);
+        }
+    }
+
+    fn drain_and_delete(&mut self, ci: usize) {
+        let nodes = self.commands[ci].nodes.clone();
+        let mut evicted = Vec::new();
+        for &n in &nodes {
+            let bound: Vec<usize> = self.meta[n].bound.iter().copied().collect();
+            for pi in bound {
+                self.unbind(pi);
+                self.pods[pi].evictions += 1;
+                self.summary.pods_disrupted += 1;
+                evicted.push(pi);
+            }
+            self.delete_node(n);
+        }
+        for pi in evicted {
+            self.pods[pi].phase = PodPhase::Pending;
+            self.pending.insert(pi);
+            let target = self.pods[pi].nominated.filter(|&n| self.meta[n].phase == Phase::Ready);
+            let bound = match target {
+                Some(n) => self.try_bind_to(pi, n),
+                None => false,
+            };
+            if !bound && !self.schedule_pod(pi) {
+                self.pods[pi].nominated = None;
+                self.make_pending(pi);
+            }
+        }
+    }
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
+}
+
+/// The earliest time a consolidateAfter gate opens (a time-based change the version counter
+/// does not see).
+fn next_gate(snap: &core::Snapshot, w: &World, cas: i64) -> i64 {
+    let mut t = cas;
+    for n in &snap.nodes {
+        if !n.ready || n.marked_for_deletion {
+            continue;
+        }
+        let Some(after) = n
+            .nodepool
+            .as_ref()
+            .and_then(|p| w.nodepools.iter().find(|x| &x.name == p))
+            .and_then(|p| p.disruption.consolidate_after_secs)
+        else {
+            continue;
+        };
+        let open = n.last_pod_event_at + after;
+        if open > snap.now {
+            t = t.min(open);
+        }
+    }
+    t
+}
+
+impl Sim<'_> {
+    #[allow(clippy::too_many_lines)]
+    fn run(mut self, a: &mut dyn Autoscaler, strategy: &str, seed: u64, progress: Option<&AtomicU64>) -> RunResult {
+        let start = Instant::now();
+        let end = self.w.end();
+        for n in &self.w.existing_nodes {
+            self.add_node(n.clone(), Phase::Ready);
+        }
+        for (i, a) in self.w.arrivals.iter().enumerate() {
+            self.pods.push(PodState {
+                req: pod_requests(&a.pod),
+                phase: PodPhase::NotYet,
+                nominated: None,
+                arrived: a.at,
+                first_bound: None,
+                evictions: 0,
+            });
+            self.pod_index.insert(pref(&a.pod), i);
+        }
+        for i in 0..self.w.arrivals.len() {
+            let at = self.w.arrivals[i].at;
+            self.push(at, Ev::Arrive(i));
+            if let Some(l) = self.w.arrivals[i].leave {
+                self.push(l.max(at), Ev::Leave(i));
+            }
+        }
+        self.summary.pods_total = self.w.arrivals.len() as u32;
+        let consolidation = self.w.settings.consolidation;
+        let period = a.disruption_period(&self.w.settings);
+        let mut events = 0u64;
+        while let Some(Reverse((t, _, ev))) = self.q.pop() {
+            if t > end {
+                break;
+            }
+            self.advance(t);
+            events += 1;
+            if events % 4096 == 0 {
+                if let Some(p) = progress {
+                    p.store(t.max(0) as u64, Ordering::Relaxed);
+                }
+            }
+            let before = self.version;
+            match ev {
+                Ev::Arrive(pi) => {
+                    let r = self.pods[pi].req.clone();
+                    self.demand.add_assign(&without_pods(&r));
+                    self.pods[pi].phase = PodPhase::Pending;
+                    let bound_to = self.w.arrivals[pi].bound_to.clone();
+                    let bound = match bound_to.and_then(|n| self.node_by_name(&n)) {
+                        Some(ni) => {
+                            self.bind(pi, ni);
+                            true
+                        }
+                        None => self.schedule_pod(pi),
+                    };
+                    if !bound {
+                        self.make_pending(pi);
+                    }
+                }
+                Ev::Leave(pi) => {
+                    if self.pods[pi].phase != PodPhase::NotYet && self.pods[pi].phase != PodPhase::Gone {
+                        let r = self.pods[pi].req.clone();
+                        self.demand = self.demand.sub(&without_pods(&r));
+                        let freed = match self.pods[pi].phase {
+                            PodPhase::Bound(ni) => Some(ni),
+                            _ => None,
+                        };
+                        self.unbind(pi);
+                        self.pending.remove(&pi);
+                        self.pods[pi].phase = PodPhase::Gone;
+                        self.pods[pi].nominated = None;
+                        self.changed();
+                        if let Some(ni) = freed {
+                            let waiting: Vec<usize> = self.pending.iter().copied().collect();
+                            for q in waiting {
+                                if self.pods[q].nominated.is_none_or(|n| self.meta[n].phase != Phase::Launching) {
+                                    self.try_bind_to(q, ni);
+                                }
+                            }
+                        }
+                    }
+                }
+                Ev::BatchCheck(generation) => {
+                    if let Some((opened, g)) = self.batch_open {
+                        if g == generation {
+                            let idle = self.last_pending_at + self.w.settings.batch_idle_seconds;
+                            let max = opened + self.w.settings.batch_max_seconds;
+                            if t >= idle || t >= max {
+                                self.batch_open = None;
+                                self.run_provisioning(a);
+                            } else {
+                                self.push(idle.min(max), Ev::BatchCheck(generation));
+                            }
+                        }
+                    }
+                }
+                Ev::Scan(generation) => {
+                    if generation == self.scan_gen {
+                        self.scan_at = None;
+                        self.run_provisioning(a);
+                        let unresolved = self.pending.iter().any(|&p| self.pods[p].nominated.is_none_or(|n| self.meta[n].phase != Phase::Launching));
+                        if unresolved {
+                            self.kick_provisioning();
+                        }
+                    }
+                }
+                Ev::NodeReady(ni) => self.node_ready(ni),
+                Ev::Tick(generation) => {
+                    if generation == self.tick_gen {
+                        self.tick_at = None;
+                        if consolidation {
+                            self.run_disruption(a);
+                        }
+                    }
+                }
+                Ev::Validate(ci) => self.validate(ci),
+            }
+            // Keep the disruption loop alive while anything may change.
+            if consolidation && (self.version != before || self.tick_at.is_none()) {
+                let quiet = self.idle_version == Some(self.version);
+                if !quiet {
+                    self.schedule_tick(self.now, period);
+                } else if self.quiet_until < i64::MAX {
+                    self.schedule_tick(self.quiet_until - 1, period);
+                }
+            }
+        }
+        self.advance(end);
+        self.record(end);
+        if let Some(p) = progress {
+            p.store(end.max(0) as u64, Ordering::Relaxed);
+        }
+        // Pending-time percentiles over pods that were scheduled.
+        let mut waits: Vec<i64> = self.pods.iter().filter_map(|p| p.first_bound.map(|b| b - p.arrived)).collect();
+        waits.sort_unstable();
+        let pct = |q: f64| -> f64 {
+            if waits.is_empty() {
+                return 0.0;
+            }
+            let idx = ((waits.len() as f64 - 1.0) * q).round() as usize;
+            waits[idx.min(waits.len() - 1)] as f64
+        };
+        let mut s = self.summary.clone();
+        s.total_cost = self.cost;
+        s.lower_bound_cost = self.lb_cost;
+        s.cost_over_lower_bound = ratio(self.cost, self.lb_cost);
+        s.avg_cpu_utilisation = ratio(self.cpu_used_int, self.cpu_alloc_int);
+        s.avg_memory_utilisation = ratio(self.mem_used_int, self.mem_alloc_int);
+        s.pending_p50_seconds = pct(0.5);
+        s.pending_p95_seconds = pct(0.95);
+        s.pending_max_seconds = waits.last().copied().unwrap_or(0) as f64;
+        s.pods_scheduled = waits.len() as u32;
+        s.pods_never_scheduled = s.pods_total - s.pods_scheduled;
+        let wall = start.elapsed().as_secs_f64();
+        let decisions = (s.provisioning_decisions + s.disruption_evaluations) as f64;
+        RunResult {
+            strategy: strategy.to_string(),
+            seed,
+            summary: s,
+            series: self.series,
+            timing: Timing {
+                wall_seconds: wall,
+                decision_seconds: self.decision_secs,
+                decisions_per_second: ratio(decisions, self.decision_secs),
+            },
+            unschedulable_reasons: self.reasons.into_iter().collect(),
+        }
+    }
+}
+
+fn without_pods(r: &core::Resources) -> core::Resources {
+    core::Resources { pods: 0, ..r.clone() }
+}
+
+/// Run one strategy over one compiled world.
+pub fn simulate(w: &World, strategy_name: &str, seed: u64, progress: Option<&AtomicU64>) -> Result<RunResult> {
+    let mut a = strategy::build(strategy_name, &w.settings)?;
+    let mut sim = Sim::new(w);
+    sim.trigger = a.trigger();
+    Ok(sim.run(a.as_mut(), strategy_name, seed, progress))
+}

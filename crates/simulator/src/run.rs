@@ -1,0 +1,89 @@
+//! Runs every (strategy, seed) pair in parallel with rayon and gathers a [`Report`].
+
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::engine::{self, RunResult};
+use crate::error::Result;
+use crate::report::{Report, StrategyRow};
+use crate::scenario::LoadedScenario;
+use crate::strategy;
+use crate::world;
+
+/// What to run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Strategy names; empty = the scenario's list, else every available one.
+    pub strategies: Vec<String>,
+    /// Number of seeds (0, 1, ... n-1); the seed only changes generated workloads.
+    pub seeds: u64,
+}
+
+/// Progress shared with a UI: simulated seconds done, summed over runs, and the total.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub per_run: Vec<AtomicU64>,
+    pub total: u64,
+}
+
+impl Progress {
+    pub fn done(&self) -> u64 {
+        self.per_run.iter().map(|a| a.load(std::sync::atomic::Ordering::Relaxed)).sum()
+    }
+}
+
+/// Prepare the runs: compile one world per seed and resolve strategies, so errors surface
+/// before any simulation starts and a progress bar knows the total.
+pub fn prepare(ls: &LoadedScenario, opts: &RunOptions) -> Result<(Vec<world::World>, Vec<strategy::StrategyInfo>, Progress)> {
+    let names = if opts.strategies.is_empty() {
+        ls.scenario.strategies.clone()
+    } else {
+        opts.strategies.clone()
+    };
+    let strategies = strategy::resolve(&names)?;
+    let seeds = opts.seeds.max(1);
+    let worlds: Vec<world::World> = (0..seeds).map(|s| world::compile(ls, s)).collect::<Result<_>>()?;
+    let mut progress = Progress::default();
+    for w in &worlds {
+        for _ in &strategies {
+            progress.per_run.push(AtomicU64::new(0));
+            progress.total += w.end().max(0) as u64;
+        }
+    }
+    Ok((worlds, strategies, progress))
+}
+
+/// Simulate every pair; results in (strategy, seed) order whatever the thread timing.
+pub fn execute(ls: &LoadedScenario, worlds: &[world::World], strategies: &[strategy::StrategyInfo], progress: &Progress) -> Result<Report> {
+    let start = Instant::now();
+    let pairs: Vec<(usize, usize)> = (0..strategies.len()).flat_map(|s| (0..worlds.len()).map(move |w| (s, w))).collect();
+    let results: Vec<Result<RunResult>> = pairs
+        .par_iter()
+        .enumerate()
+        .map(|(i, (s, w))| engine::simulate(&worlds[*w], strategies[*s].name, *w as u64, progress.per_run.get(i)))
+        .collect();
+    let runs = results.into_iter().collect::<Result<Vec<_>>>()?;
+    let first = worlds.first();
+    Ok(Report {
+        schema_version: crate::report::SCHEMA_VERSION,
+        scenario: first.map(|w| w.name.clone()).unwrap_or_else(|| ls.file.clone()),
+        generator: format!("karpenter-capi-sim {}", env!("CARGO_PKG_VERSION")),
+        lower_bound_kind: engine::LOWER_BOUND_KIND.to_string(),
+        strategies: strategies.iter().map(StrategyRow::from).collect(),
+        seeds: (0..worlds.len() as u64).collect(),
+        pods: first.map(|w| w.arrivals.len() as u64).unwrap_or(0),
+        instance_types: first.map(|w| w.instance_types.len() as u64).unwrap_or(0),
+        horizon_seconds: first.map(|w| w.end()).unwrap_or(0),
+        problems: first.map(|w| w.problems.clone()).unwrap_or_default(),
+        wall_seconds: start.elapsed().as_secs_f64(),
+        runs,
+    })
+}
+
+/// prepare + execute without progress reporting.
+pub fn run(ls: &LoadedScenario, opts: &RunOptions) -> Result<Report> {
+    let (worlds, strategies, progress) = prepare(ls, opts)?;
+    execute(ls, &worlds, &strategies, &progress)
+}

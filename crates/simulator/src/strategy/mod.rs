@@ -1,0 +1,172 @@
+//! Strategies: the decision makers the engine drives. The engine owns time, the cloud and the
+//! kube-scheduler; a strategy only sees core snapshots and returns launches and disruption
+//! commands, which is exactly the controller's contract with the core.
+
+pub mod cas;
+pub mod karpenter_disruption;
+pub mod packing_bridge;
+
+use provisioner_core as core;
+use serde::Serialize;
+
+use crate::error::{Result, SimError};
+use crate::scenario::Settings;
+
+/// A node to launch, with the pods the decision expects on it (nominated to it).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LaunchRequest {
+    pub nodepool: Option<String>,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: core::CapacityType,
+    pub price: f64,
+    pub pods: Vec<core::PodRef>,
+}
+
+/// The outcome of one provisioning decision.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Provision {
+    /// Pending pods the decision expects on existing or in-flight nodes.
+    pub placements: Vec<core::Placement>,
+    pub launches: Vec<LaunchRequest>,
+    pub unschedulable: Vec<core::Unschedulable>,
+}
+
+/// Remove some nodes, maybe launching replacements first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Command {
+    /// `Empty`, `Underutilized`, ... (for the report).
+    pub reason: String,
+    pub candidates: Vec<String>,
+    pub replacements: Vec<LaunchRequest>,
+    /// Where the candidates' pods are expected to go (existing nodes); pods of replacement
+    /// nodes are listed on the replacements.
+    pub placements: Vec<core::Placement>,
+    /// Hourly price saved.
+    pub savings: f64,
+}
+
+/// When the engine asks a strategy to provision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// Karpenter's batch window (idle / max from the settings).
+    Batch,
+    /// Every so many seconds while pods are pending (the Cluster Autoscaler's scan loop).
+    Periodic(i64),
+}
+
+/// One decision maker.
+pub trait Autoscaler: Send {
+    /// Provision for the pending pods of `snap`.
+    fn provision(&mut self, snap: &core::Snapshot) -> Provision;
+    /// At most one disruption command (the engine calls this on the disruption period; nodes
+    /// already being disrupted are `marked_for_deletion` in the snapshot).
+    fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command>;
+    fn trigger(&self) -> Trigger {
+        Trigger::Batch
+    }
+    /// Seconds between choosing a command and executing it (Karpenter: 15 s, CAS: 0).
+    fn validation_delay(&self, settings: &Settings) -> i64 {
+        settings.validation_delay_seconds
+    }
+    /// Period of [`Autoscaler::disrupt`].
+    fn disruption_period(&self, settings: &Settings) -> i64 {
+        settings.disruption_period_seconds
+    }
+}
+
+/// A strategy the simulator can run, with an honest account of which code decides.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StrategyInfo {
+    pub name: &'static str,
+    pub title: &'static str,
+    /// Which code makes the provisioning decisions.
+    pub provisioning: &'static str,
+    /// Which code makes the disruption decisions.
+    pub disruption: &'static str,
+    /// Whether it can run in this build.
+    pub available: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable_reason: Option<&'static str>,
+}
+
+/// Every strategy the simulator knows, available or not.
+pub fn catalog() -> Vec<StrategyInfo> {
+    vec![
+        StrategyInfo {
+            name: "cost-aware",
+            title: "ours: cost-aware heuristic",
+            provisioning: packing_bridge::COST_AWARE_BACKING,
+            disruption: karpenter_disruption::BACKING,
+            available: true,
+            unavailable_reason: None,
+        },
+        StrategyInfo {
+            name: "cost-aware+opt",
+            title: "ours: heuristic + optimiser",
+            provisioning: "provisioner-core optimiser (issue 4)",
+            disruption: "provisioner-core consolidation (issue 6)",
+            available: false,
+            unavailable_reason: Some("the core's optimiser (issue 4) has not landed"),
+        },
+        StrategyInfo {
+            name: "karpenter",
+            title: "Karpenter-faithful baseline",
+            provisioning: packing_bridge::KARPENTER_BACKING,
+            disruption: karpenter_disruption::BACKING,
+            available: true,
+            unavailable_reason: None,
+        },
+        StrategyInfo {
+            name: "cas",
+            title: "Cluster-Autoscaler-like baseline",
+            provisioning: cas::BACKING,
+            disruption: cas::BACKING,
+            available: true,
+            unavailable_reason: None,
+        },
+    ]
+}
+
+/// Names of the strategies that can run.
+pub fn available() -> Vec<&'static str> {
+    catalog().into_iter().filter(|s| s.available).map(|s| s.name).collect()
+}
+
+/// Resolve requested names (empty: all available) or fail naming the problem.
+pub fn resolve(names: &[String]) -> Result<Vec<StrategyInfo>> {
+    let all = catalog();
+    if names.is_empty() {
+        return Ok(all.into_iter().filter(|s| s.available).collect());
+    }
+    let mut out = Vec::new();
+    for n in names {
+        let Some(info) = all.iter().find(|s| s.name == n) else {
+            let known: Vec<_> = all.iter().map(|s| s.name).collect();
+            return Err(SimError::UnknownStrategy(n.clone(), known.join(", ")));
+        };
+        if !info.available {
+            return Err(SimError::StrategyUnavailable(
+                n.clone(),
+                info.unavailable_reason.unwrap_or("not built").to_string(),
+            ));
+        }
+        if !out.iter().any(|s: &StrategyInfo| s.name == info.name) {
+            out.push(info.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Build a runnable strategy.
+pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Autoscaler>> {
+    Ok(match name {
+        "cost-aware" => Box::new(packing_bridge::KarpenterLike::new(core::Strategy::CostAware)),
+        "karpenter" => Box::new(packing_bridge::KarpenterLike::new(core::Strategy::KarpenterBaseline)),
+        "cas" => Box::new(cas::ClusterAutoscaler::new(settings.cas.clone())),
+        other => {
+            let known = catalog().iter().map(|s| s.name).collect::<Vec<_>>().join(", ");
+            return Err(SimError::UnknownStrategy(other.to_string(), known));
+        }
+    })
+}
