@@ -1,1 +1,125 @@
-fn main() {}
+//! Developer tasks for karpenter-capi: `cargo xtask <command>`.
+//!
+//! - `control-plane up|down|env|status`: the test control plane (real etcd and
+//!   kube-apiserver on loopback, built once per machine from their Go modules).
+//! - `crdgen [--check]`: write (or check) `config/crd/` from the Rust API types.
+//! - `test [-- <cargo test args>]`: start the control plane if none runs, run every test in
+//!   the workspace against it, stop what it started, exit non-zero on any failure.
+
+mod controlplane;
+mod crdgen;
+mod gobuild;
+mod pki;
+mod testrun;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use controlplane::Instance;
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", about = "karpenter-capi developer tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Manage the shared test control plane.
+    #[command(name = "control-plane", subcommand)]
+    ControlPlane(ControlPlane),
+    /// Generate the CRD YAML in config/crd/ from the Rust types.
+    Crdgen {
+        /// Fail if the files on disk differ from the generated ones instead of writing.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Run every test in the workspace against a test control plane.
+    Test {
+        /// Arguments passed to `cargo test --workspace` (after `--`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ControlPlane {
+    /// Build the binaries if needed, start etcd and kube-apiserver, install the CRDs and
+    /// print the kubeconfig path.
+    Up,
+    /// Stop the processes `up` started.
+    Down,
+    /// Print `export KUBECONFIG=...` for a shell.
+    Env,
+    /// Say whether the control plane is running and ready.
+    Status,
+    /// Only build (or check) kube-apiserver and etcd.
+    Build,
+}
+
+/// The workspace root (xtask lives one level below it).
+pub fn repo_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::ControlPlane(ControlPlane::Up) => {
+            let instance = Instance::default_instance();
+            // The processes outlive this command; `down` stops them.
+            let _children = instance.up().await?;
+            println!("{}", instance.kubeconfig().display());
+        }
+        Command::ControlPlane(ControlPlane::Down) => {
+            let stopped = Instance::default_instance().down_quiet();
+            if stopped.is_empty() {
+                eprintln!("xtask: control plane was not running");
+            } else {
+                eprintln!("xtask: stopped PIDs {stopped:?}");
+            }
+        }
+        Command::ControlPlane(ControlPlane::Env) => {
+            println!(
+                "export KUBECONFIG={}",
+                Instance::default_instance().kubeconfig().display()
+            );
+        }
+        Command::ControlPlane(ControlPlane::Status) => {
+            let instance = Instance::default_instance();
+            if instance.is_ready().await {
+                println!("running: {}", instance.kubeconfig().display());
+            } else {
+                println!("not running");
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::ControlPlane(ControlPlane::Build) => {
+            let binaries = gobuild::ensure_binaries()?;
+            println!(
+                "{}\n{}",
+                binaries.kube_apiserver.display(),
+                binaries.etcd.display()
+            );
+        }
+        Command::Crdgen { check } => return crdgen::run(check),
+        Command::Test { args } => return testrun::run(args).await,
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -8,6 +8,9 @@
 //! This crate panics instead of returning errors: it is only ever used from tests, where
 //! a clear panic message is the most useful failure.
 
+pub mod gomod;
+pub mod versions;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -43,8 +46,13 @@ pub fn cache_dir() -> PathBuf {
 pub fn kubeconfig_path() -> PathBuf {
     match std::env::var_os(KUBECONFIG_ENV).filter(|p| !p.is_empty()) {
         Some(path) => PathBuf::from(path),
-        None => cache_dir().join("control-plane").join("kubeconfig"),
+        None => kubeconfig_path_default(),
     }
+}
+
+/// The kubeconfig of the shared instance that `cargo xtask control-plane up` starts.
+pub fn kubeconfig_path_default() -> PathBuf {
+    cache_dir().join("control-plane").join("kubeconfig")
 }
 
 /// A client for the test control plane, authenticated as cluster admin.
