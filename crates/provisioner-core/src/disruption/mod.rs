@@ -25,21 +25,29 @@
 pub mod budgets;
 pub mod candidates;
 pub mod command;
+pub mod consolidation;
 pub mod cost;
+pub mod drift;
 pub mod duration;
 pub mod emptiness;
+pub mod karpenter_baseline;
 pub mod protect;
+pub mod replace;
+pub mod sim;
+pub mod validate;
 
 use serde::{Deserialize, Serialize};
 
 pub use budgets::{BudgetProblem, BudgetStatus, Budgets};
 pub use candidates::{Candidate, CandidateSet, Ineligible, Rejection, find_candidates};
+pub use validate::{Validation, validate, validate_with};
 pub use command::{
     Alternative, BudgetUse, CandidateNode, Command, Destination, DisruptionDecision, Method, MethodReport, PodMove, Rationale,
     Replacement,
 };
 
 use crate::model::Snapshot;
+use crate::scheduler::SchedulingOptions;
 
 /// Knobs of the disruption decision. The defaults follow Karpenter where Karpenter has a
 /// behaviour, and are conservative where we go further.
@@ -76,6 +84,8 @@ pub struct DisruptionOptions {
     pub max_simulations: usize,
     /// Run the search on the rayon pool (results are the same either way).
     pub parallel: bool,
+    /// How the simulations schedule pods (planner for replacements, relaxation).
+    pub scheduling: SchedulingOptions,
 }
 
 impl Default for DisruptionOptions {
@@ -90,6 +100,7 @@ impl Default for DisruptionOptions {
             pdb_per_command: true,
             max_simulations: 20_000,
             parallel: true,
+            scheduling: SchedulingOptions::default(),
         }
     }
 }
@@ -112,6 +123,19 @@ pub fn disrupt(snapshot: &Snapshot, options: &DisruptionOptions) -> DisruptionDe
         decision.command = cmd;
         return decision;
     }
+    // The simulation base is built only when a method needs it.
+    let sim = sim::Sim::new(snapshot, options.scheduling.clone());
+    for method in [Method::Expiration, Method::Drift] {
+        let (cmd, report) = drift::replace_method(method, &sim, &set.candidates, &budgets, options);
+        decision.methods.push(report);
+        if cmd.is_some() {
+            decision.command = cmd;
+            return decision;
+        }
+    }
+    let (cmd, report) = consolidation::consolidation(&sim, &set.candidates, &budgets, options);
+    decision.methods.push(report);
+    decision.command = cmd;
     decision
 }
 

@@ -1,0 +1,400 @@
+//! Underutilized consolidation: delete nodes whose pods fit elsewhere, or replace nodes with
+//! cheaper ones, searching much more of the space than Karpenter does.
+//!
+//! Karpenter (DESIGN.md section 8) evaluates single nodes one by one until the first valid one,
+//! and multi-node sets only as prefixes of a list sorted by disruption cost (binary search over
+//! the prefix length, at most 100 candidates, at most one replacement). Here:
+//!
+//! 1. **Every single candidate** is evaluated (in parallel, each on a clone of one base state;
+//!    only the removed node's pods are rescheduled): delete, replace with any number of
+//!    cheaper nodes, or nothing.
+//! 2. **Greedy growth, beyond prefixes** (#1962): for several orderings (Karpenter's
+//!    disruption-cost order, emptiest first, most saving per unit of disruption), a set grows
+//!    one candidate at a time on an incremental state: a candidate joins when its pods (and
+//!    any pods earlier steps had moved onto it) fit on the nodes that stay, and is *skipped*
+//!    otherwise, so the set is any subset, not a prefix. Only candidates that can be deleted
+//!    on their own are tried (removing more nodes never makes room). No 100-candidate cap
+//!    (#2434); the work is bounded by [`super::DisruptionOptions::max_simulations`].
+//! 3. **Repacking with replacements** (#1442): the best delete set plus groups of the
+//!    emptiest nodes that cannot simply be deleted are simulated together; the scheduler may
+//!    open any number of new nodes, and the command is valid when the replacements' worst-case
+//!    price keeps it saving money ([`super::replace`]).
+//!
+//! Every multi-node set that is kept is re-simulated from scratch (all its pods at once), so
+//! the command's moves are exactly what [`super::validate`] will re-check; a set whose fresh
+//! simulation fails is trimmed from the end until it passes.
+//!
+//! Commands are ranked by `worst-case saving - disruption_cost_weight * disruption cost`, then
+//! by saving, fewer candidates, and candidate names: a total order, so the decision is the same
+//! on any number of threads.
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+
+use super::DisruptionOptions;
+use super::budgets::Budgets;
+use super::candidates::Candidate;
+use super::command::{Alternative, BudgetUse, Command, Destination, Method, MethodReport, PodMove, Rationale, Replacement};
+use super::make_command;
+use super::replace::{PriceRule, replacements};
+use super::sim::Sim;
+use crate::model::{DisruptionReason, Snapshot};
+use crate::result::PodRef;
+
+/// A candidate set that yields a valid command.
+#[derive(Debug, Clone)]
+pub struct Evaluated {
+    /// Indices into the eligible candidates, ascending.
+    pub members: Vec<usize>,
+    pub moves: Vec<PodMove>,
+    pub replacements: Vec<Replacement>,
+    pub candidates_price: f64,
+    pub saving: f64,
+    pub worst_saving: f64,
+    pub disruption: f64,
+    pub score: f64,
+    /// Which search phase found it.
+    pub found_by: &'static str,
+}
+
+/// What a single-candidate simulation said.
+#[derive(Debug, Clone)]
+pub enum Single {
+    Valid(Evaluated),
+    /// Pods fit, but only with replacements that do not save enough.
+    NotCheaper,
+    Infeasible,
+}
+
+/// The consolidation search over one snapshot.
+pub struct Search<'s, 'a> {
+    pub sim: &'s Sim<'a>,
+    pub cands: Vec<&'s Candidate>,
+    pub budgets: &'s Budgets,
+    pub options: &'s DisruptionOptions,
+}
+
+impl std::fmt::Debug for Search<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Search").field("candidates", &self.cands.len()).finish()
+    }
+}
+
+/// Utilisation of a node: the larger of its CPU and memory request fractions.
+fn utilisation(snapshot: &Snapshot, c: &Candidate) -> f64 {
+    let Some(node) = snapshot.nodes.get(c.node) else { return 1.0 };
+    let mut cpu = 0i64;
+    let mut mem = 0i64;
+    for &pi in &c.pods {
+        if let Some(p) = snapshot.pods.get(pi) {
+            let r = crate::resources::pod_requests(p);
+            cpu += r.cpu_milli;
+            mem += r.memory;
+        }
+    }
+    let frac = |used: i64, alloc: i64| if alloc > 0 { used as f64 / alloc as f64 } else { 1.0 };
+    frac(cpu, node.allocatable.cpu_milli).max(frac(mem, node.allocatable.memory))
+}
+
+/// Total order on evaluated commands: best first.
+fn better(a: &Evaluated, b: &Evaluated, names: &dyn Fn(&Evaluated) -> Vec<String>) -> std::cmp::Ordering {
+    b.score
+        .total_cmp(&a.score)
+        .then(b.worst_saving.total_cmp(&a.worst_saving))
+        .then(a.members.len().cmp(&b.members.len()))
+        .then_with(|| names(a).cmp(&names(b)))
+}
+
+impl<'s, 'a> Search<'s, 'a> {
+    fn reason(&self) -> DisruptionReason {
+        DisruptionReason::Underutilized
+    }
+
+    fn min_saving(&self, price: f64) -> f64 {
+        self.options.min_saving_per_hour.max(self.options.min_saving_fraction * price).max(0.0)
+    }
+
+    /// Whether budgets (and, with `pdb_per_command`, PDBs) allow disrupting all `members`.
+    pub fn allowed(&self, members: &[usize]) -> bool {
+        let mut per_pool: BTreeMap<&str, u32> = BTreeMap::new();
+        let mut per_pdb: BTreeMap<usize, u32> = BTreeMap::new();
+        for &m in members {
+            let Some(c) = self.cands.get(m) else { return false };
+            *per_pool.entry(c.nodepool.as_str()).or_default() += 1;
+            for (pdb, n) in &c.pdb_evictions {
+                *per_pdb.entry(*pdb).or_default() += n;
+            }
+        }
+        per_pool.iter().all(|(p, n)| *n <= self.budgets.allowed(p, self.reason()))
+            && (!self.options.pdb_per_command
+                || per_pdb.iter().all(|(i, n)| self.sim.snapshot.pdbs.get(*i).is_some_and(|p| i64::from(*n) <= i64::from(p.disruptions_allowed))))
+    }
+
+    fn names(&self, members: &[usize]) -> Vec<String> {
+        let mut v: Vec<String> = members.iter().filter_map(|m| self.cands.get(*m)).map(|c| c.name.clone()).collect();
+        v.sort();
+        v
+    }
+
+    /// Scores a simulated set; `Err` says why it is no command.
+    fn score(&self, members: &[usize], moves: Vec<PodMove>, claims: &[crate::result::NewNodeClaim], found_by: &'static str) -> Result<Evaluated, Single> {
+        let chosen: Vec<&Candidate> = members.iter().filter_map(|m| self.cands.get(*m).copied()).collect();
+        let price: f64 = chosen.iter().map(|c| c.price).sum();
+        let min_saving = self.min_saving(price);
+        if self.options.max_replacements.is_some_and(|m| claims.len() > m) {
+            return Err(Single::NotCheaper);
+        }
+        let reps = replacements(self.sim.snapshot, claims, &chosen, PriceRule::Cheaper { candidates_price: price, min_saving }, self.options.spot_to_spot)
+            .map_err(|_| Single::NotCheaper)?;
+        let launch: f64 = reps.iter().map(|r| r.launch.price).sum();
+        let worst: f64 = reps.iter().map(|r| r.worst_case_price).sum();
+        let worst_saving = price - worst;
+        if worst_saving <= 0.0 || worst_saving < min_saving {
+            return Err(Single::NotCheaper);
+        }
+        let disruption: f64 = chosen.iter().map(|c| c.disruption_cost).sum();
+        let score = worst_saving - self.options.disruption_cost_weight * disruption;
+        if score <= 0.0 {
+            return Err(Single::NotCheaper);
+        }
+        let mut members = members.to_vec();
+        members.sort_unstable();
+        Ok(Evaluated { members, moves, replacements: reps, candidates_price: price, saving: price - launch, worst_saving, disruption, score, found_by })
+    }
+
+    /// Simulates removing `members` all at once from the base state.
+    pub fn evaluate(&self, members: &[usize], found_by: &'static str) -> Result<Evaluated, Single> {
+        if members.is_empty() || !self.allowed(members) {
+            return Err(Single::Infeasible);
+        }
+        let chosen: Vec<&Candidate> = members.iter().filter_map(|m| self.cands.get(*m).copied()).collect();
+        let (_, out) = self.sim.remove(&self.sim.base, &chosen, &BTreeMap::new());
+        if !out.feasible() {
+            return Err(Single::Infeasible);
+        }
+        self.score(members, out.moves, &out.claims, found_by)
+    }
+
+    fn singles(&self) -> Vec<Single> {
+        let eval = |i: usize| match self.evaluate(&[i], "single node") {
+            Ok(e) => Single::Valid(e),
+            Err(s) => s,
+        };
+        if self.options.parallel {
+            (0..self.cands.len()).into_par_iter().map(eval).collect()
+        } else {
+            (0..self.cands.len()).map(eval).collect()
+        }
+    }
+
+    /// Grows a delete-only set along `order`, skipping candidates that do not fit.
+    fn greedy(&self, order: &[usize], max_sims: usize) -> Vec<usize> {
+        let mut state = self.sim.base.clone();
+        let mut members: Vec<usize> = Vec::new();
+        let mut origin: BTreeMap<PodRef, String> = BTreeMap::new();
+        let mut sims = 0usize;
+        for &i in order {
+            if sims >= max_sims {
+                break;
+            }
+            let mut trial_members = members.clone();
+            trial_members.push(i);
+            if !self.allowed(&trial_members) {
+                continue;
+            }
+            let Some(c) = self.cands.get(i) else { continue };
+            sims += 1;
+            let (trial, out) = self.sim.remove(&state, &[c], &origin);
+            if out.feasible() && out.claims.is_empty() {
+                state = trial;
+                members.push(i);
+                for m in out.moves {
+                    origin.entry(m.pod).or_insert(m.from);
+                }
+            }
+        }
+        members
+    }
+
+    /// A fresh simulation of a grown set; trims it from the end until one passes.
+    fn settle(&self, mut members: Vec<usize>, found_by: &'static str, tries: usize) -> Option<Evaluated> {
+        for _ in 0..tries {
+            if members.len() < 2 {
+                return None;
+            }
+            if let Ok(e) = self.evaluate(&members, found_by) {
+                return Some(e);
+            }
+            // Drop the last quarter (at least one): a fresh, all-at-once packing may differ
+            // from the incremental one near the end of the set.
+            let keep = members.len() - (members.len() / 4).max(1);
+            members.truncate(keep);
+        }
+        None
+    }
+
+    /// Runs every phase; returns all valid commands (best first) and the number of sets
+    /// evaluated.
+    pub fn run(&self) -> (Vec<Evaluated>, usize) {
+        let start_runs = self.sim.runs();
+        let snapshot = self.sim.snapshot;
+        let singles = self.singles();
+        let mut found: Vec<Evaluated> = singles.iter().filter_map(|s| if let Single::Valid(e) = s { Some(e.clone()) } else { None }).collect();
+
+        // Phase 2: greedy growth over delete-only candidates, several orderings.
+        let deletable: Vec<usize> = singles
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s, Single::Valid(e) if e.replacements.is_empty()))
+            .map(|(i, _)| i)
+            .collect();
+        let util: Vec<f64> = self.cands.iter().map(|c| utilisation(snapshot, c)).collect();
+        let name = |i: usize| self.cands.get(i).map_or("", |c| c.name.as_str());
+        let cost = |i: usize| self.cands.get(i).map_or(0.0, |c| c.disruption_cost);
+        let price = |i: usize| self.cands.get(i).map_or(0.0, |c| c.price);
+        let u = |i: usize| util.get(i).copied().unwrap_or(1.0);
+        let mut orders: Vec<(&'static str, Vec<usize>)> = Vec::new();
+        let mut by_cost = deletable.clone();
+        by_cost.sort_by(|&a, &b| cost(a).total_cmp(&cost(b)).then(name(a).cmp(name(b))));
+        orders.push(("greedy, disruption-cost order", by_cost));
+        let mut by_util = deletable.clone();
+        by_util.sort_by(|&a, &b| u(a).total_cmp(&u(b)).then(name(a).cmp(name(b))));
+        orders.push(("greedy, emptiest first", by_util));
+        let mut by_ratio = deletable.clone();
+        let ratio = |i: usize| price(i) / (cost(i).max(0.0) + 1.0);
+        by_ratio.sort_by(|&a, &b| ratio(b).total_cmp(&ratio(a)).then(name(a).cmp(name(b))));
+        orders.push(("greedy, saving per disruption", by_ratio));
+        let share = (self.options.max_simulations.saturating_sub(self.cands.len()) / (orders.len() + 1)).max(1);
+        let grow = |(label, order): &(&'static str, Vec<usize>)| (self.greedy(order, share), *label);
+        let grown: Vec<(Vec<usize>, &'static str)> = if self.options.parallel { orders.par_iter().map(grow).collect() } else { orders.iter().map(grow).collect() };
+        let mut seen: Vec<Vec<usize>> = Vec::new();
+        let settled: Vec<Option<Evaluated>> = {
+            let mut uniq = Vec::new();
+            for (mut m, label) in grown {
+                m.sort_unstable();
+                if !seen.contains(&m) {
+                    seen.push(m.clone());
+                    uniq.push((m, label));
+                }
+            }
+            let settle = |(m, label): &(Vec<usize>, &'static str)| self.settle(m.clone(), label, 6);
+            if self.options.parallel { uniq.par_iter().map(settle).collect() } else { uniq.iter().map(settle).collect() }
+        };
+        let best_delete: Vec<usize> = settled
+            .iter()
+            .flatten()
+            .min_by(|a, b| better(a, b, &|e| self.names(&e.members)))
+            .map(|e| e.members.clone())
+            .unwrap_or_default();
+        found.extend(settled.into_iter().flatten());
+
+        // Phase 3: repack with replacements: the emptiest nodes that cannot simply go, in
+        // growing groups, alone and on top of the best delete set.
+        let mut repack: Vec<usize> = singles
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| !deletable.contains(i) && !matches!(s, Single::Infeasible))
+            .map(|(i, _)| i)
+            .collect();
+        repack.sort_by(|&a, &b| u(a).total_cmp(&u(b)).then(name(a).cmp(name(b))));
+        let mut sizes = Vec::new();
+        let mut k = 2usize;
+        while k <= repack.len() {
+            sizes.push(k);
+            k = if k < 4 { k + 1 } else { k * 2 };
+        }
+        if repack.len() >= 2 && sizes.last() != Some(&repack.len()) {
+            sizes.push(repack.len());
+        }
+        let mut sets: Vec<(Vec<usize>, &'static str)> = Vec::new();
+        for &k in &sizes {
+            let Some(group) = repack.get(..k) else { continue };
+            sets.push((group.to_vec(), "repack emptiest with replacements"));
+            if !best_delete.is_empty() {
+                let mut s = best_delete.clone();
+                s.extend_from_slice(group);
+                sets.push((s, "best delete set + repack with replacements"));
+            }
+        }
+        let budget_left = self.options.max_simulations.saturating_sub(self.sim.runs() - start_runs);
+        sets.truncate(budget_left);
+        let eval = |(m, label): &(Vec<usize>, &'static str)| if self.allowed(m) { self.evaluate(m, label).ok() } else { None };
+        let repacked: Vec<Option<Evaluated>> = if self.options.parallel { sets.par_iter().map(eval).collect() } else { sets.iter().map(eval).collect() };
+        found.extend(repacked.into_iter().flatten());
+
+        found.sort_by(|a, b| better(a, b, &|e| self.names(&e.members)));
+        found.dedup_by(|a, b| a.members == b.members);
+        (found, self.sim.runs() - start_runs)
+    }
+}
+
+/// Runs consolidation on the eligible candidates.
+pub fn consolidation(sim: &Sim<'_>, all: &[Candidate], budgets: &Budgets, options: &DisruptionOptions) -> (Option<Command>, MethodReport) {
+    let eligible: Vec<&Candidate> = all.iter().filter(|c| c.for_consolidation() && !c.empty).collect();
+    let n_eligible = eligible.len();
+    let cands: Vec<&Candidate> = eligible.into_iter().filter(|c| budgets.allowed(&c.nodepool, DisruptionReason::Underutilized) > 0).collect();
+    let mut report = MethodReport {
+        method: Method::Consolidation,
+        eligible: n_eligible,
+        within_budget: cands.len(),
+        sets_evaluated: 0,
+        produced_command: false,
+        note: None,
+    };
+    if cands.is_empty() {
+        report.note = Some(if n_eligible == 0 { "no underutilized candidates".into() } else { "budgets allow no Underutilized disruption".into() });
+        return (None, report);
+    }
+    let search = Search { sim, cands, budgets, options };
+    let (found, sets) = search.run();
+    report.sets_evaluated = sets;
+    let Some(best) = found.first() else {
+        report.note = Some("no candidate set saves money with every pod placed".into());
+        return (None, report);
+    };
+    let runner_up = found.get(1).map(|e| Alternative {
+        candidates: search.names(&e.members),
+        replacements: e.replacements.len(),
+        saving_per_hour: e.saving,
+        disruption_cost: e.disruption,
+        score: e.score,
+    });
+    let chosen: Vec<&Candidate> = best.members.iter().filter_map(|m| search.cands.get(*m).copied()).collect();
+    let mut per_pool: BTreeMap<&str, u32> = BTreeMap::new();
+    for c in &chosen {
+        *per_pool.entry(c.nodepool.as_str()).or_default() += 1;
+    }
+    let budget = per_pool
+        .iter()
+        .map(|(p, n)| BudgetUse { nodepool: p.to_string(), reason: DisruptionReason::Underutilized, nodes: *n, allowed: budgets.allowed(p, DisruptionReason::Underutilized) })
+        .collect();
+    let what = if best.replacements.is_empty() {
+        format!("delete {} node(s)", chosen.len())
+    } else {
+        format!("replace {} node(s) with {}", chosen.len(), best.replacements.len())
+    };
+    let vs = match &runner_up {
+        Some(r) => format!("; runner-up {} node(s) saving {:.4}/h (score {:.4})", r.candidates.len(), r.saving_per_hour, r.score),
+        None => String::new(),
+    };
+    let summary = format!(
+        "{what}: saves {:.4}/h ({:.4}/h worst case) for disruption cost {:.2}; best of {} valid command(s) among {sets} simulated set(s), found by {}{vs}",
+        best.saving,
+        best.worst_saving,
+        best.disruption,
+        found.len(),
+        best.found_by
+    );
+    let cmd = make_command(
+        Method::Consolidation,
+        &chosen,
+        best.replacements.clone(),
+        best.moves.clone(),
+        budget,
+        Rationale { score: best.score, sets_evaluated: sets, valid_commands: found.len(), runner_up, summary },
+    );
+    debug_assert!(cmd.moves.iter().all(|m| !matches!(&m.to, Destination::Existing(n) if cmd.candidates.iter().any(|c| &c.name == n))));
+    report.produced_command = true;
+    (Some(cmd), report)
+}

@@ -1,0 +1,110 @@
+//! The "remove these nodes: where do their pods go?" simulation, on the shared scheduler.
+//!
+//! One [`ClusterState`] is built per decision. Before any candidate is removed, the pods
+//! that already need a home (pending pods, and pods of nodes being deleted) are scheduled onto
+//! it, so a consolidation never plans to use room those pods are about to take (Karpenter
+//! includes them in every simulation for the same reason; doing it once is cheaper and gives
+//! the same answer for the existing nodes). Each evaluation clones that state, removes the
+//! candidates and runs [`schedule_on`] with their pods: placements on the remaining nodes and
+//! new NodeClaims (the replacements) come back exactly as provisioning would decide them, with
+//! every constraint the scheduler checks.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::candidates::{Candidate, is_reschedulable};
+use super::command::{Destination, PodMove};
+use crate::model::{Pod, Snapshot};
+use crate::result::{NewNodeClaim, PodRef, Unschedulable};
+use crate::scheduler::{SchedulingOptions, schedule_on};
+use crate::state::ClusterState;
+
+/// Where the candidates' pods went in one simulation.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub moves: Vec<PodMove>,
+    pub claims: Vec<NewNodeClaim>,
+    pub unschedulable: Vec<Unschedulable>,
+}
+
+impl Outcome {
+    pub fn feasible(&self) -> bool {
+        self.unschedulable.is_empty()
+    }
+}
+
+/// The base state and a counter of simulations run.
+#[derive(Debug)]
+pub struct Sim<'a> {
+    pub snapshot: &'a Snapshot,
+    pub base: ClusterState,
+    pub sched: SchedulingOptions,
+    runs: AtomicUsize,
+}
+
+pub(crate) fn pod_ref(p: &Pod) -> PodRef {
+    PodRef { namespace: p.namespace.clone(), name: p.name.clone() }
+}
+
+impl<'a> Sim<'a> {
+    /// Builds the base state and reserves room for pods that already need a home.
+    pub fn new(snapshot: &'a Snapshot, sched: SchedulingOptions) -> Sim<'a> {
+        let mut base = ClusterState::new(snapshot);
+        let deleting: Vec<&str> = snapshot.nodes.iter().filter(|n| n.marked_for_deletion).map(|n| n.name.as_str()).collect();
+        let mut homeless: Vec<Pod> = snapshot
+            .pods
+            .iter()
+            .filter(|p| is_reschedulable(p))
+            .filter(|p| match p.node_name.as_deref() {
+                None => true,
+                Some(n) => deleting.contains(&n),
+            })
+            .map(|p| Pod { node_name: None, ..p.clone() })
+            .collect();
+        homeless.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        if !homeless.is_empty() {
+            // Their new nodes are the provisioner's business; only their placements on
+            // existing nodes matter here.
+            let _ = schedule_on(&mut base, &homeless, &sched);
+        }
+        Sim { snapshot, base, sched, runs: AtomicUsize::new(0) }
+    }
+
+    /// Simulations run so far.
+    pub fn runs(&self) -> usize {
+        self.runs.load(Ordering::Relaxed)
+    }
+
+    /// Removes `candidates` from a copy of `from` and schedules their pods (and any pods an
+    /// earlier step had put on them). `origin` maps pods to the candidate they started on, for
+    /// pods moved before (incremental search); others start where the snapshot has them.
+    pub fn remove(&self, from: &ClusterState, candidates: &[&Candidate], origin: &BTreeMap<PodRef, String>) -> (ClusterState, Outcome) {
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        let mut state = from.clone();
+        let names: Vec<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
+        let mut pods: Vec<Pod> = state.remove_nodes(&names).into_iter().filter(is_reschedulable).collect();
+        pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        let mut from_node: BTreeMap<PodRef, String> = BTreeMap::new();
+        for c in candidates {
+            for &pi in &c.pods {
+                if let Some(p) = self.snapshot.pods.get(pi) {
+                    from_node.insert(pod_ref(p), c.name.clone());
+                }
+            }
+        }
+        let result = schedule_on(&mut state, &pods, &self.sched);
+        let origin_of = |r: &PodRef| origin.get(r).or_else(|| from_node.get(r)).cloned().unwrap_or_default();
+        let mut moves: Vec<PodMove> = result
+            .existing_placements
+            .iter()
+            .map(|p| PodMove { from: origin_of(&p.pod), pod: p.pod.clone(), to: Destination::Existing(p.node.clone()) })
+            .collect();
+        for c in &result.new_node_claims {
+            for p in &c.pods {
+                moves.push(PodMove { from: origin_of(p), pod: p.clone(), to: Destination::Replacement(c.name.clone()) });
+            }
+        }
+        moves.sort();
+        (state, Outcome { moves, claims: result.new_node_claims, unschedulable: result.unschedulable })
+    }
+}
