@@ -175,7 +175,7 @@ impl Instance {
                 .arg(format!("--client-ca-file={}", pki_path(&pki.ca_cert)))
                 .arg(format!(
                     "--service-account-key-file={}",
-                    pki_path(&pki.service_account_key)
+                    pki_path(&pki.service_account_pub)
                 ))
                 .arg(format!(
                     "--service-account-signing-key-file={}",

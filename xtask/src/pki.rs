@@ -20,6 +20,7 @@ pub struct Pki {
     pub admin_cert: PathBuf,
     pub admin_key: PathBuf,
     pub service_account_key: PathBuf,
+    pub service_account_pub: PathBuf,
 }
 
 /// Writes a fresh PKI into `dir` (overwriting any old one).
@@ -32,6 +33,7 @@ pub fn generate(dir: &Path) -> Result<Pki> {
         admin_cert: dir.join("admin.crt"),
         admin_key: dir.join("admin.key"),
         service_account_key: dir.join("sa.key"),
+        service_account_pub: dir.join("sa.pub"),
     };
 
     let ca_key = KeyPair::generate()?;
@@ -81,5 +83,7 @@ pub fn generate(dir: &Path) -> Result<Pki> {
 
     let sa_key = KeyPair::generate()?;
     std::fs::write(&pki.service_account_key, sa_key.serialize_pem())?;
+    // The verifying side reads public keys only.
+    std::fs::write(&pki.service_account_pub, sa_key.public_key_pem())?;
     Ok(pki)
 }
