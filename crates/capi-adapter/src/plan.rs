@@ -1,1 +1,0 @@
-//! Launch and delete plans (in progress).
