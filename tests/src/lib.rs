@@ -129,3 +129,36 @@ pub fn dynamic_api(
     let resource = ApiResource::from_gvk_with_plural(gvk, plural);
     Api::namespaced_with(client.clone(), namespace, &resource)
 }
+
+/// The API server's refusal of an object, if that is what `result` is: (HTTP code, message).
+pub fn api_error<T: std::fmt::Debug>(result: &Result<T, kube::Error>) -> Option<(u16, String)> {
+    match result {
+        Err(kube::Error::Api(status)) => Some((status.code, status.message.clone())),
+        _ => None,
+    }
+}
+
+/// A NodePool JSON body that the API server accepts, for tests that break one field of it.
+pub fn valid_nodepool_json(name: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": name},
+        "spec": {
+            "template": {
+                "metadata": {"labels": {"team": "a"}},
+                "spec": {
+                    "nodeClassRef": {
+                        "group": "karpenter.cluster.x-k8s.io",
+                        "kind": "ClusterAPINodeClass",
+                        "name": "default"
+                    },
+                    "requirements": [
+                        {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}
+                    ]
+                }
+            },
+            "weight": 10
+        }
+    })
+}

@@ -96,3 +96,83 @@ fn nodepool_names_columns_and_subresources_match_upstream() {
 fn nodeclaim_names_columns_and_subresources_match_upstream() {
     check_metadata("nodeclaims.karpenter.sh", "karpenter.sh_nodeclaims.yaml");
 }
+
+/// The committed YAML in config/crd/ is what the types generate (run `cargo xtask crdgen`
+/// after changing a type).
+#[test]
+fn committed_crd_yaml_is_up_to_date() {
+    let dir = integration_tests::repo_root().join("config").join("crd");
+    for crd in crds() {
+        let file = karpenter_api::crd::file_name(&crd);
+        let expected = karpenter_api::crd::to_yaml(&crd).expect("render");
+        let actual = std::fs::read_to_string(dir.join(&file)).unwrap_or_default();
+        assert!(
+            actual == expected,
+            "config/crd/{file} is stale: run `cargo xtask crdgen`"
+        );
+    }
+}
+
+/// The committed YAML parses back to the same CRD (the YAML writer loses nothing).
+#[test]
+fn committed_crd_yaml_parses_back() {
+    let dir = integration_tests::repo_root().join("config").join("crd");
+    for crd in crds() {
+        let read = integration_tests::read_crd(&dir.join(karpenter_api::crd::file_name(&crd)));
+        assert_eq!(
+            serde_json::to_value(&read).expect("json"),
+            serde_json::to_value(&crd).expect("json")
+        );
+    }
+}
+
+/// Every Cargo.toml that picks a k8s-openapi version feature picks the one pinned next to
+/// the Kubernetes version, and the pins agree with each other.
+#[test]
+fn kubernetes_version_is_pinned_in_one_place() {
+    use testenv::versions::{K8S_OPENAPI_FEATURE, KUBERNETES, KUBERNETES_STAGING};
+    let minor = KUBERNETES
+        .trim_start_matches('v')
+        .split('.')
+        .nth(1)
+        .expect("minor");
+    assert_eq!(K8S_OPENAPI_FEATURE, format!("v1_{minor}"));
+    assert_eq!(
+        KUBERNETES_STAGING.trim_start_matches("v0."),
+        KUBERNETES.trim_start_matches("v1.")
+    );
+    let root = integration_tests::repo_root();
+    let mut manifests = vec![root.join("Cargo.toml")];
+    for top in ["crates", "bins", "benches", "tests", "xtask"] {
+        let dir = root.join(top);
+        if dir.join("Cargo.toml").is_file() {
+            manifests.push(dir.join("Cargo.toml"));
+        }
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                let manifest = entry.path().join("Cargo.toml");
+                if manifest.is_file() {
+                    manifests.push(manifest);
+                }
+            }
+        }
+    }
+    for manifest in manifests {
+        let text = std::fs::read_to_string(&manifest).expect("read manifest");
+        for line in text
+            .lines()
+            .filter(|l| l.contains("k8s-openapi") && !l.trim_start().starts_with('#'))
+        {
+            for word in line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if word.starts_with("v1_") {
+                    assert_eq!(
+                        word,
+                        K8S_OPENAPI_FEATURE,
+                        "{} enables {word}; the pinned feature is {K8S_OPENAPI_FEATURE}",
+                        manifest.display()
+                    );
+                }
+            }
+        }
+    }
+}
