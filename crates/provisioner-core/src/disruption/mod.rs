@@ -182,3 +182,6 @@ pub(crate) fn make_command(
         rationale,
     }
 }
+
+#[cfg(test)]
+mod tests;
