@@ -1,1 +1,190 @@
-fn main() { println!("karpenter-capi-sim: not built yet"); }
+//! `karpenter-capi-sim`: argument parsing and wiring only; the simulator lives in the
+//! `karpenter-capi-simulator` library.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use karpenter_capi_simulator::{SimError, generators, report, run, scenario};
+
+#[derive(Debug, Parser)]
+#[command(name = "karpenter-capi-sim", version, about = "Simulate karpenter-capi and baselines over a workload and compare cost, utilisation and pending time.")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Simulate a scenario with every strategy and print the comparison table.
+    Run {
+        /// Scenario file (YAML; see docs/simulator.md).
+        scenario: PathBuf,
+        /// Strategies to run (repeatable); default: the scenario's list, else all available.
+        #[arg(long = "strategy", value_name = "NAME")]
+        strategies: Vec<String>,
+        /// Number of seeds (0..N); seeds change generated workloads only.
+        #[arg(long, default_value_t = 1)]
+        seeds: u64,
+        /// Write the full report (every figure and time series) as JSON.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Write an HTML report with SVG plots.
+        #[arg(long, value_name = "FILE")]
+        html: Option<PathBuf>,
+        /// Write the plots as separate SVG files into this directory.
+        #[arg(long, value_name = "DIR")]
+        svg: Option<PathBuf>,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Write a generated scenario (YAML) to stdout or a file.
+    Generate {
+        /// Generator: karpenter-benchmark | mixed.
+        kind: String,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Number of pods (generator default if absent).
+        #[arg(long)]
+        pods: Option<usize>,
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Print the JSON Schema of the scenario format (or of the report with --report).
+    Schema {
+        #[arg(long)]
+        report: bool,
+    },
+    /// List the strategies and which code backs each.
+    Strategies,
+}
+
+/// Exit codes: 0 ok, 1 runtime failure, 2 usage (clap), 3 bad scenario or input data.
+const EXIT_BAD_INPUT: u8 = 3;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match real_main(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            let bad_input = e.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<SimError>(),
+                    Some(
+                        SimError::Yaml { .. }
+                            | SimError::Invalid { .. }
+                            | SimError::Csv { .. }
+                            | SimError::Quantity(_)
+                            | SimError::Duration(_)
+                            | SimError::UnknownStrategy(..)
+                            | SimError::StrategyUnavailable(..)
+                            | SimError::UnknownGenerator(..)
+                            | SimError::Io { .. }
+                    )
+                )
+            });
+            ExitCode::from(if bad_input { EXIT_BAD_INPUT } else { 1 })
+        }
+    }
+}
+
+fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+fn real_main(cli: Cli) -> anyhow::Result<()> {
+    match cli.cmd {
+        Cmd::Run {
+            scenario: path,
+            strategies,
+            seeds,
+            out,
+            html,
+            svg,
+            quiet,
+        } => {
+            let ls = scenario::load(&path)?;
+            let opts = run::RunOptions { strategies, seeds };
+            let (worlds, strats, progress) = run::prepare(&ls, &opts)?;
+            let show = !quiet && std::io::stderr().is_terminal();
+            let report = std::thread::scope(|scope| -> anyhow::Result<report::Report> {
+                let handle = scope.spawn(|| run::execute(&ls, &worlds, &strats, &progress));
+                if show {
+                    // The bar polls shared counters; the simulation never waits for it.
+                    let bar = indicatif::ProgressBar::new(progress.total.max(1));
+                    bar.set_style(
+                        indicatif::ProgressStyle::with_template("{spinner} simulating [{bar:40}] {percent}% ({elapsed})")
+                            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                    );
+                    while !handle.is_finished() {
+                        bar.set_position(progress.done());
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    bar.finish_and_clear();
+                }
+                handle.join().map_err(|_| anyhow::anyhow!("simulation thread panicked"))?.map_err(Into::into)
+            })?;
+            print!("{}", report::table(&report));
+            println!("wall time: {:.2} s for {} run(s)", report.wall_seconds, report.runs.len());
+            if let Some(p) = out {
+                let json = serde_json::to_string_pretty(&report)?;
+                write_file(&p, &json)?;
+                println!("report: {}", p.display());
+            }
+            if let Some(p) = html {
+                write_file(&p, &report::html(&report))?;
+                println!("html report: {}", p.display());
+            }
+            if let Some(dir) = svg {
+                for (name, s) in report::plots(&report) {
+                    let p = dir.join(format!("{name}.svg"));
+                    write_file(&p, &s)?;
+                    println!("plot: {}", p.display());
+                }
+            }
+            Ok(())
+        }
+        Cmd::Generate { kind, seed, pods, output } => {
+            let s = generators::generate(&kind, seed, pods)?;
+            let header = format!(
+                "# Generated by `karpenter-capi-sim generate {kind} --seed {seed}{}`; format: docs/simulator.md\n",
+                pods.map(|p| format!(" --pods {p}")).unwrap_or_default()
+            );
+            let yaml = serde_saphyr::to_string(&s).context("serialising the scenario")?;
+            match output {
+                Some(p) => {
+                    write_file(&p, &format!("{header}{yaml}"))?;
+                    eprintln!("wrote {}", p.display());
+                }
+                None => print!("{header}{yaml}"),
+            }
+            Ok(())
+        }
+        Cmd::Schema { report: r } => {
+            let v = if r { report::json_schema() } else { scenario::json_schema() };
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            Ok(())
+        }
+        Cmd::Strategies => {
+            for s in karpenter_capi_simulator::strategy::catalog() {
+                println!(
+                    "{:<16} {}{}\n    provisioning: {}\n    disruption:   {}",
+                    s.name,
+                    s.title,
+                    if s.available { "" } else { " (not available yet)" },
+                    s.provisioning,
+                    s.disruption
+                );
+            }
+            Ok(())
+        }
+    }
+}
