@@ -179,13 +179,8 @@ pub fn staging_modules(gomod: &str) -> Result<Vec<String>> {
             let line = line.trim().trim_start_matches("replace").trim();
             let (from, to) = line.split_once("=>")?;
             let to = to.trim();
-            to.starts_with("./staging/").then(|| {
-                from.trim()
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or("")
-                    .to_string()
-            })
+            to.starts_with("./staging/")
+                .then(|| from.split_whitespace().next().unwrap_or("").to_string())
         })
         .filter(|m| !m.is_empty())
         .collect();

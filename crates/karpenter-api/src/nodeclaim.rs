@@ -27,62 +27,17 @@ use crate::schema;
     singular = "nodeclaim",
     category = "karpenter",
     status = "NodeClaimStatus",
-    printcolumn(
-        name = "Type",
-        type_ = "string",
-        json_path = ".metadata.labels.node\\.kubernetes\\.io/instance-type"
-    ),
-    printcolumn(
-        name = "Capacity",
-        type_ = "string",
-        json_path = ".metadata.labels.karpenter\\.sh/capacity-type"
-    ),
-    printcolumn(
-        name = "Zone",
-        type_ = "string",
-        json_path = ".metadata.labels.topology\\.kubernetes\\.io/zone"
-    ),
-    printcolumn(name = "Node", type_ = "string", json_path = ".status.nodeName"),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
-    printcolumn(
-        name = "ImageID",
-        type_ = "string",
-        json_path = ".status.imageID",
-        priority = 1
-    ),
-    printcolumn(
-        name = "ID",
-        type_ = "string",
-        json_path = ".status.providerID",
-        priority = 1
-    ),
-    printcolumn(
-        name = "NodePool",
-        type_ = "string",
-        json_path = ".metadata.labels.karpenter\\.sh/nodepool",
-        priority = 1
-    ),
-    printcolumn(
-        name = "NodeClass",
-        type_ = "string",
-        json_path = ".spec.nodeClassRef.name",
-        priority = 1
-    ),
-    printcolumn(
-        name = "Drifted",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Drifted\")].status",
-        priority = 1
-    ),
+    printcolumn = r#"{"name":"Type","type":"string","jsonPath":".metadata.labels.node\\.kubernetes\\.io/instance-type"}"#,
+    printcolumn = r#"{"name":"Capacity","type":"string","jsonPath":".metadata.labels.karpenter\\.sh/capacity-type"}"#,
+    printcolumn = r#"{"name":"Zone","type":"string","jsonPath":".metadata.labels.topology\\.kubernetes\\.io/zone"}"#,
+    printcolumn = r#"{"name":"Node","type":"string","jsonPath":".status.nodeName"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"ImageID","type":"string","jsonPath":".status.imageID","priority":1}"#,
+    printcolumn = r#"{"name":"ID","type":"string","jsonPath":".status.providerID","priority":1}"#,
+    printcolumn = r#"{"name":"NodePool","type":"string","jsonPath":".metadata.labels.karpenter\\.sh/nodepool","priority":1}"#,
+    printcolumn = r#"{"name":"NodeClass","type":"string","jsonPath":".spec.nodeClassRef.name","priority":1}"#,
+    printcolumn = r#"{"name":"Drifted","type":"string","jsonPath":".status.conditions[?(@.type==\"Drifted\")].status","priority":1}"#,
     derive = "PartialEq",
     doc = "NodeClaim is one node Karpenter asked for, from launch to termination."
 )]

@@ -26,16 +26,8 @@ use crate::schema;
     shortname = "capinc",
     category = "karpenter",
     status = "ClusterAPINodeClassStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
     derive = "PartialEq",
     doc = "ClusterAPINodeClass selects the Cluster API or OpenShift scalable resources a NodePool may grow."
 )]

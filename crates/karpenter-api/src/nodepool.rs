@@ -29,40 +29,13 @@ use crate::schema;
         spec_replicas_path = ".spec.replicas",
         status_replicas_path = ".status.nodes"
     ),
-    printcolumn(
-        name = "NodeClass",
-        type_ = "string",
-        json_path = ".spec.template.spec.nodeClassRef.name"
-    ),
-    printcolumn(name = "Nodes", type_ = "string", json_path = ".status.nodes"),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
-    printcolumn(
-        name = "Weight",
-        type_ = "integer",
-        json_path = ".spec.weight",
-        priority = 1
-    ),
-    printcolumn(
-        name = "CPU",
-        type_ = "string",
-        json_path = ".status.resources.cpu",
-        priority = 1
-    ),
-    printcolumn(
-        name = "Memory",
-        type_ = "string",
-        json_path = ".status.resources.memory",
-        priority = 1
-    ),
+    printcolumn = r#"{"name":"NodeClass","type":"string","jsonPath":".spec.template.spec.nodeClassRef.name"}"#,
+    printcolumn = r#"{"name":"Nodes","type":"string","jsonPath":".status.nodes"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name":"Weight","type":"integer","jsonPath":".spec.weight","priority":1}"#,
+    printcolumn = r#"{"name":"CPU","type":"string","jsonPath":".status.resources.cpu","priority":1}"#,
+    printcolumn = r#"{"name":"Memory","type":"string","jsonPath":".status.resources.memory","priority":1}"#,
     derive = "PartialEq",
     doc = "NodePool describes which nodes Karpenter may launch for pending pods and when it may remove them."
 )]
