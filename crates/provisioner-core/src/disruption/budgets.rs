@@ -29,8 +29,12 @@ use thiserror::Error;
 use crate::model::{Budget, DisruptionReason, NodePool, Snapshot};
 
 /// Every reason budgets are computed for.
-pub const REASONS: [DisruptionReason; 4] =
-    [DisruptionReason::Empty, DisruptionReason::Underutilized, DisruptionReason::Drifted, DisruptionReason::Expired];
+pub const REASONS: [DisruptionReason; 4] = [
+    DisruptionReason::Empty,
+    DisruptionReason::Underutilized,
+    DisruptionReason::Drifted,
+    DisruptionReason::Expired,
+];
 
 /// The `nodes` field of a budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,11 +107,14 @@ pub struct Window {
 impl Window {
     /// Whether a scheduled time falls in `(now - duration, now]`.
     pub fn is_active(&self, now: i64) -> Result<bool, BudgetError> {
-        let now_t: DateTime<Utc> = DateTime::from_timestamp(now, 0).ok_or(BudgetError::Time(now))?;
+        let now_t: DateTime<Utc> =
+            DateTime::from_timestamp(now, 0).ok_or(BudgetError::Time(now))?;
         let start = now_t - TimeDelta::seconds(self.duration_secs);
         match self.cron.find_next_occurrence(&start, false) {
             Ok(next) => Ok(next <= now_t),
-            Err(_) => Err(BudgetError::ScheduleNeverFires { schedule: self.schedule.clone() }),
+            Err(_) => Err(BudgetError::ScheduleNeverFires {
+                schedule: self.schedule.clone(),
+            }),
         }
     }
 }
@@ -133,10 +140,18 @@ impl ParsedBudget {
                 if d <= 0 {
                     return Err(BudgetError::Duration(d));
                 }
-                Some(Window { schedule: s.clone(), cron: parse_cron(s)?, duration_secs: d })
+                Some(Window {
+                    schedule: s.clone(),
+                    cron: parse_cron(s)?,
+                    duration_secs: d,
+                })
             }
         };
-        Ok(ParsedBudget { nodes, reasons: b.reasons.clone(), window })
+        Ok(ParsedBudget {
+            nodes,
+            reasons: b.reasons.clone(),
+            window,
+        })
     }
 
     /// Whether the budget limits this reason.
@@ -158,14 +173,24 @@ impl ParsedBudget {
 /// restricted (Vixie cron), which is croner's default.
 fn parse_cron(s: &str) -> Result<Cron, BudgetError> {
     let s = s.trim();
-    let err = |e: String| BudgetError::Schedule { schedule: s.to_string(), error: e };
+    let err = |e: String| BudgetError::Schedule {
+        schedule: s.to_string(),
+        error: e,
+    };
     // Karpenter prefixes "TZ=UTC"; a user-written TZ= or CRON_TZ= prefix would change the
     // meaning, and the CRD documents UTC only, so reject it rather than silently ignore it.
     if s.starts_with("TZ=") || s.starts_with("CRON_TZ=") {
         return Err(err("time zones are not supported: schedules are UTC".into()));
     }
-    let parser = CronParser::builder().seconds(Seconds::Disallowed).year(Year::Disallowed).build();
-    let cron = if s.starts_with('@') { Cron::from_str(s) } else { parser.parse(s) };
+    let parser = CronParser::builder()
+        .seconds(Seconds::Disallowed)
+        .year(Year::Disallowed)
+        .build();
+    let cron = if s.starts_with('@') {
+        Cron::from_str(s)
+    } else {
+        parser.parse(s)
+    };
     cron.map_err(|e| err(e.to_string()))
 }
 
@@ -206,10 +231,18 @@ pub struct Budgets {
     index: BTreeMap<(String, DisruptionReason), usize>,
 }
 
+/// The most restrictive active limit (`None`: unlimited) and the index of the budget setting it.
+pub type PoolLimit = (Option<u32>, Option<usize>);
+
 /// The limit set by a NodePool's budgets for a reason at `now`, Karpenter's
 /// `GetAllowedDisruptionsByReason`: `Ok(None)` = unlimited; `Err` lists every malformed budget
 /// (of any reason: one bad budget blocks the whole pool).
-pub fn pool_limit(pool: &NodePool, num_nodes: usize, reason: DisruptionReason, now: i64) -> Result<(Option<u32>, Option<usize>), Vec<(usize, BudgetError)>> {
+pub fn pool_limit(
+    pool: &NodePool,
+    num_nodes: usize,
+    reason: DisruptionReason,
+    now: i64,
+) -> Result<PoolLimit, Vec<(usize, BudgetError)>> {
     let mut errors = Vec::new();
     let mut best: Option<(u32, usize)> = None;
     for (i, b) in pool.disruption.budgets.iter().enumerate() {
@@ -234,7 +267,11 @@ pub fn pool_limit(pool: &NodePool, num_nodes: usize, reason: DisruptionReason, n
             }
         }
     }
-    if errors.is_empty() { Ok((best.map(|b| b.0), best.map(|b| b.1))) } else { Err(errors) }
+    if errors.is_empty() {
+        Ok((best.map(|b| b.0), best.map(|b| b.1)))
+    } else {
+        Err(errors)
+    }
 }
 
 impl Budgets {
@@ -244,7 +281,9 @@ impl Budgets {
     pub fn compute(snapshot: &Snapshot) -> Budgets {
         let mut counts: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
         for n in &snapshot.nodes {
-            let Some(pool) = n.nodepool.as_deref() else { continue };
+            let Some(pool) = n.nodepool.as_deref() else {
+                continue;
+            };
             if n.in_flight || !n.initialized {
                 continue;
             }
@@ -275,11 +314,12 @@ impl Budgets {
                     Err(errors) => {
                         if !reported {
                             reported = true;
-                            out.problems.extend(errors.into_iter().map(|(budget, error)| BudgetProblem {
-                                nodepool: pool.name.clone(),
-                                budget,
-                                error,
-                            }));
+                            out.problems
+                                .extend(errors.into_iter().map(|(budget, error)| BudgetProblem {
+                                    nodepool: pool.name.clone(),
+                                    budget,
+                                    error,
+                                }));
                         }
                         BudgetStatus {
                             nodepool: pool.name.clone(),
@@ -293,7 +333,8 @@ impl Budgets {
                         }
                     }
                 };
-                out.index.insert((pool.name.clone(), reason), out.statuses.len());
+                out.index
+                    .insert((pool.name.clone(), reason), out.statuses.len());
                 out.statuses.push(status);
             }
         }
@@ -310,7 +351,10 @@ impl Budgets {
         // `index` is skipped by serde; fall back to a scan after deserialization.
         match self.index.get(&(pool.to_string(), reason)) {
             Some(&i) => self.statuses.get(i),
-            None => self.statuses.iter().find(|s| s.nodepool == pool && s.reason == reason),
+            None => self
+                .statuses
+                .iter()
+                .find(|s| s.nodepool == pool && s.reason == reason),
         }
     }
 
@@ -330,15 +374,32 @@ mod tests {
     const MON_MIDNIGHT: i64 = 1_795_996_800;
 
     fn budget(nodes: &str) -> Budget {
-        Budget { nodes: nodes.into(), reasons: vec![], schedule: None, duration_secs: None }
+        Budget {
+            nodes: nodes.into(),
+            reasons: vec![],
+            schedule: None,
+            duration_secs: None,
+        }
     }
 
     fn scheduled(nodes: &str, schedule: &str, duration_secs: i64) -> Budget {
-        Budget { nodes: nodes.into(), reasons: vec![], schedule: Some(schedule.into()), duration_secs: Some(duration_secs) }
+        Budget {
+            nodes: nodes.into(),
+            reasons: vec![],
+            schedule: Some(schedule.into()),
+            duration_secs: Some(duration_secs),
+        }
     }
 
     fn pool(budgets: Vec<Budget>) -> NodePool {
-        NodePool { name: "pool".into(), disruption: Disruption { budgets, ..Disruption::default() }, ..NodePool::default() }
+        NodePool {
+            name: "pool".into(),
+            disruption: Disruption {
+                budgets,
+                ..Disruption::default()
+            },
+            ..NodePool::default()
+        }
     }
 
     fn limit(p: &NodePool, n: usize, reason: DisruptionReason, now: i64) -> Option<u32> {
@@ -358,7 +419,11 @@ mod tests {
         assert_eq!(BudgetNodes::parse("10%"), Ok(BudgetNodes::Percent(10)));
         assert_eq!(BudgetNodes::Percent(10).limit(10), 1);
         assert_eq!(BudgetNodes::Percent(10).limit(11), 2, "1.1 rounds up");
-        assert_eq!(BudgetNodes::Percent(5).limit(10), 1, "0.5 rounds up, never blocks a small pool");
+        assert_eq!(
+            BudgetNodes::Percent(5).limit(10),
+            1,
+            "0.5 rounds up, never blocks a small pool"
+        );
         assert_eq!(BudgetNodes::Percent(0).limit(1000), 0);
         assert_eq!(BudgetNodes::Percent(100).limit(7), 7);
         assert_eq!(BudgetNodes::Percent(33).limit(0), 0);
@@ -367,8 +432,22 @@ mod tests {
 
     #[test]
     fn malformed_nodes_values_are_rejected() {
-        for bad in ["", "-1", "10 %", "101%", "1.5", "ten", "%", "050%x", "1000%", "99999999999"] {
-            assert!(BudgetNodes::parse(bad).is_err(), "{bad:?} should be rejected");
+        for bad in [
+            "",
+            "-1",
+            "10 %",
+            "101%",
+            "1.5",
+            "ten",
+            "%",
+            "050%x",
+            "1000%",
+            "99999999999",
+        ] {
+            assert!(
+                BudgetNodes::parse(bad).is_err(),
+                "{bad:?} should be rejected"
+            );
         }
         assert_eq!(BudgetNodes::parse("100%"), Ok(BudgetNodes::Percent(100)));
         assert_eq!(BudgetNodes::parse("07%"), Ok(BudgetNodes::Percent(7)));
@@ -405,12 +484,31 @@ mod tests {
     fn cron_window_is_active_only_inside() {
         // Business hours block: 09:00 for 8h, every day.
         let p = pool(vec![scheduled("0", "0 9 * * *", 8 * HOUR), budget("10")]);
-        let at = |h: i64| limit(&p, 10, DisruptionReason::Underutilized, MON_MIDNIGHT + h * HOUR);
+        let at = |h: i64| {
+            limit(
+                &p,
+                10,
+                DisruptionReason::Underutilized,
+                MON_MIDNIGHT + h * HOUR,
+            )
+        };
         assert_eq!(at(8), Some(10), "before the window");
         assert_eq!(at(9), Some(0), "the scheduled instant itself is inside");
         assert_eq!(at(12), Some(0));
-        assert_eq!(limit(&p, 10, DisruptionReason::Underutilized, MON_MIDNIGHT + 17 * HOUR - 1), Some(0));
-        assert_eq!(at(17), Some(10), "the window is half-open: (hit, hit + duration)");
+        assert_eq!(
+            limit(
+                &p,
+                10,
+                DisruptionReason::Underutilized,
+                MON_MIDNIGHT + 17 * HOUR - 1
+            ),
+            Some(0)
+        );
+        assert_eq!(
+            at(17),
+            Some(10),
+            "the window is half-open: (hit, hit + duration)"
+        );
         assert_eq!(at(23), Some(10));
     }
 
@@ -441,19 +539,47 @@ mod tests {
     #[test]
     fn macros_are_accepted() {
         let p = pool(vec![scheduled("0", "@daily", HOUR)]);
-        assert_eq!(limit(&p, 10, DisruptionReason::Empty, MON_MIDNIGHT + 30 * 60), Some(0));
-        assert_eq!(limit(&p, 10, DisruptionReason::Empty, MON_MIDNIGHT + 2 * HOUR), None);
+        assert_eq!(
+            limit(&p, 10, DisruptionReason::Empty, MON_MIDNIGHT + 30 * 60),
+            Some(0)
+        );
+        assert_eq!(
+            limit(&p, 10, DisruptionReason::Empty, MON_MIDNIGHT + 2 * HOUR),
+            None
+        );
         let p = pool(vec![scheduled("0", "@hourly", 60)]);
-        assert_eq!(limit(&p, 10, DisruptionReason::Empty, MON_MIDNIGHT + 5 * HOUR + 30), Some(0));
-        assert_eq!(limit(&p, 10, DisruptionReason::Empty, MON_MIDNIGHT + 5 * HOUR + 90), None);
+        assert_eq!(
+            limit(
+                &p,
+                10,
+                DisruptionReason::Empty,
+                MON_MIDNIGHT + 5 * HOUR + 30
+            ),
+            Some(0)
+        );
+        assert_eq!(
+            limit(
+                &p,
+                10,
+                DisruptionReason::Empty,
+                MON_MIDNIGHT + 5 * HOUR + 90
+            ),
+            None
+        );
     }
 
     #[test]
     fn malformed_budgets_block_the_pool_and_are_reported() {
         let cases = [
             budget("lots"),
-            Budget { schedule: Some("0 9 * * *".into()), ..budget("1") },
-            Budget { duration_secs: Some(60), ..budget("1") },
+            Budget {
+                schedule: Some("0 9 * * *".into()),
+                ..budget("1")
+            },
+            Budget {
+                duration_secs: Some(60),
+                ..budget("1")
+            },
             scheduled("1", "not a cron", 60),
             scheduled("1", "0 9 * *", 60),
             scheduled("1", "0 0 9 * * *", 60),
@@ -481,7 +607,12 @@ mod tests {
             let b = Budgets::compute(&snap);
             assert_eq!(b.allowed("pool", DisruptionReason::Empty), 0, "case {i}");
             assert!(b.is_blocked("pool"), "case {i}");
-            assert_eq!(b.problems.len(), 1, "case {i}: reported once: {:?}", b.problems);
+            assert_eq!(
+                b.problems.len(),
+                1,
+                "case {i}: reported once: {:?}",
+                b.problems
+            );
             assert_eq!(b.problems[0].budget, 1);
         }
     }
@@ -496,28 +627,58 @@ mod tests {
             marked_for_deletion: deleting,
             ..Node::default()
         };
-        let mut nodes: Vec<Node> = (0..8).map(|i| node(&format!("ok-{i}"), true, false)).collect();
+        let mut nodes: Vec<Node> = (0..8)
+            .map(|i| node(&format!("ok-{i}"), true, false))
+            .collect();
         nodes.push(node("notready", false, false));
         nodes.push(node("deleting", true, true));
         // Neither uninitialized nor in-flight nodes count.
-        nodes.push(Node { initialized: false, ..node("new", false, false) });
-        nodes.push(Node { in_flight: true, ..node("flight", false, false) });
-        let snap = Snapshot { nodes, nodepools: vec![pool(vec![budget("30%")])], ..Snapshot::default() };
+        nodes.push(Node {
+            initialized: false,
+            ..node("new", false, false)
+        });
+        nodes.push(Node {
+            in_flight: true,
+            ..node("flight", false, false)
+        });
+        let snap = Snapshot {
+            nodes,
+            nodepools: vec![pool(vec![budget("30%")])],
+            ..Snapshot::default()
+        };
         let b = Budgets::compute(&snap);
-        let s = b.status("pool", DisruptionReason::Underutilized).expect("status");
+        let s = b
+            .status("pool", DisruptionReason::Underutilized)
+            .expect("status");
         assert_eq!(s.total_nodes, 10);
         assert_eq!(s.disrupting, 2);
         assert_eq!(s.limit, Some(3));
         assert_eq!(s.allowed, 1);
-        assert_eq!(b.allowed("other", DisruptionReason::Underutilized), 0, "unknown pool");
+        assert_eq!(
+            b.allowed("other", DisruptionReason::Underutilized),
+            0,
+            "unknown pool"
+        );
     }
 
     #[test]
     fn allowed_never_goes_negative() {
         let nodes = (0..3)
-            .map(|i| Node { name: format!("n{i}"), nodepool: Some("pool".into()), initialized: true, ..Node::default() })
+            .map(|i| Node {
+                name: format!("n{i}"),
+                nodepool: Some("pool".into()),
+                initialized: true,
+                ..Node::default()
+            })
             .collect();
-        let snap = Snapshot { nodes, nodepools: vec![pool(vec![budget("1")])], ..Snapshot::default() };
-        assert_eq!(Budgets::compute(&snap).allowed("pool", DisruptionReason::Empty), 0);
+        let snap = Snapshot {
+            nodes,
+            nodepools: vec![pool(vec![budget("1")])],
+            ..Snapshot::default()
+        };
+        assert_eq!(
+            Budgets::compute(&snap).allowed("pool", DisruptionReason::Empty),
+            0
+        );
     }
 }

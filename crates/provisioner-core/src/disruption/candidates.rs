@@ -33,17 +33,29 @@ pub enum Ineligible {
     Nominated,
     MarkedForDeletion,
     NodeDoNotDisrupt(Protection),
-    PodDoNotDisrupt { pod: String, protection: Protection },
+    PodDoNotDisrupt {
+        pod: String,
+        protection: Protection,
+    },
     /// A PDB selecting this pod allows no disruption now.
-    PdbBlocks { pod: String, pdb: String },
+    PdbBlocks {
+        pod: String,
+        pdb: String,
+    },
     /// More than one PDB selects this pod; the Eviction API refuses to evict it.
-    MultiplePdbs { pod: String },
+    MultiplePdbs {
+        pod: String,
+    },
     /// A pod with no controller would be lost, not rescheduled.
-    UncontrolledPod { pod: String },
+    UncontrolledPod {
+        pod: String,
+    },
     /// `consolidateAfter: Never`.
     ConsolidateNever,
     /// `consolidateAfter` has not elapsed since the last pod event.
-    ConsolidateAfter { remaining_secs: i64 },
+    ConsolidateAfter {
+        remaining_secs: i64,
+    },
     /// `consolidationPolicy: WhenEmpty` and the node is not empty.
     PolicyWhenEmpty,
 }
@@ -57,18 +69,31 @@ impl std::fmt::Display for Ineligible {
             Ineligible::NotInitialized => write!(f, "not initialized"),
             Ineligible::Nominated => write!(f, "nominated for pending pods"),
             Ineligible::MarkedForDeletion => write!(f, "already marked for deletion"),
-            Ineligible::NodeDoNotDisrupt(p) => write!(f, "node has karpenter.sh/do-not-disrupt ({p:?})"),
-            Ineligible::PodDoNotDisrupt { pod, protection } => {
-                write!(f, "pod {pod} has karpenter.sh/do-not-disrupt ({protection:?})")
+            Ineligible::NodeDoNotDisrupt(p) => {
+                write!(f, "node has karpenter.sh/do-not-disrupt ({p:?})")
             }
-            Ineligible::PdbBlocks { pod, pdb } => write!(f, "PDB {pdb} allows no disruption of pod {pod}"),
-            Ineligible::MultiplePdbs { pod } => write!(f, "pod {pod} is selected by more than one PDB"),
-            Ineligible::UncontrolledPod { pod } => write!(f, "pod {pod} has no controller and would not come back"),
+            Ineligible::PodDoNotDisrupt { pod, protection } => {
+                write!(
+                    f,
+                    "pod {pod} has karpenter.sh/do-not-disrupt ({protection:?})"
+                )
+            }
+            Ineligible::PdbBlocks { pod, pdb } => {
+                write!(f, "PDB {pdb} allows no disruption of pod {pod}")
+            }
+            Ineligible::MultiplePdbs { pod } => {
+                write!(f, "pod {pod} is selected by more than one PDB")
+            }
+            Ineligible::UncontrolledPod { pod } => {
+                write!(f, "pod {pod} has no controller and would not come back")
+            }
             Ineligible::ConsolidateNever => write!(f, "consolidateAfter is Never"),
             Ineligible::ConsolidateAfter { remaining_secs } => {
                 write!(f, "consolidateAfter not elapsed ({remaining_secs}s to go)")
             }
-            Ineligible::PolicyWhenEmpty => write!(f, "consolidationPolicy WhenEmpty and the node has pods"),
+            Ineligible::PolicyWhenEmpty => {
+                write!(f, "consolidationPolicy WhenEmpty and the node has pods")
+            }
         }
     }
 }
@@ -163,7 +188,11 @@ fn pod_name(p: &Pod) -> String {
 
 /// Classifies every node of the snapshot.
 pub fn find_candidates(snapshot: &Snapshot, options: &DisruptionOptions) -> CandidateSet {
-    let pools: BTreeMap<&str, &NodePool> = snapshot.nodepools.iter().map(|p| (p.name.as_str(), p)).collect();
+    let pools: BTreeMap<&str, &NodePool> = snapshot
+        .nodepools
+        .iter()
+        .map(|p| (p.name.as_str(), p))
+        .collect();
     let by_node = pods_by_node(snapshot);
     let pdbs = PdbIndex::new(&snapshot.pdbs);
     let now = snapshot.now;
@@ -173,13 +202,17 @@ pub fn find_candidates(snapshot: &Snapshot, options: &DisruptionOptions) -> Cand
     let empty: Vec<usize> = Vec::new();
     for idx in order {
         let node = &snapshot.nodes[idx];
-        let reject = |reason| Rejection { node: node.name.clone(), reason };
+        let reject = |reason| Rejection {
+            node: node.name.clone(),
+            reason,
+        };
         let Some(pool_name) = node.nodepool.as_deref() else {
             out.rejected.push(reject(Ineligible::NotManaged));
             continue;
         };
         let Some(pool) = pools.get(pool_name).copied() else {
-            out.rejected.push(reject(Ineligible::UnknownNodePool(pool_name.to_string())));
+            out.rejected
+                .push(reject(Ineligible::UnknownNodePool(pool_name.to_string())));
             continue;
         };
         let gate = if node.in_flight {
@@ -208,7 +241,10 @@ pub fn find_candidates(snapshot: &Snapshot, options: &DisruptionOptions) -> Cand
             }
             let p = Protection::of(&pod.annotations, pod.created_at, now);
             if p.blocks() {
-                blocked = Some(Ineligible::PodDoNotDisrupt { pod: pod_name(pod), protection: p });
+                blocked = Some(Ineligible::PodDoNotDisrupt {
+                    pod: pod_name(pod),
+                    protection: p,
+                });
                 break;
             }
             if !options.evict_uncontrolled_pods && pod.owner_kind.is_none() {
@@ -223,7 +259,10 @@ pub fn find_candidates(snapshot: &Snapshot, options: &DisruptionOptions) -> Cand
             if let Some(&m) = matching.first() {
                 let pdb = &snapshot.pdbs[m];
                 if pdb.disruptions_allowed <= 0 {
-                    blocked = Some(Ineligible::PdbBlocks { pod: pod_name(pod), pdb: format!("{}/{}", pdb.namespace, pdb.name) });
+                    blocked = Some(Ineligible::PdbBlocks {
+                        pod: pod_name(pod),
+                        pdb: format!("{}/{}", pdb.namespace, pdb.name),
+                    });
                     break;
                 }
                 *pdb_evictions.entry(m).or_default() += 1;
@@ -233,23 +272,43 @@ pub fn find_candidates(snapshot: &Snapshot, options: &DisruptionOptions) -> Cand
             out.rejected.push(reject(r));
             continue;
         }
-        let pods: Vec<usize> = pod_ids.iter().copied().filter(|&i| is_reschedulable(&snapshot.pods[i])).collect();
+        let pods: Vec<usize> = pod_ids
+            .iter()
+            .copied()
+            .filter(|&i| is_reschedulable(&snapshot.pods[i]))
+            .collect();
         let empty_node = pods.is_empty();
         let not_consolidatable = match pool.disruption.consolidate_after_secs {
             None => Some(Ineligible::ConsolidateNever),
             Some(after) => {
-                let last = if node.last_pod_event_at > 0 { node.last_pod_event_at } else { node.created_at };
+                let last = if node.last_pod_event_at > 0 {
+                    node.last_pod_event_at
+                } else {
+                    node.created_at
+                };
                 let remaining = last.saturating_add(after) - now;
-                (remaining > 0).then_some(Ineligible::ConsolidateAfter { remaining_secs: remaining })
+                (remaining > 0).then_some(Ineligible::ConsolidateAfter {
+                    remaining_secs: remaining,
+                })
             }
         };
-        let expired = pool.expire_after_secs.is_some_and(|e| now - node.created_at >= e);
-        let disruption_cost = node_disruption_cost(node, Some(pool), pods.iter().map(|&i| &snapshot.pods[i]), now);
+        let expired = pool
+            .expire_after_secs
+            .is_some_and(|e| now - node.created_at >= e);
+        let disruption_cost = node_disruption_cost(
+            node,
+            Some(pool),
+            pods.iter().map(|&i| &snapshot.pods[i]),
+            now,
+        );
         out.candidates.push(Candidate {
             node: idx,
             name: node.name.clone(),
             nodepool: pool_name.to_string(),
-            instance_type: node.instance_type.clone().or_else(|| node.labels.get(labels::INSTANCE_TYPE).cloned()),
+            instance_type: node
+                .instance_type
+                .clone()
+                .or_else(|| node.labels.get(labels::INSTANCE_TYPE).cloned()),
             capacity_type: capacity_type_of(node),
             price: node.price,
             pods,
@@ -259,7 +318,8 @@ pub fn find_candidates(snapshot: &Snapshot, options: &DisruptionOptions) -> Cand
             drifted: node.drifted,
             expired,
             not_consolidatable,
-            underutilized_allowed: pool.disruption.consolidation_policy == ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            underutilized_allowed: pool.disruption.consolidation_policy
+                == ConsolidationPolicy::WhenEmptyOrUnderutilized,
         });
     }
     out
@@ -277,8 +337,8 @@ pub fn capacity_type_of(node: &crate::model::Node) -> CapacityType {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Disruption, LabelSelector, Node, PodDisruptionBudget};
     use crate::disruption::protect::DO_NOT_DISRUPT;
+    use crate::model::{Disruption, LabelSelector, Node, PodDisruptionBudget};
 
     fn node(name: &str) -> Node {
         Node {
@@ -309,32 +369,65 @@ mod tests {
             now: 10_000,
             nodes,
             pods,
-            nodepools: vec![NodePool { name: "pool".into(), ..NodePool::default() }],
+            nodepools: vec![NodePool {
+                name: "pool".into(),
+                ..NodePool::default()
+            }],
             ..Snapshot::default()
         }
     }
 
     fn reason_of(set: &CandidateSet, node: &str) -> Option<Ineligible> {
-        set.rejected.iter().find(|r| r.node == node).map(|r| r.reason.clone())
+        set.rejected
+            .iter()
+            .find(|r| r.node == node)
+            .map(|r| r.reason.clone())
     }
 
     #[test]
     fn node_state_gates() {
         let nodes = vec![
-            Node { nodepool: None, ..node("a-unmanaged") },
-            Node { nodepool: Some("gone".into()), ..node("b-unknown") },
-            Node { initialized: false, ..node("c-uninit") },
-            Node { nominated: true, ..node("d-nominated") },
-            Node { marked_for_deletion: true, ..node("e-deleting") },
-            Node { in_flight: true, ..node("f-flight") },
+            Node {
+                nodepool: None,
+                ..node("a-unmanaged")
+            },
+            Node {
+                nodepool: Some("gone".into()),
+                ..node("b-unknown")
+            },
+            Node {
+                initialized: false,
+                ..node("c-uninit")
+            },
+            Node {
+                nominated: true,
+                ..node("d-nominated")
+            },
+            Node {
+                marked_for_deletion: true,
+                ..node("e-deleting")
+            },
+            Node {
+                in_flight: true,
+                ..node("f-flight")
+            },
             node("g-ok"),
         ];
         let set = find_candidates(&snap(nodes, vec![]), &DisruptionOptions::default());
         assert_eq!(reason_of(&set, "a-unmanaged"), Some(Ineligible::NotManaged));
-        assert_eq!(reason_of(&set, "b-unknown"), Some(Ineligible::UnknownNodePool("gone".into())));
-        assert_eq!(reason_of(&set, "c-uninit"), Some(Ineligible::NotInitialized));
+        assert_eq!(
+            reason_of(&set, "b-unknown"),
+            Some(Ineligible::UnknownNodePool("gone".into()))
+        );
+        assert_eq!(
+            reason_of(&set, "c-uninit"),
+            Some(Ineligible::NotInitialized)
+        );
         assert_eq!(reason_of(&set, "d-nominated"), Some(Ineligible::Nominated));
-        assert_eq!(reason_of(&set, "e-deleting"), Some(Ineligible::MarkedForDeletion));
+        assert_eq!(
+            reason_of(&set, "e-deleting"),
+            Some(Ineligible::MarkedForDeletion)
+        );
         assert_eq!(reason_of(&set, "f-flight"), Some(Ineligible::InFlight));
         assert_eq!(set.candidates.len(), 1);
         assert!(set.candidates[0].empty && set.candidates[0].for_emptiness());
@@ -352,10 +445,25 @@ mod tests {
         let mut p4 = pod("p4", "n4");
         p4.created_at = 5_000;
         p4.annotations.insert(DO_NOT_DISRUPT.into(), "30m".into()); // until 6800 < now
-        let set = find_candidates(&snap(vec![n1, n2, node("n3"), node("n4")], vec![p3, p4]), &DisruptionOptions::default());
-        assert!(matches!(reason_of(&set, "n1"), Some(Ineligible::NodeDoNotDisrupt(Protection::Forever))));
-        assert!(set.by_name("n2").is_some(), "elapsed duration no longer protects");
-        assert!(matches!(reason_of(&set, "n3"), Some(Ineligible::PodDoNotDisrupt { protection: Protection::Until(10_800), .. })));
+        let set = find_candidates(
+            &snap(vec![n1, n2, node("n3"), node("n4")], vec![p3, p4]),
+            &DisruptionOptions::default(),
+        );
+        assert!(matches!(
+            reason_of(&set, "n1"),
+            Some(Ineligible::NodeDoNotDisrupt(Protection::Forever))
+        ));
+        assert!(
+            set.by_name("n2").is_some(),
+            "elapsed duration no longer protects"
+        );
+        assert!(matches!(
+            reason_of(&set, "n3"),
+            Some(Ineligible::PodDoNotDisrupt {
+                protection: Protection::Until(10_800),
+                ..
+            })
+        ));
         assert!(set.by_name("n4").is_some());
     }
 
@@ -369,10 +477,21 @@ mod tests {
         };
         let pods = vec![pod("zero", "n1"), pod("two", "n2"), pod("one", "n3")];
         let mut s = snap(vec![node("n1"), node("n2"), node("n3")], pods);
-        s.pdbs = vec![pdb("zero", "zero", 0), pdb("two-a", "two", 1), pdb("two-b", "two", 1), pdb("one", "one", 1)];
+        s.pdbs = vec![
+            pdb("zero", "zero", 0),
+            pdb("two-a", "two", 1),
+            pdb("two-b", "two", 1),
+            pdb("one", "one", 1),
+        ];
         let set = find_candidates(&s, &DisruptionOptions::default());
-        assert!(matches!(reason_of(&set, "n1"), Some(Ineligible::PdbBlocks { .. })));
-        assert!(matches!(reason_of(&set, "n2"), Some(Ineligible::MultiplePdbs { .. })));
+        assert!(matches!(
+            reason_of(&set, "n1"),
+            Some(Ineligible::PdbBlocks { .. })
+        ));
+        assert!(matches!(
+            reason_of(&set, "n2"),
+            Some(Ineligible::MultiplePdbs { .. })
+        ));
         let c = set.by_name("n3").expect("candidate");
         assert_eq!(c.pdb_evictions, vec![(3, 1)]);
     }
@@ -383,7 +502,10 @@ mod tests {
         ds.owner_kind = Some("DaemonSet".into());
         let mut st = pod("static", "n1");
         st.owner_kind = Some("Node".into());
-        let set = find_candidates(&snap(vec![node("n1")], vec![ds, st]), &DisruptionOptions::default());
+        let set = find_candidates(
+            &snap(vec![node("n1")], vec![ds, st]),
+            &DisruptionOptions::default(),
+        );
         assert!(set.candidates[0].empty);
     }
 
@@ -393,29 +515,67 @@ mod tests {
         bare.owner_kind = None;
         let s = snap(vec![node("n1")], vec![bare]);
         let set = find_candidates(&s, &DisruptionOptions::default());
-        assert!(matches!(reason_of(&set, "n1"), Some(Ineligible::UncontrolledPod { .. })));
-        let opts = DisruptionOptions { evict_uncontrolled_pods: true, ..DisruptionOptions::default() };
+        assert!(matches!(
+            reason_of(&set, "n1"),
+            Some(Ineligible::UncontrolledPod { .. })
+        ));
+        let opts = DisruptionOptions {
+            evict_uncontrolled_pods: true,
+            ..DisruptionOptions::default()
+        };
         assert_eq!(find_candidates(&s, &opts).candidates.len(), 1);
     }
 
     #[test]
     fn consolidate_after_and_policy() {
-        let mut s = snap(vec![Node { last_pod_event_at: 9_900, ..node("n1") }, node("n2")], vec![pod("p", "n2")]);
-        s.nodepools[0].disruption = Disruption { consolidate_after_secs: Some(300), ..Disruption::default() };
+        let mut s = snap(
+            vec![
+                Node {
+                    last_pod_event_at: 9_900,
+                    ..node("n1")
+                },
+                node("n2"),
+            ],
+            vec![pod("p", "n2")],
+        );
+        s.nodepools[0].disruption = Disruption {
+            consolidate_after_secs: Some(300),
+            ..Disruption::default()
+        };
         let set = find_candidates(&s, &DisruptionOptions::default());
-        assert_eq!(set.by_name("n1").and_then(|c| c.not_consolidatable.clone()), Some(Ineligible::ConsolidateAfter { remaining_secs: 200 }));
+        assert_eq!(
+            set.by_name("n1").and_then(|c| c.not_consolidatable.clone()),
+            Some(Ineligible::ConsolidateAfter {
+                remaining_secs: 200
+            })
+        );
         assert!(set.by_name("n2").is_some_and(|c| c.for_consolidation()));
         s.nodepools[0].disruption.consolidation_policy = ConsolidationPolicy::WhenEmpty;
         let set = find_candidates(&s, &DisruptionOptions::default());
         assert!(set.by_name("n2").is_some_and(|c| !c.for_consolidation()));
         s.nodepools[0].disruption.consolidate_after_secs = None;
         let set = find_candidates(&s, &DisruptionOptions::default());
-        assert_eq!(set.by_name("n2").and_then(|c| c.not_consolidatable.clone()), Some(Ineligible::ConsolidateNever));
+        assert_eq!(
+            set.by_name("n2").and_then(|c| c.not_consolidatable.clone()),
+            Some(Ineligible::ConsolidateNever)
+        );
     }
 
     #[test]
     fn expiry_and_drift_flags() {
-        let mut s = snap(vec![Node { drifted: true, ..node("n1") }, Node { created_at: 9_000, ..node("n2") }], vec![]);
+        let mut s = snap(
+            vec![
+                Node {
+                    drifted: true,
+                    ..node("n1")
+                },
+                Node {
+                    created_at: 9_000,
+                    ..node("n2")
+                },
+            ],
+            vec![],
+        );
         s.nodepools[0].expire_after_secs = Some(5_000);
         let set = find_candidates(&s, &DisruptionOptions::default());
         let n1 = set.by_name("n1").expect("n1");

@@ -35,7 +35,10 @@ use rayon::prelude::*;
 use super::DisruptionOptions;
 use super::budgets::Budgets;
 use super::candidates::Candidate;
-use super::command::{Alternative, BudgetUse, Command, Destination, Method, MethodReport, PodMove, Rationale, Replacement};
+use super::command::{
+    Alternative, BudgetUse, Command, Destination, Method, MethodReport, PodMove, Rationale,
+    Replacement,
+};
 use super::make_command;
 use super::replace::{PriceRule, replacements};
 use super::sim::Sim;
@@ -58,13 +61,20 @@ pub struct Evaluated {
     pub found_by: &'static str,
 }
 
-/// What a single-candidate simulation said.
-#[derive(Debug, Clone)]
-pub enum Single {
-    Valid(Evaluated),
+/// Why a candidate set yields no command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Miss {
     /// Pods fit, but only with replacements that do not save enough.
     NotCheaper,
+    /// Some pod has no place, or budgets or PDBs forbid the set.
     Infeasible,
+}
+
+/// What a single-candidate simulation said.
+#[derive(Debug, Clone)]
+enum Single {
+    Valid(Evaluated),
+    Miss(Miss),
 }
 
 /// The consolidation search over one snapshot.
@@ -77,13 +87,17 @@ pub struct Search<'s, 'a> {
 
 impl std::fmt::Debug for Search<'_, '_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Search").field("candidates", &self.cands.len()).finish()
+        f.debug_struct("Search")
+            .field("candidates", &self.cands.len())
+            .finish()
     }
 }
 
 /// Utilisation of a node: the larger of its CPU and memory request fractions.
 fn utilisation(snapshot: &Snapshot, c: &Candidate) -> f64 {
-    let Some(node) = snapshot.nodes.get(c.node) else { return 1.0 };
+    let Some(node) = snapshot.nodes.get(c.node) else {
+        return 1.0;
+    };
     let mut cpu = 0i64;
     let mut mem = 0i64;
     for &pi in &c.pods {
@@ -93,12 +107,22 @@ fn utilisation(snapshot: &Snapshot, c: &Candidate) -> f64 {
             mem += r.memory;
         }
     }
-    let frac = |used: i64, alloc: i64| if alloc > 0 { used as f64 / alloc as f64 } else { 1.0 };
+    let frac = |used: i64, alloc: i64| {
+        if alloc > 0 {
+            used as f64 / alloc as f64
+        } else {
+            1.0
+        }
+    };
     frac(cpu, node.allocatable.cpu_milli).max(frac(mem, node.allocatable.memory))
 }
 
 /// Total order on evaluated commands: best first.
-fn better(a: &Evaluated, b: &Evaluated, names: &dyn Fn(&Evaluated) -> Vec<String>) -> std::cmp::Ordering {
+fn better(
+    a: &Evaluated,
+    b: &Evaluated,
+    names: &dyn Fn(&Evaluated) -> Vec<String>,
+) -> std::cmp::Ordering {
     b.score
         .total_cmp(&a.score)
         .then(b.worst_saving.total_cmp(&a.worst_saving))
@@ -112,7 +136,10 @@ impl<'s, 'a> Search<'s, 'a> {
     }
 
     fn min_saving(&self, price: f64) -> f64 {
-        self.options.min_saving_per_hour.max(self.options.min_saving_fraction * price).max(0.0)
+        self.options
+            .min_saving_per_hour
+            .max(self.options.min_saving_fraction * price)
+            .max(0.0)
     }
 
     /// Whether budgets (and, with `pdb_per_command`, PDBs) allow disrupting all `members`.
@@ -120,58 +147,107 @@ impl<'s, 'a> Search<'s, 'a> {
         let mut per_pool: BTreeMap<&str, u32> = BTreeMap::new();
         let mut per_pdb: BTreeMap<usize, u32> = BTreeMap::new();
         for &m in members {
-            let Some(c) = self.cands.get(m) else { return false };
+            let Some(c) = self.cands.get(m) else {
+                return false;
+            };
             *per_pool.entry(c.nodepool.as_str()).or_default() += 1;
             for (pdb, n) in &c.pdb_evictions {
                 *per_pdb.entry(*pdb).or_default() += n;
             }
         }
-        per_pool.iter().all(|(p, n)| *n <= self.budgets.allowed(p, self.reason()))
+        per_pool
+            .iter()
+            .all(|(p, n)| *n <= self.budgets.allowed(p, self.reason()))
             && (!self.options.pdb_per_command
-                || per_pdb.iter().all(|(i, n)| self.sim.snapshot.pdbs.get(*i).is_some_and(|p| i64::from(*n) <= i64::from(p.disruptions_allowed))))
+                || per_pdb.iter().all(|(i, n)| {
+                    self.sim
+                        .snapshot
+                        .pdbs
+                        .get(*i)
+                        .is_some_and(|p| i64::from(*n) <= i64::from(p.disruptions_allowed))
+                }))
     }
 
     fn names(&self, members: &[usize]) -> Vec<String> {
-        let mut v: Vec<String> = members.iter().filter_map(|m| self.cands.get(*m)).map(|c| c.name.clone()).collect();
+        let mut v: Vec<String> = members
+            .iter()
+            .filter_map(|m| self.cands.get(*m))
+            .map(|c| c.name.clone())
+            .collect();
         v.sort();
         v
     }
 
     /// Scores a simulated set; `Err` says why it is no command.
-    fn score(&self, members: &[usize], moves: Vec<PodMove>, claims: &[crate::result::NewNodeClaim], found_by: &'static str) -> Result<Evaluated, Single> {
-        let chosen: Vec<&Candidate> = members.iter().filter_map(|m| self.cands.get(*m).copied()).collect();
+    fn score(
+        &self,
+        members: &[usize],
+        moves: Vec<PodMove>,
+        claims: &[crate::result::NewNodeClaim],
+        found_by: &'static str,
+    ) -> Result<Evaluated, Miss> {
+        let chosen: Vec<&Candidate> = members
+            .iter()
+            .filter_map(|m| self.cands.get(*m).copied())
+            .collect();
         let price: f64 = chosen.iter().map(|c| c.price).sum();
         let min_saving = self.min_saving(price);
-        if self.options.max_replacements.is_some_and(|m| claims.len() > m) {
-            return Err(Single::NotCheaper);
+        if self
+            .options
+            .max_replacements
+            .is_some_and(|m| claims.len() > m)
+        {
+            return Err(Miss::NotCheaper);
         }
-        let reps = replacements(self.sim.snapshot, claims, &chosen, PriceRule::Cheaper { candidates_price: price, min_saving }, self.options.spot_to_spot)
-            .map_err(|_| Single::NotCheaper)?;
+        let reps = replacements(
+            self.sim.snapshot,
+            claims,
+            &chosen,
+            PriceRule::Cheaper {
+                candidates_price: price,
+                min_saving,
+            },
+            self.options.spot_to_spot,
+        )
+        .map_err(|_| Miss::NotCheaper)?;
         let launch: f64 = reps.iter().map(|r| r.launch.price).sum();
         let worst: f64 = reps.iter().map(|r| r.worst_case_price).sum();
         let worst_saving = price - worst;
         if worst_saving <= 0.0 || worst_saving < min_saving {
-            return Err(Single::NotCheaper);
+            return Err(Miss::NotCheaper);
         }
         let disruption: f64 = chosen.iter().map(|c| c.disruption_cost).sum();
         let score = worst_saving - self.options.disruption_cost_weight * disruption;
         if score <= 0.0 {
-            return Err(Single::NotCheaper);
+            return Err(Miss::NotCheaper);
         }
         let mut members = members.to_vec();
         members.sort_unstable();
-        Ok(Evaluated { members, moves, replacements: reps, candidates_price: price, saving: price - launch, worst_saving, disruption, score, found_by })
+        Ok(Evaluated {
+            members,
+            moves,
+            replacements: reps,
+            candidates_price: price,
+            saving: price - launch,
+            worst_saving,
+            disruption,
+            score,
+            found_by,
+        })
     }
 
     /// Simulates removing `members` all at once from the base state.
-    pub fn evaluate(&self, members: &[usize], found_by: &'static str) -> Result<Evaluated, Single> {
+    pub fn evaluate(&self, members: &[usize], found_by: &'static str) -> Result<Evaluated, Miss> {
         if members.is_empty() || !self.allowed(members) {
-            return Err(Single::Infeasible);
+            return Err(Miss::Infeasible);
         }
-        let chosen: Vec<&Candidate> = members.iter().filter_map(|m| self.cands.get(*m).copied()).collect();
+        let chosen: Vec<&Candidate> = members
+            .iter()
+            .filter_map(|m| self.cands.get(*m).copied())
+            .collect();
         let (_, out) = self.sim.remove(&self.sim.base, &chosen, &BTreeMap::new());
         if !out.feasible() {
-            return Err(Single::Infeasible);
+            return Err(Miss::Infeasible);
         }
         self.score(members, out.moves, &out.claims, found_by)
     }
@@ -179,7 +255,7 @@ impl<'s, 'a> Search<'s, 'a> {
     fn singles(&self) -> Vec<Single> {
         let eval = |i: usize| match self.evaluate(&[i], "single node") {
             Ok(e) => Single::Valid(e),
-            Err(s) => s,
+            Err(m) => Single::Miss(m),
         };
         if self.options.parallel {
             (0..self.cands.len()).into_par_iter().map(eval).collect()
@@ -218,7 +294,12 @@ impl<'s, 'a> Search<'s, 'a> {
     }
 
     /// A fresh simulation of a grown set; trims it from the end until one passes.
-    fn settle(&self, mut members: Vec<usize>, found_by: &'static str, tries: usize) -> Option<Evaluated> {
+    fn settle(
+        &self,
+        mut members: Vec<usize>,
+        found_by: &'static str,
+        tries: usize,
+    ) -> Option<Evaluated> {
         for _ in 0..tries {
             if members.len() < 2 {
                 return None;
@@ -240,7 +321,16 @@ impl<'s, 'a> Search<'s, 'a> {
         let start_runs = self.sim.runs();
         let snapshot = self.sim.snapshot;
         let singles = self.singles();
-        let mut found: Vec<Evaluated> = singles.iter().filter_map(|s| if let Single::Valid(e) = s { Some(e.clone()) } else { None }).collect();
+        let mut found: Vec<Evaluated> = singles
+            .iter()
+            .filter_map(|s| {
+                if let Single::Valid(e) = s {
+                    Some(e.clone())
+                } else {
+                    None
+                }
+            })
+            .collect();
 
         // Phase 2: greedy growth over delete-only candidates, several orderings.
         let deletable: Vec<usize> = singles
@@ -249,7 +339,11 @@ impl<'s, 'a> Search<'s, 'a> {
             .filter(|(_, s)| matches!(s, Single::Valid(e) if e.replacements.is_empty()))
             .map(|(i, _)| i)
             .collect();
-        let util: Vec<f64> = self.cands.iter().map(|c| utilisation(snapshot, c)).collect();
+        let util: Vec<f64> = self
+            .cands
+            .iter()
+            .map(|c| utilisation(snapshot, c))
+            .collect();
         let name = |i: usize| self.cands.get(i).map_or("", |c| c.name.as_str());
         let cost = |i: usize| self.cands.get(i).map_or(0.0, |c| c.disruption_cost);
         let price = |i: usize| self.cands.get(i).map_or(0.0, |c| c.price);
@@ -265,9 +359,19 @@ impl<'s, 'a> Search<'s, 'a> {
         let ratio = |i: usize| price(i) / (cost(i).max(0.0) + 1.0);
         by_ratio.sort_by(|&a, &b| ratio(b).total_cmp(&ratio(a)).then(name(a).cmp(name(b))));
         orders.push(("greedy, saving per disruption", by_ratio));
-        let share = (self.options.max_simulations.saturating_sub(self.cands.len()) / (orders.len() + 1)).max(1);
-        let grow = |(label, order): &(&'static str, Vec<usize>)| (self.greedy(order, share), *label);
-        let grown: Vec<(Vec<usize>, &'static str)> = if self.options.parallel { orders.par_iter().map(grow).collect() } else { orders.iter().map(grow).collect() };
+        let share = (self
+            .options
+            .max_simulations
+            .saturating_sub(self.cands.len())
+            / (orders.len() + 1))
+            .max(1);
+        let grow =
+            |(label, order): &(&'static str, Vec<usize>)| (self.greedy(order, share), *label);
+        let grown: Vec<(Vec<usize>, &'static str)> = if self.options.parallel {
+            orders.par_iter().map(grow).collect()
+        } else {
+            orders.iter().map(grow).collect()
+        };
         let mut seen: Vec<Vec<usize>> = Vec::new();
         let settled: Vec<Option<Evaluated>> = {
             let mut uniq = Vec::new();
@@ -279,7 +383,11 @@ impl<'s, 'a> Search<'s, 'a> {
                 }
             }
             let settle = |(m, label): &(Vec<usize>, &'static str)| self.settle(m.clone(), label, 6);
-            if self.options.parallel { uniq.par_iter().map(settle).collect() } else { uniq.iter().map(settle).collect() }
+            if self.options.parallel {
+                uniq.par_iter().map(settle).collect()
+            } else {
+                uniq.iter().map(settle).collect()
+            }
         };
         let best_delete: Vec<usize> = settled
             .iter()
@@ -294,7 +402,7 @@ impl<'s, 'a> Search<'s, 'a> {
         let mut repack: Vec<usize> = singles
             .iter()
             .enumerate()
-            .filter(|(i, s)| !deletable.contains(i) && !matches!(s, Single::Infeasible))
+            .filter(|(i, s)| !deletable.contains(i) && !matches!(s, Single::Miss(Miss::Infeasible)))
             .map(|(i, _)| i)
             .collect();
         repack.sort_by(|&a, &b| u(a).total_cmp(&u(b)).then(name(a).cmp(name(b))));
@@ -309,7 +417,9 @@ impl<'s, 'a> Search<'s, 'a> {
         }
         let mut sets: Vec<(Vec<usize>, &'static str)> = Vec::new();
         for &k in &sizes {
-            let Some(group) = repack.get(..k) else { continue };
+            let Some(group) = repack.get(..k) else {
+                continue;
+            };
             sets.push((group.to_vec(), "repack emptiest with replacements"));
             if !best_delete.is_empty() {
                 let mut s = best_delete.clone();
@@ -317,10 +427,23 @@ impl<'s, 'a> Search<'s, 'a> {
                 sets.push((s, "best delete set + repack with replacements"));
             }
         }
-        let budget_left = self.options.max_simulations.saturating_sub(self.sim.runs() - start_runs);
+        let budget_left = self
+            .options
+            .max_simulations
+            .saturating_sub(self.sim.runs() - start_runs);
         sets.truncate(budget_left);
-        let eval = |(m, label): &(Vec<usize>, &'static str)| if self.allowed(m) { self.evaluate(m, label).ok() } else { None };
-        let repacked: Vec<Option<Evaluated>> = if self.options.parallel { sets.par_iter().map(eval).collect() } else { sets.iter().map(eval).collect() };
+        let eval = |(m, label): &(Vec<usize>, &'static str)| {
+            if self.allowed(m) {
+                self.evaluate(m, label).ok()
+            } else {
+                None
+            }
+        };
+        let repacked: Vec<Option<Evaluated>> = if self.options.parallel {
+            sets.par_iter().map(eval).collect()
+        } else {
+            sets.iter().map(eval).collect()
+        };
         found.extend(repacked.into_iter().flatten());
 
         found.sort_by(|a, b| better(a, b, &|e| self.names(&e.members)));
@@ -330,10 +453,21 @@ impl<'s, 'a> Search<'s, 'a> {
 }
 
 /// Runs consolidation on the eligible candidates.
-pub fn consolidation(sim: &Sim<'_>, all: &[Candidate], budgets: &Budgets, options: &DisruptionOptions) -> (Option<Command>, MethodReport) {
-    let eligible: Vec<&Candidate> = all.iter().filter(|c| c.for_consolidation() && !c.empty).collect();
+pub fn consolidation(
+    sim: &Sim<'_>,
+    all: &[Candidate],
+    budgets: &Budgets,
+    options: &DisruptionOptions,
+) -> (Option<Command>, MethodReport) {
+    let eligible: Vec<&Candidate> = all
+        .iter()
+        .filter(|c| c.for_consolidation() && !c.empty)
+        .collect();
     let n_eligible = eligible.len();
-    let cands: Vec<&Candidate> = eligible.into_iter().filter(|c| budgets.allowed(&c.nodepool, DisruptionReason::Underutilized) > 0).collect();
+    let cands: Vec<&Candidate> = eligible
+        .into_iter()
+        .filter(|c| budgets.allowed(&c.nodepool, DisruptionReason::Underutilized) > 0)
+        .collect();
     let mut report = MethodReport {
         method: Method::Consolidation,
         eligible: n_eligible,
@@ -343,10 +477,19 @@ pub fn consolidation(sim: &Sim<'_>, all: &[Candidate], budgets: &Budgets, option
         note: None,
     };
     if cands.is_empty() {
-        report.note = Some(if n_eligible == 0 { "no underutilized candidates".into() } else { "budgets allow no Underutilized disruption".into() });
+        report.note = Some(if n_eligible == 0 {
+            "no underutilized candidates".into()
+        } else {
+            "budgets allow no Underutilized disruption".into()
+        });
         return (None, report);
     }
-    let search = Search { sim, cands, budgets, options };
+    let search = Search {
+        sim,
+        cands,
+        budgets,
+        options,
+    };
     let (found, sets) = search.run();
     report.sets_evaluated = sets;
     let Some(best) = found.first() else {
@@ -360,22 +503,40 @@ pub fn consolidation(sim: &Sim<'_>, all: &[Candidate], budgets: &Budgets, option
         disruption_cost: e.disruption,
         score: e.score,
     });
-    let chosen: Vec<&Candidate> = best.members.iter().filter_map(|m| search.cands.get(*m).copied()).collect();
+    let chosen: Vec<&Candidate> = best
+        .members
+        .iter()
+        .filter_map(|m| search.cands.get(*m).copied())
+        .collect();
     let mut per_pool: BTreeMap<&str, u32> = BTreeMap::new();
     for c in &chosen {
         *per_pool.entry(c.nodepool.as_str()).or_default() += 1;
     }
     let budget = per_pool
         .iter()
-        .map(|(p, n)| BudgetUse { nodepool: p.to_string(), reason: DisruptionReason::Underutilized, nodes: *n, allowed: budgets.allowed(p, DisruptionReason::Underutilized) })
+        .map(|(p, n)| BudgetUse {
+            nodepool: p.to_string(),
+            reason: DisruptionReason::Underutilized,
+            nodes: *n,
+            allowed: budgets.allowed(p, DisruptionReason::Underutilized),
+        })
         .collect();
     let what = if best.replacements.is_empty() {
         format!("delete {} node(s)", chosen.len())
     } else {
-        format!("replace {} node(s) with {}", chosen.len(), best.replacements.len())
+        format!(
+            "replace {} node(s) with {}",
+            chosen.len(),
+            best.replacements.len()
+        )
     };
     let vs = match &runner_up {
-        Some(r) => format!("; runner-up {} node(s) saving {:.4}/h (score {:.4})", r.candidates.len(), r.saving_per_hour, r.score),
+        Some(r) => format!(
+            "; runner-up {} node(s) saving {:.4}/h (score {:.4})",
+            r.candidates.len(),
+            r.saving_per_hour,
+            r.score
+        ),
         None => String::new(),
     };
     let summary = format!(
@@ -392,7 +553,13 @@ pub fn consolidation(sim: &Sim<'_>, all: &[Candidate], budgets: &Budgets, option
         best.replacements.clone(),
         best.moves.clone(),
         budget,
-        Rationale { score: best.score, sets_evaluated: sets, valid_commands: found.len(), runner_up, summary },
+        Rationale {
+            score: best.score,
+            sets_evaluated: sets,
+            valid_commands: found.len(),
+            runner_up,
+            summary,
+        },
     );
     debug_assert!(cmd.moves.iter().all(|m| !matches!(&m.to, Destination::Existing(n) if cmd.candidates.iter().any(|c| &c.name == n))));
     report.produced_command = true;

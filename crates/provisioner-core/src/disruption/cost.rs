@@ -20,7 +20,9 @@ const PRIORITY_SCALE: f64 = 33_554_432.0;
 
 /// The cost of evicting one pod (Karpenter's `EvictionCost`).
 pub fn eviction_cost(pod: &Pod) -> f64 {
-    let cost = 1.0 + f64::from(pod.deletion_cost) / DELETION_COST_SCALE + f64::from(pod.priority) / PRIORITY_SCALE;
+    let cost = 1.0
+        + f64::from(pod.deletion_cost) / DELETION_COST_SCALE
+        + f64::from(pod.priority) / PRIORITY_SCALE;
     cost.clamp(-10.0, 10.0)
 }
 
@@ -41,7 +43,12 @@ pub fn lifetime_remaining(node: &Node, nodepool: Option<&NodePool>, now: i64) ->
 
 /// A node's disruption cost: the eviction costs of the pods that must move, weighted by the
 /// node's remaining lifetime.
-pub fn node_disruption_cost<'a>(node: &Node, nodepool: Option<&NodePool>, pods: impl IntoIterator<Item = &'a Pod>, now: i64) -> f64 {
+pub fn node_disruption_cost<'a>(
+    node: &Node,
+    nodepool: Option<&NodePool>,
+    pods: impl IntoIterator<Item = &'a Pod>,
+    now: i64,
+) -> f64 {
     let rescheduling: f64 = pods.into_iter().map(eviction_cost).sum();
     rescheduling * lifetime_remaining(node, nodepool, now)
 }
@@ -51,7 +58,11 @@ mod tests {
     use super::*;
 
     fn pod(priority: i32, deletion_cost: i32) -> Pod {
-        Pod { priority, deletion_cost, ..Pod::default() }
+        Pod {
+            priority,
+            deletion_cost,
+            ..Pod::default()
+        }
     }
 
     #[test]
@@ -70,12 +81,21 @@ mod tests {
 
     #[test]
     fn lifetime_weights_the_node_cost() {
-        let node = Node { created_at: 0, ..Node::default() };
-        let pool = NodePool { expire_after_secs: Some(1000), ..NodePool::default() };
+        let node = Node {
+            created_at: 0,
+            ..Node::default()
+        };
+        let pool = NodePool {
+            expire_after_secs: Some(1000),
+            ..NodePool::default()
+        };
         let pods = [pod(0, 0), pod(0, 0)];
         assert!((node_disruption_cost(&node, Some(&pool), &pods, 250) - 1.5).abs() < 1e-12);
         assert_eq!(node_disruption_cost(&node, Some(&pool), &pods, 5000), 0.0);
-        let never = NodePool { expire_after_secs: None, ..NodePool::default() };
+        let never = NodePool {
+            expire_after_secs: None,
+            ..NodePool::default()
+        };
         assert_eq!(node_disruption_cost(&node, Some(&never), &pods, 5000), 2.0);
     }
 }

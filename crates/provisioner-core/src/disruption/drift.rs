@@ -22,7 +22,13 @@ use super::replace::{PriceRule, replacements};
 use super::sim::Sim;
 
 /// Runs expiration (`Method::Expiration`) or drift (`Method::Drift`).
-pub fn replace_method(method: Method, sim: &Sim<'_>, all: &[Candidate], budgets: &Budgets, options: &DisruptionOptions) -> (Option<Command>, MethodReport) {
+pub fn replace_method(
+    method: Method,
+    sim: &Sim<'_>,
+    all: &[Candidate],
+    budgets: &Budgets,
+    options: &DisruptionOptions,
+) -> (Option<Command>, MethodReport) {
     let reason = method.reason();
     let pick = |c: &&Candidate| match method {
         Method::Expiration => c.expired,
@@ -31,18 +37,45 @@ pub fn replace_method(method: Method, sim: &Sim<'_>, all: &[Candidate], budgets:
     };
     let mut eligible: Vec<&Candidate> = all.iter().filter(pick).collect();
     let n_eligible = eligible.len();
-    eligible.sort_by(|a, b| a.disruption_cost.total_cmp(&b.disruption_cost).then(a.name.cmp(&b.name)));
-    let within: Vec<&Candidate> = eligible.iter().copied().filter(|c| budgets.allowed(&c.nodepool, reason) > 0).collect();
-    let mut report = MethodReport { method, eligible: n_eligible, within_budget: within.len(), sets_evaluated: 0, produced_command: false, note: None };
+    eligible.sort_by(|a, b| {
+        a.disruption_cost
+            .total_cmp(&b.disruption_cost)
+            .then(a.name.cmp(&b.name))
+    });
+    let within: Vec<&Candidate> = eligible
+        .iter()
+        .copied()
+        .filter(|c| budgets.allowed(&c.nodepool, reason) > 0)
+        .collect();
+    let mut report = MethodReport {
+        method,
+        eligible: n_eligible,
+        within_budget: within.len(),
+        sets_evaluated: 0,
+        produced_command: false,
+        note: None,
+    };
     let use_of = |chosen: &[&Candidate]| -> Vec<BudgetUse> {
         let mut per_pool: BTreeMap<&str, u32> = BTreeMap::new();
         for c in chosen {
             *per_pool.entry(c.nodepool.as_str()).or_default() += 1;
         }
-        per_pool.iter().map(|(p, n)| BudgetUse { nodepool: p.to_string(), reason, nodes: *n, allowed: budgets.allowed(p, reason) }).collect()
+        per_pool
+            .iter()
+            .map(|(p, n)| BudgetUse {
+                nodepool: p.to_string(),
+                reason,
+                nodes: *n,
+                allowed: budgets.allowed(p, reason),
+            })
+            .collect()
     };
     if within.is_empty() {
-        report.note = Some(if n_eligible == 0 { format!("no {reason:?} candidates") } else { format!("budgets allow no {reason:?} disruption") });
+        report.note = Some(if n_eligible == 0 {
+            format!("no {reason:?} candidates")
+        } else {
+            format!("budgets allow no {reason:?} disruption")
+        });
         return (None, report);
     }
 
@@ -57,14 +90,23 @@ pub fn replace_method(method: Method, sim: &Sim<'_>, all: &[Candidate], budgets:
         }
     }
     if !empties.is_empty() {
-        let summary = format!("{} empty {reason:?} node(s) deleted, no replacement needed", empties.len());
+        let summary = format!(
+            "{} empty {reason:?} node(s) deleted, no replacement needed",
+            empties.len()
+        );
         let cmd = make_command(
             method,
             &empties,
             Vec::new(),
             Vec::new(),
             use_of(&empties),
-            Rationale { score: 0.0, sets_evaluated: 0, valid_commands: 1, runner_up: None, summary },
+            Rationale {
+                score: 0.0,
+                sets_evaluated: 0,
+                valid_commands: 1,
+                runner_up: None,
+                summary,
+            },
         );
         report.produced_command = true;
         return (Some(cmd), report);
@@ -76,10 +118,20 @@ pub fn replace_method(method: Method, sim: &Sim<'_>, all: &[Candidate], budgets:
         tried += 1;
         let (_, out) = sim.remove(&sim.base, &[c], &BTreeMap::new());
         if !out.feasible() {
-            last_problem = out.unschedulable.first().map(|u| format!("{}: {}", u.pod, u.reason)).unwrap_or_default();
+            last_problem = out
+                .unschedulable
+                .first()
+                .map(|u| format!("{}: {}", u.pod, u.reason))
+                .unwrap_or_default();
             continue;
         }
-        let reps = match replacements(sim.snapshot, &out.claims, &[c], PriceRule::Any, options.spot_to_spot) {
+        let reps = match replacements(
+            sim.snapshot,
+            &out.claims,
+            &[c],
+            PriceRule::Any,
+            options.spot_to_spot,
+        ) {
             Ok(r) => r,
             Err(e) => {
                 last_problem = e;
@@ -99,7 +151,13 @@ pub fn replace_method(method: Method, sim: &Sim<'_>, all: &[Candidate], budgets:
             reps,
             out.moves,
             use_of(&chosen),
-            Rationale { score: 0.0, sets_evaluated: tried, valid_commands: 1, runner_up: None, summary },
+            Rationale {
+                score: 0.0,
+                sets_evaluated: tried,
+                valid_commands: 1,
+                runner_up: None,
+                summary,
+            },
         );
         cmd.rationale.score = cmd.saving_per_hour;
         report.sets_evaluated = tried;
@@ -107,6 +165,8 @@ pub fn replace_method(method: Method, sim: &Sim<'_>, all: &[Candidate], budgets:
         return (Some(cmd), report);
     }
     report.sets_evaluated = tried;
-    report.note = Some(format!("no {reason:?} candidate's pods fit anywhere: {last_problem}"));
+    report.note = Some(format!(
+        "no {reason:?} candidate's pods fit anywhere: {last_problem}"
+    ));
     (None, report)
 }

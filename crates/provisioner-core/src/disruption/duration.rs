@@ -42,14 +42,20 @@ pub fn parse_go_duration(s: &str) -> Result<f64, DurationError> {
     let mut total = 0.0f64;
     while !s.is_empty() {
         // The number: digits, optionally a '.' and more digits; at least one digit overall.
-        let num_end = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+        let num_end = s
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(s.len());
         let num = &s[..num_end];
         if num.is_empty() || num == "." || num.matches('.').count() > 1 {
             return Err(DurationError::Invalid(orig.to_string()));
         }
-        let value: f64 = num.parse().map_err(|_| DurationError::Invalid(orig.to_string()))?;
+        let value: f64 = num
+            .parse()
+            .map_err(|_| DurationError::Invalid(orig.to_string()))?;
         s = &s[num_end..];
-        let unit_end = s.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(s.len());
+        let unit_end = s
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(s.len());
         let unit = &s[..unit_end];
         let scale = match unit {
             "ns" => 1e-9,
@@ -59,7 +65,12 @@ pub fn parse_go_duration(s: &str) -> Result<f64, DurationError> {
             "m" => 60.0,
             "h" => 3600.0,
             "" => return Err(DurationError::Invalid(orig.to_string())),
-            _ => return Err(DurationError::UnknownUnit { value: orig.to_string(), unit: unit.to_string() }),
+            _ => {
+                return Err(DurationError::UnknownUnit {
+                    value: orig.to_string(),
+                    unit: unit.to_string(),
+                });
+            }
         };
         total += value * scale;
         s = &s[unit_end..];

@@ -17,10 +17,23 @@ use super::make_command;
 use crate::model::DisruptionReason;
 
 /// Runs the emptiness method.
-pub fn emptiness(set: &CandidateSet, budgets: &Budgets, _options: &DisruptionOptions) -> (Option<Command>, MethodReport) {
-    let mut eligible: Vec<&Candidate> = set.candidates.iter().filter(|c| c.for_emptiness()).collect();
+pub fn emptiness(
+    set: &CandidateSet,
+    budgets: &Budgets,
+    _options: &DisruptionOptions,
+) -> (Option<Command>, MethodReport) {
+    let mut eligible: Vec<&Candidate> = set
+        .candidates
+        .iter()
+        .filter(|c| c.for_emptiness())
+        .collect();
     let n_eligible = eligible.len();
-    eligible.sort_by(|a, b| b.price.total_cmp(&a.price).then(a.disruption_cost.total_cmp(&b.disruption_cost)).then(a.name.cmp(&b.name)));
+    eligible.sort_by(|a, b| {
+        b.price
+            .total_cmp(&a.price)
+            .then(a.disruption_cost.total_cmp(&b.disruption_cost))
+            .then(a.name.cmp(&b.name))
+    });
     let mut used: BTreeMap<&str, u32> = BTreeMap::new();
     let mut chosen: Vec<&Candidate> = Vec::new();
     for c in eligible {
@@ -40,7 +53,11 @@ pub fn emptiness(set: &CandidateSet, budgets: &Budgets, _options: &DisruptionOpt
     };
     let saving: f64 = chosen.iter().map(|c| c.price).sum();
     if chosen.is_empty() {
-        report.note = Some(if n_eligible == 0 { "no empty candidates".into() } else { "budgets allow no empty node to go".into() });
+        report.note = Some(if n_eligible == 0 {
+            "no empty candidates".into()
+        } else {
+            "budgets allow no empty node to go".into()
+        });
         return (None, report);
     }
     let budget: Vec<BudgetUse> = used
@@ -55,9 +72,15 @@ pub fn emptiness(set: &CandidateSet, budgets: &Budgets, _options: &DisruptionOpt
         .collect();
     let left_out = n_eligible - chosen.len();
     let summary = if left_out > 0 {
-        format!("{} empty node(s) deleted, saving {saving:.4}/h; {left_out} more wait for the Empty budget", chosen.len())
+        format!(
+            "{} empty node(s) deleted, saving {saving:.4}/h; {left_out} more wait for the Empty budget",
+            chosen.len()
+        )
     } else {
-        format!("{} empty node(s) deleted, saving {saving:.4}/h", chosen.len())
+        format!(
+            "{} empty node(s) deleted, saving {saving:.4}/h",
+            chosen.len()
+        )
     };
     let cmd = make_command(
         Method::Emptiness,
@@ -65,7 +88,13 @@ pub fn emptiness(set: &CandidateSet, budgets: &Budgets, _options: &DisruptionOpt
         Vec::new(),
         Vec::new(),
         budget,
-        Rationale { score: saving, sets_evaluated: 1, valid_commands: 1, runner_up: None, summary },
+        Rationale {
+            score: saving,
+            sets_evaluated: 1,
+            valid_commands: 1,
+            runner_up: None,
+            summary,
+        },
     );
     report.produced_command = true;
     (Some(cmd), report)

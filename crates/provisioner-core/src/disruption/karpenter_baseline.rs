@@ -50,7 +50,11 @@ pub struct BaselineResult {
 }
 
 /// Karpenter's `computeConsolidation` on one candidate set.
-fn compute(sim: &Sim<'_>, set: &[&Candidate], options: &DisruptionOptions) -> Option<(Vec<Replacement>, Vec<super::command::PodMove>)> {
+fn compute(
+    sim: &Sim<'_>,
+    set: &[&Candidate],
+    options: &DisruptionOptions,
+) -> Option<(Vec<Replacement>, Vec<super::command::PodMove>)> {
     let (_, out) = sim.remove(&sim.base, set, &BTreeMap::new());
     if !out.feasible() {
         return None;
@@ -72,25 +76,55 @@ fn compute(sim: &Sim<'_>, set: &[&Candidate], options: &DisruptionOptions) -> Op
 }
 
 /// Karpenter's `filterByPrice` plus its spot pin.
-fn filter_by_price(snapshot: &Snapshot, claim: &NewNodeClaim, candidates_price: f64) -> Option<Replacement> {
-    let types: BTreeMap<&str, &InstanceType> = snapshot.instance_types.iter().map(|t| (t.name.as_str(), t)).collect();
+fn filter_by_price(
+    snapshot: &Snapshot,
+    claim: &NewNodeClaim,
+    candidates_price: f64,
+) -> Option<Replacement> {
+    let types: BTreeMap<&str, &InstanceType> = snapshot
+        .instance_types
+        .iter()
+        .map(|t| (t.name.as_str(), t))
+        .collect();
     let mut reqs = Requirements::from_wire(&claim.requirements);
-    let spot_ok = reqs.get(labels::CAPACITY_TYPE).is_none_or(|c| c.has(CapacityType::Spot.as_label()));
+    let spot_ok = reqs
+        .get(labels::CAPACITY_TYPE)
+        .is_none_or(|c| c.has(CapacityType::Spot.as_label()));
     let priced: Vec<(InstanceTypeOption, f64)> = claim
         .instance_type_options
         .iter()
-        .filter_map(|o| types.get(o.instance_type.as_str()).and_then(|it| priced_option(it, o, &reqs, spot_ok)))
+        .filter_map(|o| {
+            types
+                .get(o.instance_type.as_str())
+                .and_then(|it| priced_option(it, o, &reqs, spot_ok))
+        })
         .filter(|p| p.option.cheapest.price < candidates_price)
         .map(|p| (p.option, p.worst))
         .collect();
     let mut options: Vec<(InstanceTypeOption, f64)> = priced;
-    options.sort_by(|a, b| a.0.cheapest.price.total_cmp(&b.0.cheapest.price).then(a.0.instance_type.cmp(&b.0.instance_type)));
+    options.sort_by(|a, b| {
+        a.0.cheapest
+            .price
+            .total_cmp(&b.0.cheapest.price)
+            .then(a.0.instance_type.cmp(&b.0.instance_type))
+    });
     let (first, _) = options.first()?;
-    let launch = Launch { instance_type: first.instance_type.clone(), zone: first.cheapest.zone.clone(), capacity_type: first.cheapest.capacity_type, price: first.cheapest.price };
+    let launch = Launch {
+        instance_type: first.instance_type.clone(),
+        zone: first.cheapest.zone.clone(),
+        capacity_type: first.cheapest.capacity_type,
+        price: first.cheapest.price,
+    };
     let worst = options.iter().map(|o| o.1).fold(0.0, f64::max);
-    reqs.0.insert(labels::INSTANCE_TYPE.to_string(), ValueSet::of(options.iter().map(|o| o.0.instance_type.clone())));
+    reqs.0.insert(
+        labels::INSTANCE_TYPE.to_string(),
+        ValueSet::of(options.iter().map(|o| o.0.instance_type.clone())),
+    );
     if spot_ok {
-        reqs.add(labels::CAPACITY_TYPE, ValueSet::of([CapacityType::Spot.as_label()]));
+        reqs.add(
+            labels::CAPACITY_TYPE,
+            ValueSet::of([CapacityType::Spot.as_label()]),
+        );
     }
     Some(Replacement {
         name: claim.name.clone(),
@@ -102,16 +136,41 @@ fn filter_by_price(snapshot: &Snapshot, claim: &NewNodeClaim, candidates_price: 
     })
 }
 
-fn command(set: &[&Candidate], reps: Vec<Replacement>, moves: Vec<super::command::PodMove>, budgets: &Budgets, summary: String, sims: usize) -> Command {
+fn command(
+    set: &[&Candidate],
+    reps: Vec<Replacement>,
+    moves: Vec<super::command::PodMove>,
+    budgets: &Budgets,
+    summary: String,
+    sims: usize,
+) -> Command {
     let mut per_pool: BTreeMap<&str, u32> = BTreeMap::new();
     for c in set {
         *per_pool.entry(c.nodepool.as_str()).or_default() += 1;
     }
     let budget = per_pool
         .iter()
-        .map(|(p, n)| BudgetUse { nodepool: p.to_string(), reason: DisruptionReason::Underutilized, nodes: *n, allowed: budgets.allowed(p, DisruptionReason::Underutilized) })
+        .map(|(p, n)| BudgetUse {
+            nodepool: p.to_string(),
+            reason: DisruptionReason::Underutilized,
+            nodes: *n,
+            allowed: budgets.allowed(p, DisruptionReason::Underutilized),
+        })
         .collect();
-    let mut cmd = make_command(Method::Consolidation, set, reps, moves, budget, Rationale { score: 0.0, sets_evaluated: sims, valid_commands: 1, runner_up: None, summary });
+    let mut cmd = make_command(
+        Method::Consolidation,
+        set,
+        reps,
+        moves,
+        budget,
+        Rationale {
+            score: 0.0,
+            sets_evaluated: sims,
+            valid_commands: 1,
+            runner_up: None,
+            summary,
+        },
+    );
     cmd.rationale.score = cmd.saving_per_hour;
     cmd
 }
@@ -125,14 +184,25 @@ pub fn karpenter_consolidation(snapshot: &Snapshot, options: &DisruptionOptions)
 }
 
 /// [`karpenter_consolidation`] on prepared inputs (the benchmark shares them with ours).
-pub fn karpenter_consolidation_on(sim: &Sim<'_>, all: &[Candidate], budgets: &Budgets, options: &DisruptionOptions) -> BaselineResult {
+pub fn karpenter_consolidation_on(
+    sim: &Sim<'_>,
+    all: &[Candidate],
+    budgets: &Budgets,
+    options: &DisruptionOptions,
+) -> BaselineResult {
     let start = sim.runs();
     let mut sorted: Vec<&Candidate> = all.iter().filter(|c| c.for_consolidation()).collect();
-    sorted.sort_by(|a, b| a.disruption_cost.total_cmp(&b.disruption_cost).then(a.name.cmp(&b.name)));
+    sorted.sort_by(|a, b| {
+        a.disruption_cost
+            .total_cmp(&b.disruption_cost)
+            .then(a.name.cmp(&b.name))
+    });
     let mut remaining: BTreeMap<&str, u32> = BTreeMap::new();
     let mut disruptable: Vec<&Candidate> = Vec::new();
     for c in &sorted {
-        let left = remaining.entry(c.nodepool.as_str()).or_insert_with(|| budgets.allowed(&c.nodepool, DisruptionReason::Underutilized));
+        let left = remaining
+            .entry(c.nodepool.as_str())
+            .or_insert_with(|| budgets.allowed(&c.nodepool, DisruptionReason::Underutilized));
         if *left == 0 || c.empty {
             continue;
         }
@@ -145,11 +215,17 @@ pub fn karpenter_consolidation_on(sim: &Sim<'_>, all: &[Candidate], budgets: &Bu
     let max_parallel = disruptable.len().min(MAX_MULTI_NODE);
     if disruptable.len() >= 2 {
         let mut lo = 1usize;
-        let mut hi = if disruptable.len() <= max_parallel { disruptable.len() - 1 } else { max_parallel };
+        let mut hi = if disruptable.len() <= max_parallel {
+            disruptable.len() - 1
+        } else {
+            max_parallel
+        };
         let mut last: Option<(usize, Vec<Replacement>, Vec<super::command::PodMove>)> = None;
         while lo <= hi {
             let mid = (lo + hi) / 2;
-            let Some(prefix) = disruptable.get(..=mid) else { break };
+            let Some(prefix) = disruptable.get(..=mid) else {
+                break;
+            };
             match compute(sim, prefix, options) {
                 Some((reps, moves)) => {
                     last = Some((mid, reps, moves));
@@ -167,17 +243,38 @@ pub fn karpenter_consolidation_on(sim: &Sim<'_>, all: &[Candidate], budgets: &Bu
             && let Some(prefix) = disruptable.get(..=mid)
         {
             let sims = sim.runs() - start;
-            let summary = format!("Karpenter multi-node: longest valid prefix of {} candidate(s) sorted by disruption cost", prefix.len());
-            return BaselineResult { command: Some(command(prefix, reps, moves, budgets, summary, sims)), simulations: sims, candidates: considered, found_by: "multi-node".into() };
+            let summary = format!(
+                "Karpenter multi-node: longest valid prefix of {} candidate(s) sorted by disruption cost",
+                prefix.len()
+            );
+            return BaselineResult {
+                command: Some(command(prefix, reps, moves, budgets, summary, sims)),
+                simulations: sims,
+                candidates: considered,
+                found_by: "multi-node".into(),
+            };
         }
     }
     // Single-node: first valid in order.
     for c in &disruptable {
         if let Some((reps, moves)) = compute(sim, &[c], options) {
             let sims = sim.runs() - start;
-            let summary = format!("Karpenter single-node: first valid candidate in disruption-cost order ({})", c.name);
-            return BaselineResult { command: Some(command(&[c], reps, moves, budgets, summary, sims)), simulations: sims, candidates: considered, found_by: "single-node".into() };
+            let summary = format!(
+                "Karpenter single-node: first valid candidate in disruption-cost order ({})",
+                c.name
+            );
+            return BaselineResult {
+                command: Some(command(&[c], reps, moves, budgets, summary, sims)),
+                simulations: sims,
+                candidates: considered,
+                found_by: "single-node".into(),
+            };
         }
     }
-    BaselineResult { command: None, simulations: sim.runs() - start, candidates: considered, found_by: "none".into() }
+    BaselineResult {
+        command: None,
+        simulations: sim.runs() - start,
+        candidates: considered,
+        found_by: "none".into(),
+    }
 }

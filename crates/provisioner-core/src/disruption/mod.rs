@@ -40,11 +40,11 @@ use serde::{Deserialize, Serialize};
 
 pub use budgets::{BudgetProblem, BudgetStatus, Budgets};
 pub use candidates::{Candidate, CandidateSet, Ineligible, Rejection, find_candidates};
-pub use validate::{Validation, validate, validate_with};
 pub use command::{
-    Alternative, BudgetUse, CandidateNode, Command, Destination, DisruptionDecision, Method, MethodReport, PodMove, Rationale,
-    Replacement,
+    Alternative, BudgetUse, CandidateNode, Command, Destination, DisruptionDecision, Method,
+    MethodReport, PodMove, Rationale, Replacement,
 };
+pub use validate::{Validation, validate, validate_with};
 
 use crate::model::Snapshot;
 use crate::scheduler::SchedulingOptions;

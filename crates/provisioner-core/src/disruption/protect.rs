@@ -33,7 +33,9 @@ pub enum Protection {
 impl Protection {
     /// Reads the annotation; `since` is when the protected object started.
     pub fn of(annotations: &BTreeMap<String, String>, since: i64, now: i64) -> Protection {
-        let Some(v) = annotations.get(DO_NOT_DISRUPT) else { return Protection::None };
+        let Some(v) = annotations.get(DO_NOT_DISRUPT) else {
+            return Protection::None;
+        };
         let v = v.trim();
         if v.eq_ignore_ascii_case("true") {
             return Protection::Forever;
@@ -45,7 +47,11 @@ impl Protection {
             Ok(secs) if secs >= 0.0 => {
                 // Round up: a sub-second remainder still protects until the next whole second.
                 let until = since.saturating_add(secs.ceil() as i64);
-                if now < until { Protection::Until(until) } else { Protection::None }
+                if now < until {
+                    Protection::Until(until)
+                } else {
+                    Protection::None
+                }
             }
             Ok(_) => Protection::Malformed(v.to_string()),
             Err(_) => Protection::Malformed(v.to_string()),
@@ -78,7 +84,12 @@ impl<'a> PdbIndex<'a> {
     pub fn matching(&self, pod: &Pod) -> Vec<usize> {
         self.by_ns
             .get(pod.namespace.as_str())
-            .map(|v| v.iter().filter(|(_, p)| p.selector.matches(&pod.labels)).map(|(i, _)| *i).collect())
+            .map(|v| {
+                v.iter()
+                    .filter(|(_, p)| p.selector.matches(&pod.labels))
+                    .map(|(i, _)| *i)
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
@@ -93,7 +104,10 @@ mod tests {
 
     #[test]
     fn true_protects_forever() {
-        assert_eq!(Protection::of(&ann("true"), 0, i64::MAX / 2), Protection::Forever);
+        assert_eq!(
+            Protection::of(&ann("true"), 0, i64::MAX / 2),
+            Protection::Forever
+        );
         assert_eq!(Protection::of(&ann("True"), 0, 0), Protection::Forever);
     }
 
@@ -105,18 +119,36 @@ mod tests {
 
     #[test]
     fn duration_protects_until_it_elapses() {
-        assert_eq!(Protection::of(&ann("5m"), 1000, 1000), Protection::Until(1300));
-        assert_eq!(Protection::of(&ann("5m"), 1000, 1299), Protection::Until(1300));
+        assert_eq!(
+            Protection::of(&ann("5m"), 1000, 1000),
+            Protection::Until(1300)
+        );
+        assert_eq!(
+            Protection::of(&ann("5m"), 1000, 1299),
+            Protection::Until(1300)
+        );
         assert_eq!(Protection::of(&ann("5m"), 1000, 1300), Protection::None);
-        assert_eq!(Protection::of(&ann("1h30m"), 0, 5399), Protection::Until(5400));
+        assert_eq!(
+            Protection::of(&ann("1h30m"), 0, 5399),
+            Protection::Until(5400)
+        );
         assert_eq!(Protection::of(&ann("1500ms"), 0, 1), Protection::Until(2));
     }
 
     #[test]
     fn malformed_values_protect_and_say_so() {
-        assert_eq!(Protection::of(&ann("yes"), 0, 0), Protection::Malformed("yes".into()));
-        assert_eq!(Protection::of(&ann("5d"), 0, 0), Protection::Malformed("5d".into()));
-        assert_eq!(Protection::of(&ann("-5m"), 0, 0), Protection::Malformed("-5m".into()));
+        assert_eq!(
+            Protection::of(&ann("yes"), 0, 0),
+            Protection::Malformed("yes".into())
+        );
+        assert_eq!(
+            Protection::of(&ann("5d"), 0, 0),
+            Protection::Malformed("5d".into())
+        );
+        assert_eq!(
+            Protection::of(&ann("-5m"), 0, 0),
+            Protection::Malformed("-5m".into())
+        );
         assert!(Protection::of(&ann("yes"), 0, 0).blocks());
     }
 }

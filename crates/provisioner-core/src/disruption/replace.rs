@@ -30,7 +30,10 @@ use crate::result::{InstanceTypeOption, Launch, NewNodeClaim, OfferingChoice};
 pub enum PriceRule {
     /// Consolidation: the replacements' worst case must stay below
     /// `candidates_price - min_saving`.
-    Cheaper { candidates_price: f64, min_saving: f64 },
+    Cheaper {
+        candidates_price: f64,
+        min_saving: f64,
+    },
     /// Drift and expiration replace whatever the price.
     Any,
 }
@@ -41,13 +44,21 @@ pub(crate) struct Priced {
 }
 
 /// Compatible, available offerings of an option under a claim's requirements.
-pub(crate) fn priced_option(it: &InstanceType, opt: &InstanceTypeOption, reqs: &Requirements, spot_only: bool) -> Option<Priced> {
+pub(crate) fn priced_option(
+    it: &InstanceType,
+    opt: &InstanceTypeOption,
+    reqs: &Requirements,
+    spot_only: bool,
+) -> Option<Priced> {
     let zones = reqs.get(labels::ZONE);
     let cts = reqs.get(labels::CAPACITY_TYPE);
     let mut cheapest: Option<(f64, &str, CapacityType)> = None;
     let mut worst: Option<f64> = None;
     for o in &it.offerings {
-        if !o.available || zones.is_some_and(|z| !z.has(&o.zone)) || cts.is_some_and(|c| !c.has(o.capacity_type.as_label())) {
+        if !o.available
+            || zones.is_some_and(|z| !z.has(&o.zone))
+            || cts.is_some_and(|c| !c.has(o.capacity_type.as_label()))
+        {
             continue;
         }
         if spot_only && o.capacity_type != CapacityType::Spot {
@@ -62,7 +73,11 @@ pub(crate) fn priced_option(it: &InstanceType, opt: &InstanceTypeOption, reqs: &
     Some(Priced {
         option: InstanceTypeOption {
             instance_type: opt.instance_type.clone(),
-            cheapest: OfferingChoice { zone: zone.to_string(), capacity_type, price },
+            cheapest: OfferingChoice {
+                zone: zone.to_string(),
+                capacity_type,
+                price,
+            },
             allocatable_for_pods: opt.allocatable_for_pods.clone(),
         },
         worst: worst?,
@@ -70,33 +85,65 @@ pub(crate) fn priced_option(it: &InstanceType, opt: &InstanceTypeOption, reqs: &
 }
 
 /// Builds the replacements, or says why the claims cannot be replacements.
-pub fn replacements(snapshot: &Snapshot, claims: &[NewNodeClaim], candidates: &[&Candidate], rule: PriceRule, spot_to_spot: bool) -> Result<Vec<Replacement>, String> {
+pub fn replacements(
+    snapshot: &Snapshot,
+    claims: &[NewNodeClaim],
+    candidates: &[&Candidate],
+    rule: PriceRule,
+    spot_to_spot: bool,
+) -> Result<Vec<Replacement>, String> {
     if claims.is_empty() {
         return Ok(Vec::new());
     }
-    let all_spot = !candidates.is_empty() && candidates.iter().all(|c| c.capacity_type == CapacityType::Spot);
+    let all_spot = !candidates.is_empty()
+        && candidates
+            .iter()
+            .all(|c| c.capacity_type == CapacityType::Spot);
     let spot_only = matches!(rule, PriceRule::Cheaper { .. }) && all_spot;
     if spot_only && !spot_to_spot {
         return Err("every candidate is spot and spot-to-spot consolidation is off".into());
     }
-    let types: BTreeMap<&str, &InstanceType> = snapshot.instance_types.iter().map(|t| (t.name.as_str(), t)).collect();
+    let types: BTreeMap<&str, &InstanceType> = snapshot
+        .instance_types
+        .iter()
+        .map(|t| (t.name.as_str(), t))
+        .collect();
     let mut per_claim: Vec<(Requirements, Vec<Priced>)> = Vec::with_capacity(claims.len());
     for c in claims {
         let reqs = Requirements::from_wire(&c.requirements);
         let mut priced: Vec<Priced> = c
             .instance_type_options
             .iter()
-            .filter_map(|o| types.get(o.instance_type.as_str()).and_then(|it| priced_option(it, o, &reqs, spot_only)))
+            .filter_map(|o| {
+                types
+                    .get(o.instance_type.as_str())
+                    .and_then(|it| priced_option(it, o, &reqs, spot_only))
+            })
             .collect();
         if priced.is_empty() {
-            return Err(format!("replacement {}: no compatible available offering{}", c.name, if spot_only { " on spot" } else { "" }));
+            return Err(format!(
+                "replacement {}: no compatible available offering{}",
+                c.name,
+                if spot_only { " on spot" } else { "" }
+            ));
         }
-        priced.sort_by(|a, b| a.worst.total_cmp(&b.worst).then(a.option.instance_type.cmp(&b.option.instance_type)));
+        priced.sort_by(|a, b| {
+            a.worst
+                .total_cmp(&b.worst)
+                .then(a.option.instance_type.cmp(&b.option.instance_type))
+        });
         per_claim.push((reqs, priced));
     }
-    if let PriceRule::Cheaper { candidates_price, min_saving } = rule {
+    if let PriceRule::Cheaper {
+        candidates_price,
+        min_saving,
+    } = rule
+    {
         let budget = candidates_price - min_saving.max(0.0);
-        let floor: f64 = per_claim.iter().map(|(_, p)| p.first().map_or(0.0, |x| x.worst)).sum();
+        let floor: f64 = per_claim
+            .iter()
+            .map(|(_, p)| p.first().map_or(0.0, |x| x.worst))
+            .sum();
         if floor >= budget {
             return Err(format!(
                 "replacements cost at least {floor:.4}/h in the worst case, not below the candidates' {candidates_price:.4}/h minus the threshold {:.4}/h",
@@ -112,18 +159,32 @@ pub fn replacements(snapshot: &Snapshot, claims: &[NewNodeClaim], candidates: &[
     let mut out = Vec::with_capacity(claims.len());
     for (c, (mut reqs, mut priced)) in claims.iter().zip(per_claim) {
         let worst = priced.iter().map(|p| p.worst).fold(0.0, f64::max);
-        priced.sort_by(|a, b| a.option.cheapest.price.total_cmp(&b.option.cheapest.price).then(a.option.instance_type.cmp(&b.option.instance_type)));
+        priced.sort_by(|a, b| {
+            a.option
+                .cheapest
+                .price
+                .total_cmp(&b.option.cheapest.price)
+                .then(a.option.instance_type.cmp(&b.option.instance_type))
+        });
         let options: Vec<InstanceTypeOption> = priced.into_iter().map(|p| p.option).collect();
-        let Some(first) = options.first() else { return Err(format!("replacement {}: no option left", c.name)) };
+        let Some(first) = options.first() else {
+            return Err(format!("replacement {}: no option left", c.name));
+        };
         let launch = Launch {
             instance_type: first.instance_type.clone(),
             zone: first.cheapest.zone.clone(),
             capacity_type: first.cheapest.capacity_type,
             price: first.cheapest.price,
         };
-        reqs.0.insert(labels::INSTANCE_TYPE.to_string(), ValueSet::of(options.iter().map(|o| o.instance_type.clone())));
+        reqs.0.insert(
+            labels::INSTANCE_TYPE.to_string(),
+            ValueSet::of(options.iter().map(|o| o.instance_type.clone())),
+        );
         if spot_only {
-            reqs.add(labels::CAPACITY_TYPE, ValueSet::of([CapacityType::Spot.as_label()]));
+            reqs.add(
+                labels::CAPACITY_TYPE,
+                ValueSet::of([CapacityType::Spot.as_label()]),
+            );
         }
         out.push(Replacement {
             name: c.name.clone(),

@@ -43,14 +43,22 @@ pub struct Sim<'a> {
 }
 
 pub(crate) fn pod_ref(p: &Pod) -> PodRef {
-    PodRef { namespace: p.namespace.clone(), name: p.name.clone() }
+    PodRef {
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+    }
 }
 
 impl<'a> Sim<'a> {
     /// Builds the base state and reserves room for pods that already need a home.
     pub fn new(snapshot: &'a Snapshot, sched: SchedulingOptions) -> Sim<'a> {
         let mut base = ClusterState::new(snapshot);
-        let deleting: Vec<&str> = snapshot.nodes.iter().filter(|n| n.marked_for_deletion).map(|n| n.name.as_str()).collect();
+        let deleting: Vec<&str> = snapshot
+            .nodes
+            .iter()
+            .filter(|n| n.marked_for_deletion)
+            .map(|n| n.name.as_str())
+            .collect();
         let mut homeless: Vec<Pod> = snapshot
             .pods
             .iter()
@@ -59,7 +67,10 @@ impl<'a> Sim<'a> {
                 None => true,
                 Some(n) => deleting.contains(&n),
             })
-            .map(|p| Pod { node_name: None, ..p.clone() })
+            .map(|p| Pod {
+                node_name: None,
+                ..p.clone()
+            })
             .collect();
         homeless.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         if !homeless.is_empty() {
@@ -67,7 +78,12 @@ impl<'a> Sim<'a> {
             // existing nodes matter here.
             let _ = schedule_on(&mut base, &homeless, &sched);
         }
-        Sim { snapshot, base, sched, runs: AtomicUsize::new(0) }
+        Sim {
+            snapshot,
+            base,
+            sched,
+            runs: AtomicUsize::new(0),
+        }
     }
 
     /// Simulations run so far.
@@ -78,11 +94,20 @@ impl<'a> Sim<'a> {
     /// Removes `candidates` from a copy of `from` and schedules their pods (and any pods an
     /// earlier step had put on them). `origin` maps pods to the candidate they started on, for
     /// pods moved before (incremental search); others start where the snapshot has them.
-    pub fn remove(&self, from: &ClusterState, candidates: &[&Candidate], origin: &BTreeMap<PodRef, String>) -> (ClusterState, Outcome) {
+    pub fn remove(
+        &self,
+        from: &ClusterState,
+        candidates: &[&Candidate],
+        origin: &BTreeMap<PodRef, String>,
+    ) -> (ClusterState, Outcome) {
         self.runs.fetch_add(1, Ordering::Relaxed);
         let mut state = from.clone();
         let names: Vec<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
-        let mut pods: Vec<Pod> = state.remove_nodes(&names).into_iter().filter(is_reschedulable).collect();
+        let mut pods: Vec<Pod> = state
+            .remove_nodes(&names)
+            .into_iter()
+            .filter(is_reschedulable)
+            .collect();
         pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         let mut from_node: BTreeMap<PodRef, String> = BTreeMap::new();
         for c in candidates {
@@ -93,18 +118,39 @@ impl<'a> Sim<'a> {
             }
         }
         let result = schedule_on(&mut state, &pods, &self.sched);
-        let origin_of = |r: &PodRef| origin.get(r).or_else(|| from_node.get(r)).cloned().unwrap_or_default();
+        let origin_of = |r: &PodRef| {
+            origin
+                .get(r)
+                .or_else(|| from_node.get(r))
+                .cloned()
+                .unwrap_or_default()
+        };
         let mut moves: Vec<PodMove> = result
             .existing_placements
             .iter()
-            .map(|p| PodMove { from: origin_of(&p.pod), pod: p.pod.clone(), to: Destination::Existing(p.node.clone()) })
+            .map(|p| PodMove {
+                from: origin_of(&p.pod),
+                pod: p.pod.clone(),
+                to: Destination::Existing(p.node.clone()),
+            })
             .collect();
         for c in &result.new_node_claims {
             for p in &c.pods {
-                moves.push(PodMove { from: origin_of(p), pod: p.clone(), to: Destination::Replacement(c.name.clone()) });
+                moves.push(PodMove {
+                    from: origin_of(p),
+                    pod: p.clone(),
+                    to: Destination::Replacement(c.name.clone()),
+                });
             }
         }
         moves.sort();
-        (state, Outcome { moves, claims: result.new_node_claims, unschedulable: result.unschedulable })
+        (
+            state,
+            Outcome {
+                moves,
+                claims: result.new_node_claims,
+                unschedulable: result.unschedulable,
+            },
+        )
     }
 }

@@ -13,32 +13,50 @@ const GIB: i64 = 1 << 30;
 
 /// Four on-demand types in two zones, spot at 30% of the price; price is 0.05/vCPU.
 fn types() -> Vec<InstanceType> {
-    [("small", 2), ("medium", 4), ("large", 8), ("xlarge", 16), ("xxlarge", 32)]
-        .iter()
-        .map(|(name, cpu)| {
-            let price = 0.05 * f64::from(*cpu);
-            InstanceType::new(
-                name,
-                i64::from(*cpu) * 1000,
-                i64::from(*cpu) * 2 * GIB,
-                110,
-                vec![
-                    Offering::new("zone-a", CapacityType::OnDemand, price),
-                    Offering::new("zone-b", CapacityType::OnDemand, price),
-                    Offering::new("zone-a", CapacityType::Spot, price * 0.3),
-                    Offering::new("zone-b", CapacityType::Spot, price * 0.3),
-                ],
-            )
-        })
-        .collect()
+    [
+        ("small", 2),
+        ("medium", 4),
+        ("large", 8),
+        ("xlarge", 16),
+        ("xxlarge", 32),
+    ]
+    .iter()
+    .map(|(name, cpu)| {
+        let price = 0.05 * f64::from(*cpu);
+        InstanceType::new(
+            name,
+            i64::from(*cpu) * 1000,
+            i64::from(*cpu) * 2 * GIB,
+            110,
+            vec![
+                Offering::new("zone-a", CapacityType::OnDemand, price),
+                Offering::new("zone-b", CapacityType::OnDemand, price),
+                Offering::new("zone-a", CapacityType::Spot, price * 0.3),
+                Offering::new("zone-b", CapacityType::Spot, price * 0.3),
+            ],
+        )
+    })
+    .collect()
 }
 
-fn node_of(types: &[InstanceType], name: &str, ty: &str, zone: &str, ct: CapacityType, pool: &str) -> Node {
+fn node_of(
+    types: &[InstanceType],
+    name: &str,
+    ty: &str,
+    zone: &str,
+    ct: CapacityType,
+    pool: &str,
+) -> Node {
     let it = types.iter().find(|t| t.name == ty).expect("known type");
-    let price = it.offerings.iter().find(|o| o.zone == zone && o.capacity_type == ct).map_or(1.0, |o| o.price);
+    let price = it
+        .offerings
+        .iter()
+        .find(|o| o.zone == zone && o.capacity_type == ct)
+        .map_or(1.0, |o| o.price);
     let mut n = Node::new(name, zone, it.allocatable());
     n.labels.insert(labels::INSTANCE_TYPE.into(), ty.into());
-    n.labels.insert(labels::CAPACITY_TYPE.into(), ct.as_label().into());
+    n.labels
+        .insert(labels::CAPACITY_TYPE.into(), ct.as_label().into());
     n.labels.insert(labels::NODEPOOL.into(), pool.into());
     n.nodepool = Some(pool.into());
     n.instance_type = Some(ty.into());
@@ -47,20 +65,41 @@ fn node_of(types: &[InstanceType], name: &str, ty: &str, zone: &str, ct: Capacit
 }
 
 fn pod(name: &str, cpu: i64, node: &str) -> Pod {
-    let mut p = Pod::new("default", name, cpu, cpu * GIB / 1000).on(node).label("app", name);
+    let mut p = Pod::new("default", name, cpu, cpu * GIB / 1000)
+        .on(node)
+        .label("app", name);
     p.owner_kind = Some("ReplicaSet".into());
     p
 }
 
 fn snapshot(nodes: Vec<Node>, pods: Vec<Pod>) -> Snapshot {
     let mut pool = NodePool::new("default", 0);
-    pool.disruption.budgets = vec![Budget { nodes: "100%".into(), reasons: vec![], schedule: None, duration_secs: None }];
+    pool.disruption.budgets = vec![Budget {
+        nodes: "100%".into(),
+        reasons: vec![],
+        schedule: None,
+        duration_secs: None,
+    }];
     pool.expire_after_secs = None;
-    Snapshot { now: 1_000_000, nodes, pods, nodepools: vec![pool], instance_types: types(), ..Snapshot::default() }
+    Snapshot {
+        now: 1_000_000,
+        nodes,
+        pods,
+        nodepools: vec![pool],
+        instance_types: types(),
+        ..Snapshot::default()
+    }
 }
 
 fn od(name: &str, ty: &str) -> Node {
-    node_of(&types(), name, ty, "zone-a", CapacityType::OnDemand, "default")
+    node_of(
+        &types(),
+        name,
+        ty,
+        "zone-a",
+        CapacityType::OnDemand,
+        "default",
+    )
 }
 
 fn names(cmd: &Command) -> Vec<&str> {
@@ -69,13 +108,34 @@ fn names(cmd: &Command) -> Vec<&str> {
 
 #[test]
 fn empty_nodes_go_together_within_the_budget() {
-    let mut s = snapshot(vec![od("a", "small"), od("b", "large"), od("c", "medium"), od("d", "large")], vec![pod("p", 500, "d")]);
-    s.nodepools[0].disruption.budgets = vec![Budget { nodes: "2".into(), reasons: vec![], schedule: None, duration_secs: None }];
+    let mut s = snapshot(
+        vec![
+            od("a", "small"),
+            od("b", "large"),
+            od("c", "medium"),
+            od("d", "large"),
+        ],
+        vec![pod("p", 500, "d")],
+    );
+    s.nodepools[0].disruption.budgets = vec![Budget {
+        nodes: "2".into(),
+        reasons: vec![],
+        schedule: None,
+        duration_secs: None,
+    }];
     let d = disrupt(&s, &DisruptionOptions::default());
     let cmd = d.command.expect("a command");
     assert_eq!(cmd.method, Method::Emptiness);
     assert_eq!(names(&cmd), vec!["b", "c"], "most expensive empties first");
-    assert_eq!(cmd.budget, vec![BudgetUse { nodepool: "default".into(), reason: DisruptionReason::Empty, nodes: 2, allowed: 2 }]);
+    assert_eq!(
+        cmd.budget,
+        vec![BudgetUse {
+            nodepool: "default".into(),
+            reason: DisruptionReason::Empty,
+            nodes: 2,
+            allowed: 2
+        }]
+    );
     assert!(validate(&cmd, &s, &DisruptionOptions::default()).valid);
 }
 
@@ -84,32 +144,66 @@ fn underused_node_is_deleted_when_its_pods_fit_elsewhere() {
     // Either node could go (the other has room), but n2 moves fewer pods.
     let s = snapshot(
         vec![od("n1", "large"), od("n2", "large")],
-        vec![pod("a", 2000, "n1"), pod("b", 2000, "n1"), pod("c", 1000, "n1"), pod("d", 1500, "n2")],
+        vec![
+            pod("a", 2000, "n1"),
+            pod("b", 2000, "n1"),
+            pod("c", 1000, "n1"),
+            pod("d", 1500, "n2"),
+        ],
     );
-    let cmd = disrupt(&s, &DisruptionOptions::default()).command.expect("a command");
+    let cmd = disrupt(&s, &DisruptionOptions::default())
+        .command
+        .expect("a command");
     assert_eq!(cmd.method, Method::Consolidation);
     assert_eq!(names(&cmd), vec!["n2"]);
     assert!(cmd.is_delete());
     assert_eq!(cmd.moves.len(), 1);
-    assert!(cmd.moves.iter().all(|m| m.to == Destination::Existing("n1".into()) && m.from == "n2"));
+    assert!(
+        cmd.moves
+            .iter()
+            .all(|m| m.to == Destination::Existing("n1".into()) && m.from == "n2")
+    );
     assert!((cmd.saving_per_hour - 0.40).abs() < 1e-9);
     assert!((cmd.disruption_cost - 1.0).abs() < 1e-9);
-    assert!(cmd.rationale.runner_up.as_ref().is_some_and(|r| r.candidates == vec!["n1".to_string()]), "{:?}", cmd.rationale);
+    assert!(
+        cmd.rationale
+            .runner_up
+            .as_ref()
+            .is_some_and(|r| r.candidates == vec!["n1".to_string()]),
+        "{:?}",
+        cmd.rationale
+    );
     assert!(validate(&cmd, &s, &DisruptionOptions::default()).valid);
 }
 
 #[test]
 fn oversized_node_is_replaced_by_a_cheaper_one() {
     let s = snapshot(vec![od("big", "xlarge")], vec![pod("a", 1500, "big")]);
-    let cmd = disrupt(&s, &DisruptionOptions::default()).command.expect("a command");
+    let cmd = disrupt(&s, &DisruptionOptions::default())
+        .command
+        .expect("a command");
     assert_eq!(cmd.replacements.len(), 1);
     let r = &cmd.replacements[0];
     assert_eq!(r.launch.instance_type, "small");
     assert!(r.worst_case_price < 0.80);
     assert!(cmd.worst_case_saving_per_hour > 0.0);
-    assert_eq!(cmd.moves, vec![PodMove { pod: crate::result::PodRef { namespace: "default".into(), name: "a".into() }, from: "big".into(), to: Destination::Replacement(r.name.clone()) }]);
+    assert_eq!(
+        cmd.moves,
+        vec![PodMove {
+            pod: crate::result::PodRef {
+                namespace: "default".into(),
+                name: "a".into()
+            },
+            from: "big".into(),
+            to: Destination::Replacement(r.name.clone())
+        }]
+    );
     // Every option keeps the command saving money whatever launches.
-    assert!(r.instance_type_options.iter().all(|o| o.instance_type != "xlarge" && o.instance_type != "xxlarge"));
+    assert!(
+        r.instance_type_options
+            .iter()
+            .all(|o| o.instance_type != "xlarge" && o.instance_type != "xxlarge")
+    );
     assert!(validate(&cmd, &s, &DisruptionOptions::default()).valid);
 }
 
@@ -118,8 +212,16 @@ fn several_nodes_are_replaced_by_several_cheaper_ones() {
     // Three 32-vCPU nodes each hold one 10-vCPU pod that must not share a node with the
     // others; three 16-vCPU nodes hold them for half the price. Karpenter allows one
     // replacement per command, so it can only do one node at a time.
-    let nodes = vec![od("x1", "xxlarge"), od("x2", "xxlarge"), od("x3", "xxlarge")];
-    let mut pods = vec![pod("a", 10_000, "x1"), pod("b", 10_000, "x2"), pod("c", 10_000, "x3")];
+    let nodes = vec![
+        od("x1", "xxlarge"),
+        od("x2", "xxlarge"),
+        od("x3", "xxlarge"),
+    ];
+    let mut pods = vec![
+        pod("a", 10_000, "x1"),
+        pod("b", 10_000, "x2"),
+        pod("c", 10_000, "x3"),
+    ];
     for p in &mut pods {
         p.labels.insert("app".into(), "apart".into());
         p.pod_anti_affinity.required.push(PodAffinityTerm {
@@ -131,12 +233,19 @@ fn several_nodes_are_replaced_by_several_cheaper_ones() {
         });
     }
     let s = snapshot(nodes, pods);
-    let cmd = disrupt(&s, &DisruptionOptions::default()).command.expect("a command");
+    let cmd = disrupt(&s, &DisruptionOptions::default())
+        .command
+        .expect("a command");
     assert!(cmd.replacements.len() >= 2, "{:#?}", cmd.rationale);
     assert_eq!(cmd.candidates.len(), 3);
     let base = karpenter_consolidation(&s, &DisruptionOptions::default());
     let base_saving = base.command.as_ref().map_or(0.0, |c| c.saving_per_hour);
-    assert!(cmd.saving_per_hour > base_saving + 1e-9, "ours {} vs Karpenter {}", cmd.saving_per_hour, base_saving);
+    assert!(
+        cmd.saving_per_hour > base_saving + 1e-9,
+        "ours {} vs Karpenter {}",
+        cmd.saving_per_hour,
+        base_saving
+    );
     assert!(validate(&cmd, &s, &DisruptionOptions::default()).valid);
 }
 
@@ -146,18 +255,44 @@ fn search_finds_sets_that_are_not_prefixes() {
     // where nothing can launch: every prefix Karpenter tries contains it and fails.
     let types = types();
     let anchor = {
-        let mut n = node_of(&types, "anchor", "xlarge", "zone-a", CapacityType::OnDemand, "default");
-        n.annotations.insert(protect::DO_NOT_DISRUPT.into(), "true".into());
+        let mut n = node_of(
+            &types,
+            "anchor",
+            "xlarge",
+            "zone-a",
+            CapacityType::OnDemand,
+            "default",
+        );
+        n.annotations
+            .insert(protect::DO_NOT_DISRUPT.into(), "true".into());
         n
     };
-    let stuck = node_of(&types, "stuck", "medium", "zone-c", CapacityType::OnDemand, "default");
+    let stuck = node_of(
+        &types,
+        "stuck",
+        "medium",
+        "zone-c",
+        CapacityType::OnDemand,
+        "default",
+    );
     let mut stuck_pod = pod("pinned", 3000, "stuck");
-    stuck_pod.node_selector.insert(labels::ZONE.into(), "zone-c".into());
+    stuck_pod
+        .node_selector
+        .insert(labels::ZONE.into(), "zone-c".into());
     let s = snapshot(
         vec![anchor, stuck, od("c2", "large"), od("c3", "large")],
-        vec![pod("big", 4000, "anchor"), stuck_pod, pod("a1", 1000, "c2"), pod("a2", 1000, "c2"), pod("b1", 1000, "c3"), pod("b2", 1000, "c3")],
+        vec![
+            pod("big", 4000, "anchor"),
+            stuck_pod,
+            pod("a1", 1000, "c2"),
+            pod("a2", 1000, "c2"),
+            pod("b1", 1000, "c3"),
+            pod("b2", 1000, "c3"),
+        ],
     );
-    let cmd = disrupt(&s, &DisruptionOptions::default()).command.expect("a command");
+    let cmd = disrupt(&s, &DisruptionOptions::default())
+        .command
+        .expect("a command");
     assert_eq!(names(&cmd), vec!["c2", "c3"]);
     assert!(cmd.is_delete());
     let base = karpenter_consolidation(&s, &DisruptionOptions::default());
@@ -170,15 +305,29 @@ fn search_finds_sets_that_are_not_prefixes() {
 #[test]
 fn spot_candidates_are_replaced_only_on_spot_and_only_with_the_gate() {
     let types = types();
-    let n = node_of(&types, "spot", "xlarge", "zone-a", CapacityType::Spot, "default");
+    let n = node_of(
+        &types,
+        "spot",
+        "xlarge",
+        "zone-a",
+        CapacityType::Spot,
+        "default",
+    );
     let s = snapshot(vec![n], vec![pod("a", 1500, "spot")]);
     let d = disrupt(&s, &DisruptionOptions::default());
     assert!(d.command.is_none(), "spot-to-spot is off by default");
-    let opts = DisruptionOptions { spot_to_spot: true, ..DisruptionOptions::default() };
+    let opts = DisruptionOptions {
+        spot_to_spot: true,
+        ..DisruptionOptions::default()
+    };
     let cmd = disrupt(&s, &opts).command.expect("a command with the gate");
     let r = &cmd.replacements[0];
     assert_eq!(r.launch.capacity_type, CapacityType::Spot);
-    assert!(r.requirements.iter().any(|q| q.key == labels::CAPACITY_TYPE && q.values == vec!["spot".to_string()]));
+    assert!(
+        r.requirements
+            .iter()
+            .any(|q| q.key == labels::CAPACITY_TYPE && q.values == vec!["spot".to_string()])
+    );
     assert!(r.worst_case_price < cmd.candidates_price);
 }
 
@@ -191,42 +340,91 @@ fn replacement_options_are_filtered_by_their_worst_case_price() {
         2000,
         4 * GIB,
         110,
-        vec![Offering::new("zone-a", CapacityType::OnDemand, 0.05), Offering::new("zone-b", CapacityType::OnDemand, 0.60)],
+        vec![
+            Offering::new("zone-a", CapacityType::OnDemand, 0.05),
+            Offering::new("zone-b", CapacityType::OnDemand, 0.60),
+        ],
     ));
-    let mut n = node_of(&types, "n", "medium", "zone-a", CapacityType::OnDemand, "default");
+    let mut n = node_of(
+        &types,
+        "n",
+        "medium",
+        "zone-a",
+        CapacityType::OnDemand,
+        "default",
+    );
     n.price = 0.50;
     let mut s = snapshot(vec![n], vec![pod("a", 1000, "n")]);
     s.instance_types = types;
-    let cmd = disrupt(&s, &DisruptionOptions::default()).command.expect("a command");
+    let cmd = disrupt(&s, &DisruptionOptions::default())
+        .command
+        .expect("a command");
     let r = &cmd.replacements[0];
-    assert!(r.instance_type_options.iter().all(|o| o.instance_type != "risky"), "{:?}", r.instance_type_options);
+    assert!(
+        r.instance_type_options
+            .iter()
+            .all(|o| o.instance_type != "risky"),
+        "{:?}",
+        r.instance_type_options
+    );
     assert!(r.worst_case_price < 0.50);
 }
 
 #[test]
 fn thresholds_stop_small_savings() {
-    let s = snapshot(vec![od("n1", "large"), od("n2", "small")], vec![pod("a", 5000, "n1"), pod("b", 500, "n2")]);
+    let s = snapshot(
+        vec![od("n1", "large"), od("n2", "small")],
+        vec![pod("a", 5000, "n1"), pod("b", 500, "n2")],
+    );
     assert!(disrupt(&s, &DisruptionOptions::default()).command.is_some());
-    let opts = DisruptionOptions { min_saving_per_hour: 0.2, ..DisruptionOptions::default() };
-    assert!(disrupt(&s, &opts).command.is_none(), "saving 0.10/h is below the 0.20/h threshold");
-    let opts = DisruptionOptions { min_saving_fraction: 0.5, ..DisruptionOptions::default() };
-    assert!(disrupt(&s, &opts).command.is_some(), "deleting saves 100% of the candidate's price");
+    let opts = DisruptionOptions {
+        min_saving_per_hour: 0.2,
+        ..DisruptionOptions::default()
+    };
+    assert!(
+        disrupt(&s, &opts).command.is_none(),
+        "saving 0.10/h is below the 0.20/h threshold"
+    );
+    let opts = DisruptionOptions {
+        min_saving_fraction: 0.5,
+        ..DisruptionOptions::default()
+    };
+    assert!(
+        disrupt(&s, &opts).command.is_some(),
+        "deleting saves 100% of the candidate's price"
+    );
 }
 
 #[test]
 fn pdbs_are_counted_across_the_command() {
     let mut s = snapshot(
         vec![od("big", "xlarge"), od("n1", "large"), od("n2", "large")],
-        vec![pod("anchor", 2000, "big"), pod("w1", 1000, "n1"), pod("w2", 1000, "n2")],
+        vec![
+            pod("anchor", 2000, "big"),
+            pod("w1", 1000, "n1"),
+            pod("w2", 1000, "n2"),
+        ],
     );
-    s.nodes[0].annotations.insert(protect::DO_NOT_DISRUPT.into(), "true".into());
+    s.nodes[0]
+        .annotations
+        .insert(protect::DO_NOT_DISRUPT.into(), "true".into());
     for p in s.pods.iter_mut().filter(|p| p.name.starts_with('w')) {
         p.labels.insert("app".into(), "web".into());
     }
-    s.pdbs.push(PodDisruptionBudget { namespace: "default".into(), name: "web".into(), selector: LabelSelector::from_labels([("app", "web")]), disruptions_allowed: 1 });
-    let cmd = disrupt(&s, &DisruptionOptions::default()).command.expect("a command");
+    s.pdbs.push(PodDisruptionBudget {
+        namespace: "default".into(),
+        name: "web".into(),
+        selector: LabelSelector::from_labels([("app", "web")]),
+        disruptions_allowed: 1,
+    });
+    let cmd = disrupt(&s, &DisruptionOptions::default())
+        .command
+        .expect("a command");
     assert_eq!(cmd.candidates.len(), 1, "the PDB allows one eviction");
-    let opts = DisruptionOptions { pdb_per_command: false, ..DisruptionOptions::default() };
+    let opts = DisruptionOptions {
+        pdb_per_command: false,
+        ..DisruptionOptions::default()
+    };
     let cmd = disrupt(&s, &opts).command.expect("a command");
     assert_eq!(cmd.candidates.len(), 2, "per node only, as Karpenter does");
 }
@@ -236,7 +434,9 @@ fn drifted_nodes_are_replaced_whatever_the_price() {
     let mut n = od("old", "medium");
     n.drifted = true;
     let s = snapshot(vec![n], vec![pod("a", 3500, "old")]);
-    let cmd = disrupt(&s, &DisruptionOptions::default()).command.expect("a command");
+    let cmd = disrupt(&s, &DisruptionOptions::default())
+        .command
+        .expect("a command");
     assert_eq!(cmd.method, Method::Drift);
     assert_eq!(cmd.replacements.len(), 1);
     assert_eq!(cmd.moves.len(), 1);
@@ -250,14 +450,26 @@ fn expired_nodes_go_before_drifted_ones_and_respect_budgets() {
     let mut drifted = od("drifted", "medium");
     drifted.created_at = 999_000;
     drifted.drifted = true;
-    let mut s = snapshot(vec![old, drifted], vec![pod("a", 3500, "old"), pod("b", 3500, "drifted")]);
+    let mut s = snapshot(
+        vec![old, drifted],
+        vec![pod("a", 3500, "old"), pod("b", 3500, "drifted")],
+    );
     s.nodepools[0].expire_after_secs = Some(500_000);
-    let cmd = disrupt(&s, &DisruptionOptions::default()).command.expect("a command");
+    let cmd = disrupt(&s, &DisruptionOptions::default())
+        .command
+        .expect("a command");
     assert_eq!(cmd.method, Method::Expiration);
     assert_eq!(names(&cmd), vec!["old"]);
-    let mut no_expiry = Budget { nodes: "0".into(), reasons: vec![DisruptionReason::Expired], schedule: None, duration_secs: None };
+    let mut no_expiry = Budget {
+        nodes: "0".into(),
+        reasons: vec![DisruptionReason::Expired],
+        schedule: None,
+        duration_secs: None,
+    };
     s.nodepools[0].disruption.budgets.push(no_expiry.clone());
-    let cmd = disrupt(&s, &DisruptionOptions::default()).command.expect("a command");
+    let cmd = disrupt(&s, &DisruptionOptions::default())
+        .command
+        .expect("a command");
     assert_eq!(cmd.method, Method::Drift);
     no_expiry.reasons = vec![];
     s.nodepools[0].disruption.budgets.push(no_expiry);
@@ -267,16 +479,33 @@ fn expired_nodes_go_before_drifted_ones_and_respect_budgets() {
 #[test]
 fn malformed_budgets_block_and_are_reported() {
     let mut s = snapshot(vec![od("a", "small")], vec![]);
-    s.nodepools[0].disruption.budgets.push(Budget { nodes: "ten".into(), reasons: vec![], schedule: None, duration_secs: None });
+    s.nodepools[0].disruption.budgets.push(Budget {
+        nodes: "ten".into(),
+        reasons: vec![],
+        schedule: None,
+        duration_secs: None,
+    });
     let d = disrupt(&s, &DisruptionOptions::default());
     assert!(d.command.is_none());
     assert_eq!(d.budget_problems.len(), 1);
-    assert!(d.methods[0].note.as_deref().is_some_and(|n| n.contains("budgets")));
+    assert!(
+        d.methods[0]
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("budgets"))
+    );
 }
 
 #[test]
 fn validation_catches_what_changed() {
-    let s = snapshot(vec![od("n1", "large"), od("n2", "large")], vec![pod("a", 3000, "n1"), pod("a2", 2000, "n1"), pod("b", 1000, "n2")]);
+    let s = snapshot(
+        vec![od("n1", "large"), od("n2", "large")],
+        vec![
+            pod("a", 3000, "n1"),
+            pod("a2", 2000, "n1"),
+            pod("b", 1000, "n2"),
+        ],
+    );
     let opts = DisruptionOptions::default();
     let cmd = disrupt(&s, &opts).command.expect("a command");
     assert!(validate(&cmd, &s, &opts).valid);
@@ -285,19 +514,41 @@ fn validation_catches_what_changed() {
     let mut newer = s.clone();
     newer.pods.push(pod("late", 2500, "n1"));
     let v = validate(&cmd, &newer, &opts);
-    assert!(!v.valid && v.failures.iter().any(|f| f.contains("no longer fits") || f.contains("new node")), "{v:?}");
+    assert!(
+        !v.valid
+            && v.failures
+                .iter()
+                .any(|f| f.contains("no longer fits") || f.contains("new node")),
+        "{v:?}"
+    );
 
     // The budget was used up meanwhile.
     let mut newer = s.clone();
-    newer.nodepools[0].disruption.budgets = vec![Budget { nodes: "0".into(), reasons: vec![], schedule: None, duration_secs: None }];
+    newer.nodepools[0].disruption.budgets = vec![Budget {
+        nodes: "0".into(),
+        reasons: vec![],
+        schedule: None,
+        duration_secs: None,
+    }];
     let v = validate(&cmd, &newer, &opts);
-    assert!(!v.valid && v.failures.iter().any(|f| f.contains("budget")), "{v:?}");
+    assert!(
+        !v.valid && v.failures.iter().any(|f| f.contains("budget")),
+        "{v:?}"
+    );
 
     // Someone protected the node.
     let mut newer = s.clone();
-    newer.nodes[1].annotations.insert(protect::DO_NOT_DISRUPT.into(), "true".into());
+    newer.nodes[1]
+        .annotations
+        .insert(protect::DO_NOT_DISRUPT.into(), "true".into());
     let v = validate(&cmd, &newer, &opts);
-    assert!(!v.valid && v.failures.iter().any(|f| f.contains("no longer a candidate")), "{v:?}");
+    assert!(
+        !v.valid
+            && v.failures
+                .iter()
+                .any(|f| f.contains("no longer a candidate")),
+        "{v:?}"
+    );
 
     // An emptiness command is invalid once a pod lands.
     let s = snapshot(vec![od("e", "small")], vec![]);
@@ -344,7 +595,12 @@ fn random_cluster(seed: u64) -> Snapshot {
     for (name, tainted) in [("default", false), ("tainted", true)] {
         let mut p = NodePool::new(name, if tainted { 0 } else { 10 });
         p.expire_after_secs = None;
-        p.disruption.budgets = vec![Budget { nodes: budget_values[r.below(budget_values.len() as u64) as usize].into(), reasons: vec![], schedule: None, duration_secs: None }];
+        p.disruption.budgets = vec![Budget {
+            nodes: budget_values[r.below(budget_values.len() as u64) as usize].into(),
+            reasons: vec![],
+            schedule: None,
+            duration_secs: None,
+        }];
         if r.chance(30) {
             p.disruption.budgets.push(Budget {
                 nodes: budget_values[r.below(budget_values.len() as u64) as usize].into(),
@@ -354,7 +610,11 @@ fn random_cluster(seed: u64) -> Snapshot {
             });
         }
         if tainted {
-            p.taints = vec![Taint { key: TAINT_KEY.into(), value: Some("x".into()), effect: TaintEffect::NoSchedule }];
+            p.taints = vec![Taint {
+                key: TAINT_KEY.into(),
+                value: Some("x".into()),
+                effect: TaintEffect::NoSchedule,
+            }];
             p.labels.insert(TAINT_KEY.into(), "x".into());
         }
         pools.push(p);
@@ -366,7 +626,11 @@ fn random_cluster(seed: u64) -> Snapshot {
     for i in 0..n_nodes {
         let ty = ["small", "medium", "large", "xlarge"][r.below(4) as usize];
         let zone = if r.chance(50) { "zone-a" } else { "zone-b" };
-        let ct = if r.chance(20) { CapacityType::Spot } else { CapacityType::OnDemand };
+        let ct = if r.chance(20) {
+            CapacityType::Spot
+        } else {
+            CapacityType::OnDemand
+        };
         let pool = if r.chance(25) { "tainted" } else { "default" };
         let name = format!("node-{i:02}");
         let mut n = node_of(&types, &name, ty, zone, ct, pool);
@@ -377,7 +641,8 @@ fn random_cluster(seed: u64) -> Snapshot {
         n.created_at = now - 100_000;
         n.last_pod_event_at = now - 50_000;
         if r.chance(5) {
-            n.annotations.insert(protect::DO_NOT_DISRUPT.into(), "true".into());
+            n.annotations
+                .insert(protect::DO_NOT_DISRUPT.into(), "true".into());
         }
         if r.chance(5) {
             n.nominated = true;
@@ -396,11 +661,23 @@ fn random_cluster(seed: u64) -> Snapshot {
             }
             used += cpu;
             let app = ["a", "b", "c", "d"][r.below(4) as usize];
-            let mut p = Pod::new("default", &format!("{name}-p{j}"), cpu, cpu * GIB / 1000 * (1 + r.below(2) as i64)).on(&name).label("app", app);
+            let mut p = Pod::new(
+                "default",
+                &format!("{name}-p{j}"),
+                cpu,
+                cpu * GIB / 1000 * (1 + r.below(2) as i64),
+            )
+            .on(&name)
+            .label("app", app);
             p.owner_kind = Some("ReplicaSet".into());
             p.created_at = now - 10_000;
             if pool == "tainted" {
-                p.tolerations.push(Toleration { key: Some(TAINT_KEY.into()), operator: TolerationOperator::Exists, value: None, effect: None });
+                p.tolerations.push(Toleration {
+                    key: Some(TAINT_KEY.into()),
+                    operator: TolerationOperator::Exists,
+                    value: None,
+                    effect: None,
+                });
             }
             if r.chance(20) {
                 p.node_selector.insert(labels::ZONE.into(), zone.into());
@@ -417,11 +694,13 @@ fn random_cluster(seed: u64) -> Snapshot {
                 });
             }
             if r.chance(4) {
-                p.annotations.insert(protect::DO_NOT_DISRUPT.into(), "true".into());
+                p.annotations
+                    .insert(protect::DO_NOT_DISRUPT.into(), "true".into());
             } else if r.chance(4) {
                 // Half of these have elapsed (5m after a pod 10000 s old), half not (1h... 10h).
                 let v = if r.chance(50) { "5m" } else { "10h" };
-                p.annotations.insert(protect::DO_NOT_DISRUPT.into(), v.into());
+                p.annotations
+                    .insert(protect::DO_NOT_DISRUPT.into(), v.into());
             }
             if r.chance(30) {
                 pdb_apps.insert(app.to_string());
@@ -439,15 +718,32 @@ fn random_cluster(seed: u64) -> Snapshot {
             disruptions_allowed: r.below(3) as i32,
         })
         .collect();
-    Snapshot { now, nodes, pods, nodepools: pools, instance_types: types, pdbs, ..Snapshot::default() }
+    Snapshot {
+        now,
+        nodes,
+        pods,
+        nodepools: pools,
+        instance_types: types,
+        pdbs,
+        ..Snapshot::default()
+    }
 }
 
 /// The budget a NodePool allows for a reason, computed here from first principles (the random
 /// budgets are counts or percentages without schedules).
 fn independent_allowed(s: &Snapshot, pool: &NodePool, reason: DisruptionReason) -> i64 {
-    let members: Vec<&Node> = s.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(pool.name.as_str()) && n.initialized && !n.in_flight).collect();
+    let members: Vec<&Node> = s
+        .nodes
+        .iter()
+        .filter(|n| {
+            n.nodepool.as_deref() == Some(pool.name.as_str()) && n.initialized && !n.in_flight
+        })
+        .collect();
     let total = members.len() as i64;
-    let disrupting = members.iter().filter(|n| !n.ready || n.marked_for_deletion).count() as i64;
+    let disrupting = members
+        .iter()
+        .filter(|n| !n.ready || n.marked_for_deletion)
+        .count() as i64;
     let mut limit = i64::MAX;
     for b in &pool.disruption.budgets {
         if !b.reasons.is_empty() && !b.reasons.contains(&reason) {
@@ -459,7 +755,11 @@ fn independent_allowed(s: &Snapshot, pool: &NodePool, reason: DisruptionReason) 
         };
         limit = limit.min(l);
     }
-    if limit == i64::MAX { i64::MAX } else { (limit - disrupting).max(0) }
+    if limit == i64::MAX {
+        i64::MAX
+    } else {
+        (limit - disrupting).max(0)
+    }
 }
 
 /// Whether a pod's do-not-disrupt is active (the generator's values only).
@@ -486,45 +786,87 @@ fn check_command(s: &Snapshot, cmd: &Command, opts: &DisruptionOptions) -> Resul
         if protected(&n.annotations, n.created_at, s.now) {
             return Err(format!("{} has do-not-disrupt", n.name));
         }
-        for p in s.pods.iter().filter(|p| p.node_name.as_deref() == Some(n.name.as_str())) {
+        for p in s
+            .pods
+            .iter()
+            .filter(|p| p.node_name.as_deref() == Some(n.name.as_str()))
+        {
             if protected(&p.annotations, p.created_at, s.now) {
                 return Err(format!("pod {} on {} has do-not-disrupt", p.name, n.name));
             }
         }
-        *per_pool.entry(n.nodepool.as_deref().ok_or("unmanaged")?).or_default() += 1;
+        *per_pool
+            .entry(n.nodepool.as_deref().ok_or("unmanaged")?)
+            .or_default() += 1;
     }
     for (pool, count) in &per_pool {
-        let p = s.nodepools.iter().find(|x| x.name == *pool).ok_or("unknown pool")?;
+        let p = s
+            .nodepools
+            .iter()
+            .find(|x| x.name == *pool)
+            .ok_or("unknown pool")?;
         let allowed = independent_allowed(s, p, cmd.reason);
         if *count > allowed {
-            return Err(format!("{count} nodes of {pool} exceed the {:?} budget {allowed}", cmd.reason));
+            return Err(format!(
+                "{count} nodes of {pool} exceed the {:?} budget {allowed}",
+                cmd.reason
+            ));
         }
     }
     for pdb in &s.pdbs {
         let evicted = s
             .pods
             .iter()
-            .filter(|p| p.node_name.as_deref().is_some_and(|n| cand.contains(n)) && p.namespace == pdb.namespace && pdb.selector.matches(&p.labels))
+            .filter(|p| {
+                p.node_name.as_deref().is_some_and(|n| cand.contains(n))
+                    && p.namespace == pdb.namespace
+                    && pdb.selector.matches(&p.labels)
+            })
             .count() as i64;
-        let limit = if opts.pdb_per_command { i64::from(pdb.disruptions_allowed) } else { i64::MAX };
+        let limit = if opts.pdb_per_command {
+            i64::from(pdb.disruptions_allowed)
+        } else {
+            i64::MAX
+        };
         if evicted > 0 && (pdb.disruptions_allowed <= 0 || evicted > limit) {
-            return Err(format!("PDB {} allows {}, command evicts {evicted}", pdb.name, pdb.disruptions_allowed));
+            return Err(format!(
+                "PDB {} allows {}, command evicts {evicted}",
+                pdb.name, pdb.disruptions_allowed
+            ));
         }
     }
     // Money.
-    if cmd.method == Method::Consolidation && !(cmd.saving_per_hour > 0.0 && cmd.worst_case_saving_per_hour > 0.0) {
-        return Err(format!("consolidation saves {} (worst case {})", cmd.saving_per_hour, cmd.worst_case_saving_per_hour));
+    if cmd.method == Method::Consolidation
+        && !(cmd.saving_per_hour > 0.0 && cmd.worst_case_saving_per_hour > 0.0)
+    {
+        return Err(format!(
+            "consolidation saves {} (worst case {})",
+            cmd.saving_per_hour, cmd.worst_case_saving_per_hour
+        ));
     }
     // Every pod of every candidate has exactly one new place.
-    let moving: Vec<&Pod> = s.pods.iter().filter(|p| p.node_name.as_deref().is_some_and(|n| cand.contains(n)) && !p.is_daemonset_pod()).collect();
+    let moving: Vec<&Pod> = s
+        .pods
+        .iter()
+        .filter(|p| {
+            p.node_name.as_deref().is_some_and(|n| cand.contains(n)) && !p.is_daemonset_pod()
+        })
+        .collect();
     let mut dest: BTreeMap<(String, String), &Destination> = BTreeMap::new();
     for m in &cmd.moves {
-        if dest.insert((m.pod.namespace.clone(), m.pod.name.clone()), &m.to).is_some() {
+        if dest
+            .insert((m.pod.namespace.clone(), m.pod.name.clone()), &m.to)
+            .is_some()
+        {
             return Err(format!("pod {} moves twice", m.pod));
         }
     }
     if dest.len() != moving.len() {
-        return Err(format!("{} pods move, {} pods are on the candidates", dest.len(), moving.len()));
+        return Err(format!(
+            "{} pods move, {} pods are on the candidates",
+            dest.len(),
+            moving.len()
+        ));
     }
     // The post-command cluster: remaining nodes with their pods plus moved pods, replacements.
     struct Host {
@@ -534,37 +876,94 @@ fn check_command(s: &Snapshot, cmd: &Command, opts: &DisruptionOptions) -> Resul
         pods: Vec<Pod>,
     }
     let mut hosts: BTreeMap<String, Host> = BTreeMap::new();
-    for n in s.nodes.iter().filter(|n| !cand.contains(n.name.as_str()) && !n.marked_for_deletion) {
-        let pods = s.pods.iter().filter(|p| p.node_name.as_deref() == Some(n.name.as_str())).cloned().collect();
-        hosts.insert(n.name.clone(), Host { labels: n.labels.clone(), taints: n.taints.clone(), alloc: n.allocatable.clone(), pods });
+    for n in s
+        .nodes
+        .iter()
+        .filter(|n| !cand.contains(n.name.as_str()) && !n.marked_for_deletion)
+    {
+        let pods = s
+            .pods
+            .iter()
+            .filter(|p| p.node_name.as_deref() == Some(n.name.as_str()))
+            .cloned()
+            .collect();
+        hosts.insert(
+            n.name.clone(),
+            Host {
+                labels: n.labels.clone(),
+                taints: n.taints.clone(),
+                alloc: n.allocatable.clone(),
+                pods,
+            },
+        );
     }
     for r in &cmd.replacements {
-        let it = s.instance_types.iter().find(|t| t.name == r.launch.instance_type).ok_or("unknown launch type")?;
-        let pool = s.nodepools.iter().find(|p| p.name == r.nodepool).ok_or("unknown replacement pool")?;
+        let it = s
+            .instance_types
+            .iter()
+            .find(|t| t.name == r.launch.instance_type)
+            .ok_or("unknown launch type")?;
+        let pool = s
+            .nodepools
+            .iter()
+            .find(|p| p.name == r.nodepool)
+            .ok_or("unknown replacement pool")?;
         let mut l = pool.labels.clone();
         l.insert(labels::ZONE.into(), r.launch.zone.clone());
         l.insert(labels::INSTANCE_TYPE.into(), it.name.clone());
-        l.insert(labels::CAPACITY_TYPE.into(), r.launch.capacity_type.as_label().into());
+        l.insert(
+            labels::CAPACITY_TYPE.into(),
+            r.launch.capacity_type.as_label().into(),
+        );
         l.insert(labels::NODEPOOL.into(), pool.name.clone());
         l.insert(labels::HOSTNAME.into(), r.name.clone());
-        if !it.offerings.iter().any(|o| o.available && o.zone == r.launch.zone && o.capacity_type == r.launch.capacity_type) {
-            return Err(format!("replacement {} launches an offering that does not exist", r.name));
+        if !it.offerings.iter().any(|o| {
+            o.available && o.zone == r.launch.zone && o.capacity_type == r.launch.capacity_type
+        }) {
+            return Err(format!(
+                "replacement {} launches an offering that does not exist",
+                r.name
+            ));
         }
-        if hosts.insert(r.name.clone(), Host { labels: l, taints: pool.taints.clone(), alloc: it.allocatable(), pods: vec![] }).is_some() {
+        if hosts
+            .insert(
+                r.name.clone(),
+                Host {
+                    labels: l,
+                    taints: pool.taints.clone(),
+                    alloc: it.allocatable(),
+                    pods: vec![],
+                },
+            )
+            .is_some()
+        {
             return Err(format!("replacement name {} clashes", r.name));
         }
         // The spot rule.
-        if cmd.candidates.iter().all(|c| c.capacity_type == CapacityType::Spot) && r.launch.capacity_type != CapacityType::Spot {
+        if cmd
+            .candidates
+            .iter()
+            .all(|c| c.capacity_type == CapacityType::Spot)
+            && r.launch.capacity_type != CapacityType::Spot
+        {
             return Err("spot candidates replaced by a non-spot node".into());
         }
     }
     for p in moving {
-        let to = dest.get(&(p.namespace.clone(), p.name.clone())).ok_or(format!("pod {} has no place", p.name))?;
+        let to = dest
+            .get(&(p.namespace.clone(), p.name.clone()))
+            .ok_or(format!("pod {} has no place", p.name))?;
         let name = match to {
             Destination::Existing(n) | Destination::Replacement(n) => n,
         };
-        let h = hosts.get_mut(name).ok_or(format!("pod {} goes to {name}, which is not in the post-command cluster", p.name))?;
-        h.pods.push(Pod { node_name: Some(name.clone()), ..p.clone() });
+        let h = hosts.get_mut(name).ok_or(format!(
+            "pod {} goes to {name}, which is not in the post-command cluster",
+            p.name
+        ))?;
+        h.pods.push(Pod {
+            node_name: Some(name.clone()),
+            ..p.clone()
+        });
     }
     for (name, h) in &hosts {
         let mut used = Resources::default();
@@ -572,8 +971,15 @@ fn check_command(s: &Snapshot, cmd: &Command, opts: &DisruptionOptions) -> Resul
         for p in &h.pods {
             used.add_assign(&pod_requests(p));
             if !p.is_daemonset_pod() {
-                if !p.node_selector.iter().all(|(k, v)| h.labels.get(k) == Some(v)) {
-                    return Err(format!("pod {} on {name}: node selector not satisfied", p.name));
+                if !p
+                    .node_selector
+                    .iter()
+                    .all(|(k, v)| h.labels.get(k) == Some(v))
+                {
+                    return Err(format!(
+                        "pod {} on {name}: node selector not satisfied",
+                        p.name
+                    ));
                 }
                 if !crate::taints::tolerates_all(&h.taints, &p.tolerations, false) {
                     return Err(format!("pod {} on {name}: taint not tolerated", p.name));
@@ -587,7 +993,9 @@ fn check_command(s: &Snapshot, cmd: &Command, opts: &DisruptionOptions) -> Resul
             return Err(format!("{name} is overcommitted: {used:?} > {:?}", h.alloc));
         }
         if anti > 1 {
-            return Err(format!("{name} holds {anti} pods with hostname anti-affinity"));
+            return Err(format!(
+                "{name} holds {anti} pods with hostname anti-affinity"
+            ));
         }
     }
     Ok(())

@@ -33,13 +33,22 @@ pub fn validate(command: &Command, snapshot: &Snapshot, options: &DisruptionOpti
 }
 
 /// [`validate`] with explicit scheduling options (the ones the decision used).
-pub fn validate_with(command: &Command, snapshot: &Snapshot, options: &DisruptionOptions, sched: &SchedulingOptions) -> Validation {
+pub fn validate_with(
+    command: &Command,
+    snapshot: &Snapshot,
+    options: &DisruptionOptions,
+    sched: &SchedulingOptions,
+) -> Validation {
     let mut failures = Vec::new();
     let set = find_candidates(snapshot, options);
     let mut chosen: Vec<&Candidate> = Vec::new();
     for cn in &command.candidates {
         let Some(c) = set.by_name(&cn.name) else {
-            let why = set.rejected.iter().find(|r| r.node == cn.name).map_or_else(|| "node is gone".to_string(), |r| r.reason.to_string());
+            let why = set
+                .rejected
+                .iter()
+                .find(|r| r.node == cn.name)
+                .map_or_else(|| "node is gone".to_string(), |r| r.reason.to_string());
             failures.push(format!("{} is no longer a candidate: {why}", cn.name));
             continue;
         };
@@ -50,7 +59,10 @@ pub fn validate_with(command: &Command, snapshot: &Snapshot, options: &Disruptio
             Method::Expiration => c.expired,
         };
         if !eligible {
-            let why = c.not_consolidatable.as_ref().map_or_else(|| format!("no longer eligible for {:?}", command.method), |r| r.to_string());
+            let why = c.not_consolidatable.as_ref().map_or_else(
+                || format!("no longer eligible for {:?}", command.method),
+                |r| r.to_string(),
+            );
             failures.push(format!("{}: {why}", cn.name));
             continue;
         }
@@ -77,12 +89,18 @@ pub fn validate_with(command: &Command, snapshot: &Snapshot, options: &Disruptio
             if let Some(p) = snapshot.pdbs.get(*i)
                 && i64::from(*n) > i64::from(p.disruptions_allowed)
             {
-                failures.push(format!("PDB {}/{} now allows {} disruption(s), the command evicts {n}", p.namespace, p.name, p.disruptions_allowed));
+                failures.push(format!(
+                    "PDB {}/{} now allows {} disruption(s), the command evicts {n}",
+                    p.namespace, p.name, p.disruptions_allowed
+                ));
             }
         }
     }
     if !failures.is_empty() {
-        return Validation { valid: false, failures };
+        return Validation {
+            valid: false,
+            failures,
+        };
     }
 
     if command.method != Method::Emptiness {
@@ -94,11 +112,27 @@ pub fn validate_with(command: &Command, snapshot: &Snapshot, options: &Disruptio
             }
         } else if command.method == Method::Consolidation {
             let price: f64 = chosen.iter().map(|c| c.price).sum();
-            let min_saving = options.min_saving_per_hour.max(options.min_saving_fraction * price).max(0.0);
+            let min_saving = options
+                .min_saving_per_hour
+                .max(options.min_saving_fraction * price)
+                .max(0.0);
             if out.claims.len() > command.replacements.len() {
-                failures.push(format!("the pods now need {} new node(s), the command planned {}", out.claims.len(), command.replacements.len()));
+                failures.push(format!(
+                    "the pods now need {} new node(s), the command planned {}",
+                    out.claims.len(),
+                    command.replacements.len()
+                ));
             } else {
-                match replacements(snapshot, &out.claims, &chosen, PriceRule::Cheaper { candidates_price: price, min_saving }, options.spot_to_spot) {
+                match replacements(
+                    snapshot,
+                    &out.claims,
+                    &chosen,
+                    PriceRule::Cheaper {
+                        candidates_price: price,
+                        min_saving,
+                    },
+                    options.spot_to_spot,
+                ) {
                     Err(e) => failures.push(e),
                     Ok(reps) => {
                         let worst: f64 = reps.iter().map(|r| r.worst_case_price).sum();
@@ -109,12 +143,18 @@ pub fn validate_with(command: &Command, snapshot: &Snapshot, options: &Disruptio
                             ));
                         }
                         if price - worst <= 0.0 || price - worst < min_saving {
-                            failures.push(format!("the command no longer saves enough: {:.4}/h", price - worst));
+                            failures.push(format!(
+                                "the command no longer saves enough: {:.4}/h",
+                                price - worst
+                            ));
                         }
                     }
                 }
             }
         }
     }
-    Validation { valid: failures.is_empty(), failures }
+    Validation {
+        valid: failures.is_empty(),
+        failures,
+    }
 }
