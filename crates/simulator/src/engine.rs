@@ -133,6 +133,13 @@ pub struct Summary {
     pub commands_by_reason: BTreeMap<String, u32>,
     pub provisioning_decisions: u32,
     pub disruption_evaluations: u32,
+    /// Summed hourly price of the nodes each provisioning round launched.
+    pub round_cost: f64,
+    /// Rounds whose planner proved a lower bound (the optimiser does), the summed price of
+    /// those rounds' launches and the summed bounds: the per-round optimality gap.
+    pub rounds_with_bound: u32,
+    pub round_cost_with_bound: f64,
+    pub round_lower_bound: f64,
 }
 
 /// Wall-clock figures (not deterministic; kept out of [`Summary`]).
@@ -610,7 +617,9 @@ impl<'w> Sim<'w> {
 
     // ---- snapshots ----
 
-    fn snapshot(&self) -> core::Snapshot {
+    /// The core's view of the cluster. Nodes held by a command awaiting validation show as
+    /// `nominated` (not candidates again) unless `for_validation`.
+    fn snapshot(&self, for_validation: bool) -> core::Snapshot {
         let mut nodes = Vec::new();
         let mut pods = Vec::new();
         for (ni, m) in self.meta.iter().enumerate() {
@@ -631,7 +640,7 @@ impl<'w> Sim<'w> {
                 initialized: matches!(m.phase, Phase::Ready | Phase::Draining),
                 in_flight: m.phase == Phase::Launching,
                 marked_for_deletion: m.phase == Phase::Draining,
-                nominated: m.reserved,
+                nominated: m.reserved && !for_validation,
                 created_at: m.created_at,
                 last_pod_event_at: m.last_pod_event_at,
                 ..Default::default()
@@ -676,6 +685,12 @@ impl<'w> Sim<'w> {
     // ---- decisions ----
 
     fn apply_provision(&mut self, p: Provision) {
+        self.summary.round_cost += p.round_cost;
+        if let Some(lb) = p.round_lower_bound {
+            self.summary.rounds_with_bound += 1;
+            self.summary.round_cost_with_bound += p.round_cost;
+            self.summary.round_lower_bound += lb;
+        }
         for pl in &p.placements {
             let (Some(&pi), Some(ni)) = (self.pod_index.get(&(pl.pod.namespace.clone(), pl.pod.name.clone())), self.node_by_name(&pl.node)) else {
                 continue;
@@ -715,7 +730,7 @@ impl<'w> Sim<'w> {
         if !needs {
             return;
         }
-        let snap = self.snapshot();
+        let snap = self.snapshot(false);
         let t0 = Instant::now();
         let p = a.provision(&snap);
         self.decision_secs += t0.elapsed().as_secs_f64();
@@ -739,7 +754,7 @@ impl<'w> Sim<'w> {
         if self.idle_version == Some(self.version) && self.now < self.quiet_until {
             return;
         }
-        let snap = self.snapshot();
+        let snap = self.snapshot(false);
         let t0 = Instant::now();
         let cmd = a.disrupt(&snap);
         self.decision_secs += t0.elapsed().as_secs_f64();
@@ -770,7 +785,7 @@ impl<'w> Sim<'w> {
                 self.changed();
                 let delay = a.validation_delay(&self.w.settings);
                 if delay <= 0 {
-                    self.validate(ci);
+                    self.validate(ci, a);
                 } else {
                     self.push(self.now + delay, Ev::Validate(ci));
                 }
@@ -788,13 +803,20 @@ impl<'w> Sim<'w> {
         }
     }
 
-    fn validate(&mut self, ci: usize) {
+    fn validate(&mut self, ci: usize, a: &mut dyn Autoscaler) {
         let ok = {
             let c = &self.commands[ci];
             c.nodes
                 .iter()
                 .zip(&c.pods_at_proposal)
                 .all(|(&n, pods)| self.meta[n].phase == Phase::Ready && self.meta[n].bound == *pods)
+        };
+        let ok = ok && {
+            let snap = self.snapshot(true);
+            let t0 = Instant::now();
+            let valid = a.revalidate(&snap, &self.commands[ci].cmd);
+            self.decision_secs += t0.elapsed().as_secs_f64();
+            valid
         };
         let nodes = self.commands[ci].nodes.clone();
         for &n in &nodes {
@@ -1014,7 +1036,7 @@ impl Sim<'_> {
                         }
                     }
                 }
-                Ev::Validate(ci) => self.validate(ci),
+                Ev::Validate(ci) => self.validate(ci, a),
             }
             // Keep the disruption loop alive while anything may change.
             if consolidation && (self.version != before || self.tick_at.is_none()) {

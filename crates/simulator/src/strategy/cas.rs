@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use provisioner_core as core;
 use provisioner_core::resources::pod_requests;
 
-use super::packing_bridge::{shapes, views};
+use super::cluster::{shapes, views};
 use super::{Autoscaler, Command, LaunchRequest, Provision, Trigger};
 use crate::predicates::{self, NodeView, PodMark};
 use crate::scenario::{CasSettings, Settings};
@@ -274,6 +274,7 @@ impl Autoscaler for ClusterAutoscaler {
                 replacements: Vec::new(),
                 placements: Vec::new(),
                 savings,
+                core: None,
             });
         }
         if draining {
@@ -287,6 +288,7 @@ impl Autoscaler for ClusterAutoscaler {
             replacements: Vec::new(),
             placements: Vec::new(),
             savings: *price,
+            core: None,
         })
     }
 }

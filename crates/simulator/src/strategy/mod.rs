@@ -3,8 +3,8 @@
 //! commands, which is exactly the controller's contract with the core.
 
 pub mod cas;
-pub mod karpenter_disruption;
-pub mod packing_bridge;
+pub mod cluster;
+pub mod core_backed;
 
 use provisioner_core as core;
 use serde::Serialize;
@@ -30,6 +30,10 @@ pub struct Provision {
     pub placements: Vec<core::Placement>,
     pub launches: Vec<LaunchRequest>,
     pub unschedulable: Vec<core::Unschedulable>,
+    /// Price of this round's new nodes and the planner's lower bound for them, when the
+    /// planner proves one (the optimiser does).
+    pub round_cost: f64,
+    pub round_lower_bound: Option<f64>,
 }
 
 /// Remove some nodes, maybe launching replacements first.
@@ -44,6 +48,9 @@ pub struct Command {
     pub placements: Vec<core::Placement>,
     /// Hourly price saved.
     pub savings: f64,
+    /// The core's own command, for re-validation.
+    #[serde(skip)]
+    pub core: Option<Box<core::disruption::Command>>,
 }
 
 /// When the engine asks a strategy to provision.
@@ -62,6 +69,11 @@ pub trait Autoscaler: Send {
     /// At most one disruption command (the engine calls this on the disruption period; nodes
     /// already being disrupted are `marked_for_deletion` in the snapshot).
     fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command>;
+    /// Re-check a command just before executing it (Karpenter re-simulates after 15 s).
+    /// `snap` shows the command's candidates as ordinary nodes.
+    fn revalidate(&mut self, _snap: &core::Snapshot, _cmd: &Command) -> bool {
+        true
+    }
     fn trigger(&self) -> Trigger {
         Trigger::Batch
     }
@@ -96,24 +108,24 @@ pub fn catalog() -> Vec<StrategyInfo> {
         StrategyInfo {
             name: "cost-aware",
             title: "ours: cost-aware heuristic",
-            provisioning: packing_bridge::COST_AWARE_BACKING,
-            disruption: karpenter_disruption::BACKING,
+            provisioning: core_backed::COST_AWARE,
+            disruption: core_backed::OUR_DISRUPTION,
             available: true,
             unavailable_reason: None,
         },
         StrategyInfo {
             name: "cost-aware+opt",
             title: "ours: heuristic + optimiser",
-            provisioning: "provisioner-core optimiser (issue 4)",
-            disruption: "provisioner-core consolidation (issue 6)",
-            available: false,
-            unavailable_reason: Some("the core's optimiser (issue 4) has not landed"),
+            provisioning: core_backed::COST_AWARE_OPT,
+            disruption: core_backed::OUR_DISRUPTION,
+            available: true,
+            unavailable_reason: None,
         },
         StrategyInfo {
             name: "karpenter",
             title: "Karpenter-faithful baseline",
-            provisioning: packing_bridge::KARPENTER_BACKING,
-            disruption: karpenter_disruption::BACKING,
+            provisioning: core_backed::KARPENTER,
+            disruption: core_backed::KARPENTER_DISRUPTION,
             available: true,
             unavailable_reason: None,
         },
@@ -161,8 +173,9 @@ pub fn resolve(names: &[String]) -> Result<Vec<StrategyInfo>> {
 /// Build a runnable strategy.
 pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Autoscaler>> {
     Ok(match name {
-        "cost-aware" => Box::new(packing_bridge::KarpenterLike::new(core::Strategy::CostAware)),
-        "karpenter" => Box::new(packing_bridge::KarpenterLike::new(core::Strategy::KarpenterBaseline)),
+        "cost-aware" => Box::new(core_backed::CoreStrategy::new(core_backed::Kind::CostAware)),
+        "cost-aware+opt" => Box::new(core_backed::CoreStrategy::new(core_backed::Kind::CostAwareOpt)),
+        "karpenter" => Box::new(core_backed::CoreStrategy::new(core_backed::Kind::Karpenter)),
         "cas" => Box::new(cas::ClusterAutoscaler::new(settings.cas.clone())),
         other => {
             let known = catalog().iter().map(|s| s.name).collect::<Vec<_>>().join(", ");

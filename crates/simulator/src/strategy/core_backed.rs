@@ -1,0 +1,159 @@
+//! Strategies whose every decision is made by `provisioner-core`: the scheduling simulation
+//! (`schedule` / `schedule_with`), the optimiser (`optimize::Optimizer`, a `LaunchPlanner`),
+//! disruption (`disruption::disrupt`, or Karpenter's search re-implemented in
+//! `disruption::karpenter_baseline`) and command re-validation (`disruption::validate_with`).
+//! This module only translates between the core's results and the engine's requests.
+
+use provisioner_core as core;
+use provisioner_core::disruption::{self, Destination, DisruptionOptions};
+use provisioner_core::optimize::{Optimizer, OptimizerConfig};
+use provisioner_core::{ClusterState, SchedulingOptions};
+
+use super::{Autoscaler, Command, LaunchRequest, Provision};
+
+pub const COST_AWARE: &str = "provisioner-core schedule() with the CostAware planner";
+pub const COST_AWARE_OPT: &str = "provisioner-core schedule_with() and the optimize::Optimizer planner (ILP warm-started from CostAware; lower bound by column generation)";
+pub const KARPENTER: &str = "provisioner-core schedule() with the KarpenterBaseline planner (Karpenter-faithful greedy)";
+pub const OUR_DISRUPTION: &str = "provisioner-core disruption::disrupt() (emptiness, drift/expiry, consolidation search with N replacements), re-validated with disruption::validate_with()";
+pub const KARPENTER_DISRUPTION: &str = "provisioner-core emptiness + disruption::karpenter_baseline (Karpenter's prefix multi-node and single-node search, at most one replacement), re-validated with disruption::validate_with()";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    CostAware,
+    CostAwareOpt,
+    Karpenter,
+}
+
+#[derive(Debug)]
+pub struct CoreStrategy {
+    kind: Kind,
+    sched: SchedulingOptions,
+    disruption: DisruptionOptions,
+    optimizer: Option<Optimizer>,
+}
+
+impl CoreStrategy {
+    pub fn new(kind: Kind) -> Self {
+        let strategy = match kind {
+            Kind::Karpenter => core::Strategy::KarpenterBaseline,
+            _ => core::Strategy::CostAware,
+        };
+        let sched = SchedulingOptions {
+            strategy,
+            ..SchedulingOptions::default()
+        };
+        let disruption = DisruptionOptions {
+            scheduling: sched.clone(),
+            // Parallelism comes from running strategies and seeds side by side.
+            parallel: false,
+            ..DisruptionOptions::default()
+        };
+        CoreStrategy {
+            kind,
+            sched,
+            disruption,
+            optimizer: (kind == Kind::CostAwareOpt).then(|| Optimizer::new(OptimizerConfig::default())),
+        }
+    }
+}
+
+fn launches_from(result: &core::SchedulingResult) -> Vec<LaunchRequest> {
+    result
+        .new_node_claims
+        .iter()
+        .map(|c| LaunchRequest {
+            nodepool: Some(c.nodepool.clone()),
+            instance_type: c.launch.instance_type.clone(),
+            zone: c.launch.zone.clone(),
+            capacity_type: c.launch.capacity_type,
+            price: c.launch.price,
+            pods: c.pods.clone(),
+        })
+        .collect()
+}
+
+fn translate(cmd: disruption::Command) -> Command {
+    let mut replacements: Vec<LaunchRequest> = cmd
+        .replacements
+        .iter()
+        .map(|r| LaunchRequest {
+            nodepool: Some(r.nodepool.clone()),
+            instance_type: r.launch.instance_type.clone(),
+            zone: r.launch.zone.clone(),
+            capacity_type: r.launch.capacity_type,
+            price: r.launch.price,
+            pods: Vec::new(),
+        })
+        .collect();
+    let mut placements = Vec::new();
+    for m in &cmd.moves {
+        match &m.to {
+            Destination::Existing(node) => placements.push(core::Placement {
+                pod: m.pod.clone(),
+                node: node.clone(),
+            }),
+            Destination::Replacement(name) => {
+                if let Some(i) = cmd.replacements.iter().position(|r| &r.name == name) {
+                    replacements[i].pods.push(m.pod.clone());
+                }
+            }
+        }
+    }
+    let reason = match (cmd.method, cmd.replacements.is_empty()) {
+        (disruption::Method::Emptiness, _) => "Empty".to_string(),
+        (disruption::Method::Consolidation, true) => "Underutilized (delete)".to_string(),
+        (disruption::Method::Consolidation, false) => "Underutilized (replace)".to_string(),
+        (m, _) => format!("{m:?}"),
+    };
+    Command {
+        reason,
+        candidates: cmd.candidates.iter().map(|c| c.name.clone()).collect(),
+        replacements,
+        placements,
+        savings: cmd.saving_per_hour,
+        core: Some(Box::new(cmd)),
+    }
+}
+
+impl Autoscaler for CoreStrategy {
+    fn provision(&mut self, snap: &core::Snapshot) -> Provision {
+        let result = match &self.optimizer {
+            Some(opt) => {
+                let mut state = ClusterState::new(snap);
+                let pending: Vec<core::Pod> = snap.pods.iter().filter(|p| p.node_name.is_none() && !p.is_daemonset_pod()).cloned().collect();
+                core::schedule_with(&mut state, &pending, &self.sched, opt)
+            }
+            None => core::schedule(snap, &self.sched),
+        };
+        Provision {
+            placements: result.existing_placements.clone(),
+            launches: launches_from(&result),
+            unschedulable: result.unschedulable.clone(),
+            round_cost: result.new_node_cost_per_hour,
+            round_lower_bound: result.cost_lower_bound,
+        }
+    }
+
+    fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
+        let cmd = match self.kind {
+            Kind::Karpenter => {
+                let set = disruption::find_candidates(snap, &self.disruption);
+                let budgets = disruption::Budgets::compute(snap);
+                let (empty, _) = disruption::emptiness::emptiness(&set, &budgets, &self.disruption);
+                match empty {
+                    Some(c) => Some(c),
+                    None => disruption::karpenter_baseline::karpenter_consolidation(snap, &self.disruption).command,
+                }
+            }
+            Kind::CostAware | Kind::CostAwareOpt => disruption::disrupt(snap, &self.disruption).command,
+        };
+        cmd.map(translate)
+    }
+
+    fn revalidate(&mut self, snap: &core::Snapshot, cmd: &Command) -> bool {
+        match &cmd.core {
+            Some(c) => disruption::validate_with(c, snap, &self.disruption, &self.sched).valid,
+            None => true,
+        }
+    }
+}
