@@ -29,7 +29,7 @@ use crate::resource::{
 /// The result of fetching one infrastructure template.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TemplateLookup {
-    Found(DynamicObject),
+    Found(Box<DynamicObject>),
     /// The API server answered 404: the reference is broken.
     NotFound,
     /// Any other error (RBAC, unknown kind, network): reported, resource left out.
@@ -844,3 +844,7 @@ impl ProviderSpecFacts {
         ProviderSpecFacts::default()
     }
 }
+
+#[cfg(test)]
+#[path = "instance_types_tests.rs"]
+mod tests;

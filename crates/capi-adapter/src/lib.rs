@@ -18,6 +18,10 @@
 //! - [`parse`] and [`quantity`]: total parsers for annotation values (fuzzed).
 //! - [`keys`]: every annotation and label key we read or write (`docs/annotations.md`).
 
+// Problems are values on a cold path; boxing them everywhere would only add noise.
+#![allow(clippy::result_large_err)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::type_complexity))]
+
 pub mod drift;
 pub mod failures;
 pub mod instance_types;
