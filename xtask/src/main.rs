@@ -40,6 +40,9 @@ enum Command {
     },
     /// Run every test in the workspace against a test control plane.
     Test {
+        /// Always start a private control plane, even if the shared one is running.
+        #[arg(long)]
+        fresh: bool,
         /// Arguments passed to `cargo test --workspace` (after `--`).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -119,7 +122,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             );
         }
         Command::Crdgen { check } => return crdgen::run(check),
-        Command::Test { args } => return testrun::run(args).await,
+        Command::Test { fresh, args } => return testrun::run(fresh, args).await,
     }
     Ok(ExitCode::SUCCESS)
 }

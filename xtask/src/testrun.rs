@@ -42,13 +42,13 @@ impl Totals {
     }
 }
 
-pub async fn run(args: Vec<String>) -> Result<ExitCode> {
+pub async fn run(fresh: bool, args: Vec<String>) -> Result<ExitCode> {
     let (kubeconfig, started): (std::path::PathBuf, Option<(Instance, Children)>) =
         match std::env::var_os(testenv::KUBECONFIG_ENV).filter(|v| !v.is_empty()) {
             Some(path) => (path.into(), None),
             None => {
                 let shared = Instance::default_instance();
-                if shared.is_ready().await {
+                if !fresh && shared.is_ready().await {
                     eprintln!(
                         "xtask: using the running control plane {}",
                         shared.dir.display()
