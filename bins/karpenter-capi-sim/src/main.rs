@@ -38,6 +38,17 @@ enum Cmd {
         /// Write the plots as separate SVG files into this directory.
         #[arg(long, value_name = "DIR")]
         svg: Option<PathBuf>,
+        /// Replace the scenario's workload with an Alibaba openb pod list (CSV), e.g.
+        /// ../shared/data/alibaba-openb/openb_pod_list_default.csv.
+        #[arg(long, value_name = "CSV")]
+        openb: Option<PathBuf>,
+        /// Only the first N pods of the openb trace.
+        #[arg(long, value_name = "N", requires = "openb")]
+        openb_limit: Option<usize>,
+        /// Use an instance catalog CSV (instance_type, vcpu, memory_mib, gpu, arch,
+        /// on_demand_usd_per_hour), e.g. ../shared/data/aws-ec2-us-east-1.csv.
+        #[arg(long, value_name = "CSV")]
+        catalog_csv: Option<PathBuf>,
         /// No progress bar.
         #[arg(long, short)]
         quiet: bool,
@@ -109,9 +120,17 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             out,
             html,
             svg,
+            openb,
+            openb_limit,
+            catalog_csv,
             quiet,
         } => {
-            let ls = scenario::load(&path)?;
+            let mut ls = scenario::load(&path)?;
+            ls.apply(&scenario::Overrides {
+                openb,
+                openb_limit,
+                catalog_csv,
+            })?;
             let opts = run::RunOptions { strategies, seeds };
             let (worlds, strats, progress) = run::prepare(&ls, &opts)?;
             let show = !quiet && std::io::stderr().is_terminal();

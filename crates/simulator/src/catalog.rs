@@ -15,7 +15,7 @@ pub const GPU: &str = "nvidia.com/gpu";
 const MIB: i64 = 1 << 20;
 
 /// The project's own EC2-like sample: three families (general 4 GiB/vCPU, compute 2 GiB/vCPU,
-/// memory 8 GiB/vCPU) in six sizes, on amd64 and on a ~20% cheaper arm64. Prices are round
+/// memory 8 GiB/vCPU) in seven sizes (2 to 128 vCPU), on amd64 and on a ~20% cheaper arm64. Prices are round
 /// per-vCPU rates chosen to sit in the range of public list prices; they are illustrative.
 pub fn ec2_sample() -> Vec<InstanceTypeSpec> {
     let families: [(&str, i64, f64); 3] = [("gen1", 4, 0.048), ("cpu1", 2, 0.0425), ("mem1", 8, 0.063)];
@@ -26,6 +26,7 @@ pub fn ec2_sample() -> Vec<InstanceTypeSpec> {
         ("4xlarge", 16),
         ("8xlarge", 32),
         ("16xlarge", 64),
+        ("32xlarge", 128),
     ];
     let mut out = Vec::new();
     for (arch, suffix, factor) in [("amd64", "", 1.0), ("arm64", "g", 0.8)] {
@@ -280,7 +281,7 @@ mod tests {
     #[test]
     fn sample_has_three_dozen_types() {
         let s = ec2_sample();
-        assert_eq!(s.len(), 36);
+        assert_eq!(s.len(), 42);
         assert!(s.iter().all(|t| t.price > 0.0));
     }
 

@@ -192,7 +192,7 @@ pub struct CatalogSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum BuiltinCatalog {
-    /// 36 EC2-like general, compute and memory types written for this project (prices are
+    /// 42 EC2-like general, compute and memory types written for this project (prices are
     /// illustrative, in the range of public on-demand list prices).
     Ec2Sample,
     /// Karpenter's scheduling benchmark: 400 types, type i has i+1 vCPU and 2(i+1) GiB.
@@ -485,6 +485,48 @@ pub fn from_value(scenario: Scenario, name: &str) -> LoadedScenario {
         file: name.to_string(),
         base_dir: PathBuf::from("."),
         text,
+    }
+}
+
+/// Command-line overrides applied to a loaded scenario (paths are used as given, relative
+/// to the working directory).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// Replace the workload with this openb trace.
+    pub openb: Option<PathBuf>,
+    pub openb_limit: Option<usize>,
+    /// Use this CSV catalog instead of the scenario's catalog sources (keeps the overhead and
+    /// `namePrefixes`).
+    pub catalog_csv: Option<PathBuf>,
+}
+
+impl LoadedScenario {
+    pub fn apply(&mut self, o: &Overrides) -> Result<()> {
+        let abs = |p: &Path| -> Result<String> {
+            let p = if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                std::env::current_dir().map_err(|e| SimError::io(".", e))?.join(p)
+            };
+            Ok(p.display().to_string())
+        };
+        if let Some(p) = &o.openb {
+            self.scenario.workload = Workload {
+                openb: Some(OpenbSpec {
+                    path: abs(p)?,
+                    gpu: GpuMode::default(),
+                    limit: o.openb_limit,
+                    shift_to_first_arrival: true,
+                }),
+                ..Workload::default()
+            };
+        }
+        if let Some(p) = &o.catalog_csv {
+            self.scenario.catalog.builtin = None;
+            self.scenario.catalog.types.clear();
+            self.scenario.catalog.csv = Some(abs(p)?);
+        }
+        Ok(())
     }
 }
 

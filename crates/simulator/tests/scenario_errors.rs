@@ -1,0 +1,107 @@
+//! A bad scenario fails with an error that names the line and the field.
+
+use karpenter_capi_simulator::{SimError, scenario, world};
+
+fn err_of(text: &str) -> SimError {
+    match scenario::parse(text, "bad.yaml") {
+        Err(e) => e,
+        Ok(s) => match world::compile(&scenario::LoadedScenario {
+            scenario: s,
+            file: "bad.yaml".into(),
+            base_dir: ".".into(),
+            text: text.into(),
+        }, 0)
+        {
+            Err(e) => e,
+            Ok(_) => panic!("scenario unexpectedly valid"),
+        },
+    }
+}
+
+const GOOD_HEAD: &str = "name: x
+catalog:
+  builtin: ec2-sample
+workload:
+  pods:
+    - name: web
+      count: 2
+";
+
+#[test]
+fn wrong_type_names_line_and_field() {
+    let text = format!("{GOOD_HEAD}      requests: {{cpu: 1}}\n      arriveAt: soon\n");
+    let e = err_of(&text);
+    let msg = e.to_string();
+    match &e {
+        SimError::Yaml { line, field, .. } => {
+            assert_eq!(*line, 9, "{msg}");
+            assert_eq!(field, "workload.pods[0].arriveAt", "{msg}");
+        }
+        other => panic!("expected a YAML error, got {other:?}"),
+    }
+    assert!(msg.starts_with("bad.yaml:9:"), "{msg}");
+    assert!(msg.contains("workload.pods[0].arriveAt"), "{msg}");
+}
+
+#[test]
+fn unknown_field_is_named() {
+    let text = format!("{GOOD_HEAD}      requests: {{cpu: 1}}\n      replicas: 3\n");
+    let msg = err_of(&text).to_string();
+    assert!(msg.contains("bad.yaml:9"), "{msg}");
+    assert!(msg.contains("replicas"), "{msg}");
+}
+
+#[test]
+fn bad_quantity_names_line_and_field() {
+    let text = format!("{GOOD_HEAD}      requests:\n        cpu: lots\n");
+    let e = err_of(&text);
+    let msg = e.to_string();
+    assert!(matches!(e, SimError::Invalid { .. }), "{msg}");
+    assert!(msg.contains("bad.yaml:9"), "{msg}");
+    assert!(msg.contains("workload.pods[0].requests.cpu"), "{msg}");
+    assert!(msg.contains("lots"), "{msg}");
+}
+
+#[test]
+fn bad_nodepool_operator_names_field() {
+    let text = "catalog: {builtin: ec2-sample}
+nodePools:
+  - metadata: {name: a}
+    spec:
+      template:
+        spec:
+          requirements:
+            - key: kubernetes.io/arch
+              operator: Within
+              values: [amd64]
+workload:
+  pods:
+    - {name: w, requests: {cpu: 1}}
+";
+    let msg = err_of(text).to_string();
+    assert!(msg.contains("nodePools[0].spec.template.spec.requirements[0].operator"), "{msg}");
+    assert!(msg.contains("bad.yaml:9"), "{msg}");
+}
+
+#[test]
+fn unknown_instance_type_of_existing_nodes() {
+    let text = "catalog: {builtin: ec2-sample}
+existingNodes:
+  - name: n
+    instanceType: m5.huge
+workload:
+  pods:
+    - {name: w, requests: {cpu: 1}}
+";
+    let msg = err_of(text).to_string();
+    assert!(msg.contains("existingNodes[0].instanceType"), "{msg}");
+    assert!(msg.contains("bad.yaml:4"), "{msg}");
+}
+
+#[test]
+fn empty_workload_and_catalog() {
+    let msg = err_of("catalog: {builtin: ec2-sample}\nworkload: {}\n").to_string();
+    assert!(msg.contains("workload"), "{msg}");
+    let msg = err_of("workload:\n  pods:\n    - {name: w, requests: {cpu: 1}}\n").to_string();
+    assert!(msg.contains("catalog"), "{msg}");
+}
