@@ -24,6 +24,9 @@ use crate::strategies::Strategy;
 use crate::taints::{first_untolerated, tolerates_all};
 use crate::topology::{Kind, owned_terms};
 
+/// Instance-type options kept per NodeClaim, cheapest first (Karpenter's launch limit).
+pub const MAX_INSTANCE_TYPE_OPTIONS: usize = 60;
+
 /// How to schedule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -202,6 +205,8 @@ struct Run<'a> {
     host_groups: BTreeMap<usize, u32>,
     port_groups: BTreeMap<(crate::model::Protocol, u16), u32>,
     next_pack_group: u32,
+    /// Per topology key: its distinct values over the shapes and each shape's value id.
+    domain_ids: HashMap<String, std::sync::Arc<(Vec<String>, Vec<u32>)>>,
     _options: &'a SchedulingOptions,
 }
 
@@ -217,6 +222,7 @@ impl<'a> Run<'a> {
             host_groups: BTreeMap::new(),
             port_groups: BTreeMap::new(),
             next_pack_group: 0,
+            domain_ids: HashMap::new(),
             _options: options,
         }
     }
@@ -365,8 +371,12 @@ impl<'a> Run<'a> {
             if grp.key == labels::HOSTNAME {
                 continue;
             }
-            let keep: Vec<ShapeId> = set.iter().filter(|s| grp.allows(shp.labels.get(*s as usize).and_then(|l| l.get(&grp.key)).map(String::as_str), *self_sel, elig)).collect();
-            set = ShapeSet::from_ids(shp.shapes.len(), keep);
+            let key = grp.key.clone();
+            let dom = self.domains(&key);
+            let Some(grp) = self.state.groups.get(*g) else { continue };
+            let ok: Vec<bool> = dom.0.iter().map(|v| grp.allows(Some(v), *self_sel, elig)).collect();
+            let none_ok = grp.allows(None, *self_sel, elig);
+            restrict(&mut set, &dom.1, &ok, none_ok);
             if !set.iter().any(fits) {
                 return Err(format!("{label}: no domain is allowed that has a node shape with room (existing nodes did not fit either)"));
             }
@@ -376,8 +386,11 @@ impl<'a> Run<'a> {
             if grp.key == labels::HOSTNAME {
                 continue;
             }
-            let keep: Vec<ShapeId> = set.iter().filter(|s| grp.inverse_allows(shp.labels.get(*s as usize).and_then(|l| l.get(&grp.key)).map(String::as_str))).collect();
-            set = ShapeSet::from_ids(shp.shapes.len(), keep);
+            let key = grp.key.clone();
+            let dom = self.domains(&key);
+            let Some(grp) = self.state.groups.get(*g) else { continue };
+            let ok: Vec<bool> = dom.0.iter().map(|v| grp.inverse_allows(Some(v))).collect();
+            restrict(&mut set, &dom.1, &ok, grp.inverse_allows(None));
             if !set.iter().any(fits) {
                 return Err(format!("pod anti-affinity of other pods on {}: every domain with room holds one of them", grp.key));
             }
@@ -391,16 +404,20 @@ impl<'a> Run<'a> {
         }
         let mut pins = BTreeMap::new();
         for key in keys {
-            let mut best: Option<((i64, i64, u64), String)> = None;
-            let mut by_value: BTreeMap<&str, f64> = BTreeMap::new();
+            let dom = self.domains(&key);
+            let mut cheapest = vec![f64::INFINITY; dom.0.len()];
             for s in set.iter().filter(|s| fits(*s)) {
-                let (Some(l), Some(sh)) = (shp.labels.get(s as usize), shp.shapes.get(s as usize)) else { continue };
-                if let Some(v) = l.get(&key) {
-                    let e = by_value.entry(v.as_str()).or_insert(f64::INFINITY);
-                    *e = e.min(sh.price);
+                let (Some(&vid), Some(sh)) = (dom.1.get(s as usize), shp.shapes.get(s as usize)) else { continue };
+                if let Some(c) = cheapest.get_mut(vid as usize) {
+                    *c = c.min(sh.price);
                 }
             }
-            for (v, price) in &by_value {
+            let mut best: Option<((i64, i64, u64, &str), usize)> = None;
+            for (vid, price) in cheapest.iter().enumerate() {
+                let Some(v) = dom.0.get(vid) else { continue };
+                if !price.is_finite() {
+                    continue;
+                }
                 let mut spread = 0i64;
                 let mut affinity = 0i64;
                 for (g, ..) in owned {
@@ -408,22 +425,24 @@ impl<'a> Run<'a> {
                     if grp.key != key {
                         continue;
                     }
-                    let cnt = grp.counts.get(*v).copied().unwrap_or(0) as i64;
+                    let cnt = grp.counts.get(v).copied().unwrap_or(0) as i64;
                     match grp.kind {
                         Kind::Spread => spread += cnt,
                         Kind::Affinity => affinity -= cnt,
                         Kind::AntiAffinity => {}
                     }
                 }
-                let score = (spread, affinity, (price * 1e6) as u64);
+                let score = (spread, affinity, (price * 1e6) as u64, v.as_str());
                 if best.as_ref().is_none_or(|(b, _)| score < *b) {
-                    best = Some((score, v.to_string()));
+                    best = Some((score, vid));
                 }
             }
-            let Some((_, v)) = best else { return Err(format!("no launch shape defines {key}, which its topology needs")) };
-            let keep: Vec<ShapeId> = set.iter().filter(|s| shp.labels.get(*s as usize).and_then(|l| l.get(&key)) == Some(&v)).collect();
-            set = ShapeSet::from_ids(shp.shapes.len(), keep);
-            pins.insert(key, v);
+            let Some((_, vid)) = best else { return Err(format!("no launch shape defines {key}, which its topology needs")) };
+            let ok: Vec<bool> = (0..dom.0.len()).map(|i| i == vid).collect();
+            restrict(&mut set, &dom.1, &ok, false);
+            if let Some(v) = dom.0.get(vid) {
+                pins.insert(key, v.clone());
+            }
         }
 
         // Hostname-level terms become per-node limits in packing; hostname affinity bundles.
@@ -500,6 +519,31 @@ impl<'a> Run<'a> {
         }
         self.state.pin(pod, pins);
         Ok(())
+    }
+
+    fn domains(&mut self, key: &str) -> std::sync::Arc<(Vec<String>, Vec<u32>)> {
+        if let Some(d) = self.domain_ids.get(key) {
+            return std::sync::Arc::clone(d);
+        }
+        let mut values: Vec<String> = Vec::new();
+        let mut index: BTreeMap<String, u32> = BTreeMap::new();
+        let ids = self
+            .state
+            .base
+            .shapes
+            .labels
+            .iter()
+            .map(|l| match l.get(key) {
+                Some(v) => *index.entry(v.clone()).or_insert_with(|| {
+                    values.push(v.clone());
+                    (values.len() - 1) as u32
+                }),
+                None => u32::MAX,
+            })
+            .collect();
+        let d = std::sync::Arc::new((values, ids));
+        self.domain_ids.insert(key.to_string(), std::sync::Arc::clone(&d));
+        d
     }
 
     fn host_group(&mut self, g: usize) -> u32 {
@@ -616,19 +660,26 @@ impl<'a> Run<'a> {
                     req.add_assign(&d.requests);
                 }
                 // Options: every instance type of this pool that fits, with its cheapest offering.
-                let mut best: BTreeMap<u32, ShapeId> = BTreeMap::new();
+                let mut best: Vec<Option<ShapeId>> = vec![None; state.base.snapshot.instance_types.len()];
+                let mut zones: BTreeSet<&str> = BTreeSet::new();
+                let mut cts: BTreeSet<&'static str> = BTreeSet::new();
                 for s in set.iter() {
                     let Some(sh) = problem.shapes.get(s as usize) else { continue };
                     if sh.pool != launch.pool || !req.fits_in(&sh.allocatable) {
                         continue;
                     }
-                    let cur = best.entry(sh.instance_type).or_insert(s);
-                    if problem.shapes.get(*cur as usize).is_some_and(|c| sh.price < c.price) {
-                        *cur = s;
+                    zones.insert(sh.zone.as_str());
+                    cts.insert(sh.capacity_type.as_label());
+                    if let Some(cur) = best.get_mut(sh.instance_type as usize) {
+                        match cur {
+                            Some(c) if problem.shapes.get(*c as usize).is_some_and(|c| sh.price >= c.price) => {}
+                            _ => *cur = Some(s),
+                        }
                     }
                 }
                 let mut options: Vec<InstanceTypeOption> = best
-                    .values()
+                    .iter()
+                    .flatten()
                     .filter_map(|s| problem.shapes.get(*s as usize))
                     .map(|sh| InstanceTypeOption {
                         instance_type: sh.instance_type_name.clone(),
@@ -637,18 +688,18 @@ impl<'a> Run<'a> {
                     })
                     .collect();
                 options.sort_by(|a, b| a.cheapest.price.total_cmp(&b.cheapest.price).then(a.instance_type.cmp(&b.instance_type)));
+                // Karpenter hands at most 60 instance types to the provider per launch.
+                options.truncate(MAX_INSTANCE_TYPE_OPTIONS);
                 let mut reqs = pool_reqs.get(launch.pool as usize).cloned().unwrap_or_default();
                 for d in &ds {
                     for t in &d.terms {
                         reqs = reqs.intersect(&Requirements::from_wire(t));
                     }
                 }
-                let zones: BTreeSet<String> = set.iter().filter_map(|s| problem.shapes.get(s as usize)).filter(|sh| sh.pool == launch.pool && req.fits_in(&sh.allocatable)).map(|sh| sh.zone.clone()).collect();
-                let cts: BTreeSet<String> = set.iter().filter_map(|s| problem.shapes.get(s as usize)).filter(|sh| sh.pool == launch.pool && req.fits_in(&sh.allocatable)).map(|sh| sh.capacity_type.as_label().to_string()).collect();
                 reqs.add(labels::NODEPOOL, ValueSet::of([pool.name.clone()]));
                 reqs.add(labels::INSTANCE_TYPE, ValueSet::of(options.iter().map(|o| o.instance_type.clone())));
-                reqs.add(labels::ZONE, ValueSet::of(zones));
-                reqs.add(labels::CAPACITY_TYPE, ValueSet::of(cts));
+                reqs.add(labels::ZONE, ValueSet::of(zones.iter().map(|z| z.to_string())));
+                reqs.add(labels::CAPACITY_TYPE, ValueSet::of(cts.iter().map(|c| c.to_string())));
                 let pods_sum = crate::resources::sum(ds.iter().flat_map(|d| d.pods.iter()).map(pod_requests).collect::<Vec<_>>().iter());
                 Some(NewNodeClaim {
                     name: format!("{}-new-{}", pool.name, ni),
@@ -665,6 +716,20 @@ impl<'a> Run<'a> {
         result.new_node_cost_per_hour = claims.iter().map(|c| c.launch.price).sum();
         result.new_node_claims = claims;
         result.cost_lower_bound = plan.lower_bound;
+    }
+}
+
+/// Keeps the shapes whose value id is allowed (`u32::MAX`: the shape lacks the key).
+fn restrict(set: &mut ShapeSet, ids: &[u32], ok: &[bool], none_ok: bool) {
+    let drop: Vec<ShapeId> = set
+        .iter()
+        .filter(|s| match ids.get(*s as usize) {
+            Some(&u32::MAX) | None => !none_ok,
+            Some(v) => !ok.get(*v as usize).copied().unwrap_or(false),
+        })
+        .collect();
+    for s in drop {
+        set.remove(s);
     }
 }
 
