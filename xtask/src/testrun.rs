@@ -89,7 +89,8 @@ async fn run_cargo_test(kubeconfig: &std::path::Path, args: &[String]) -> Result
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let mut child = Command::new(cargo)
         .current_dir(crate::repo_root())
-        .args(["test", "--workspace"])
+        // Every test binary runs even after a failure, so one run reports everything.
+        .args(["test", "--workspace", "--no-fail-fast"])
         .args(args)
         .env(testenv::KUBECONFIG_ENV, kubeconfig)
         .stdout(Stdio::piped())
