@@ -43,19 +43,47 @@ impl Policy for CostAwarePlanner {
             total_mem += it.requests.memory.max(0) as f64;
         }
         let (tc, tm) = (total_cpu.max(1.0), total_mem.max(1.0));
-        let mut keyed: Vec<(f64, ItemId)> = problem
-            .items
-            .iter()
-            .enumerate()
-            .map(|(i, it)| {
-                let share = (it.requests.cpu_milli.max(0) as f64 / tc).max(it.requests.memory.max(0) as f64 / tm);
-                // Items with extended resources or groups go first: they are the hardest.
-                let hard = if it.requests.extended.values().any(|v| *v > 0) || !it.limits.is_empty() { 1.0 } else { 0.0 };
-                (hard + share, i as ItemId)
-            })
-            .collect();
-        keyed.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        keyed.into_iter().map(|(_, i)| i).collect()
+        // Split into CPU-heavy and memory-heavy items (relative to the total demand), sort
+        // each by dominant share, then interleave so nodes mix the two kinds.
+        let mut cpu_heavy: Vec<(f64, ItemId)> = Vec::new();
+        let mut mem_heavy: Vec<(f64, ItemId)> = Vec::new();
+        for (i, it) in problem.items.iter().enumerate() {
+            let c = it.requests.cpu_milli.max(0) as f64 / tc;
+            let m = it.requests.memory.max(0) as f64 / tm;
+            // Items with extended resources or per-node limits go first: they are the hardest.
+            let hard = if it.requests.extended.values().any(|v| *v > 0) || !it.limits.is_empty() { 1.0 } else { 0.0 };
+            if c >= m {
+                cpu_heavy.push((hard + c, i as ItemId));
+            } else {
+                mem_heavy.push((hard + m, i as ItemId));
+            }
+        }
+        let by_size = |a: &(f64, ItemId), b: &(f64, ItemId)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+        cpu_heavy.sort_by(by_size);
+        mem_heavy.sort_by(by_size);
+        let mut out = Vec::with_capacity(problem.items.len());
+        let (mut a, mut b) = (cpu_heavy.into_iter().peekable(), mem_heavy.into_iter().peekable());
+        let mut take_cpu = true;
+        loop {
+            // Hard items first, whichever list they are in.
+            let next = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) if x.0 >= 1.0 || y.0 >= 1.0 => {
+                    if x.0 >= y.0 { a.next() } else { b.next() }
+                }
+                (Some(_), Some(_)) => {
+                    take_cpu = !take_cpu;
+                    if take_cpu { b.next() } else { a.next() }
+                }
+                (Some(_), None) => a.next(),
+                (None, Some(_)) => b.next(),
+                (None, None) => None,
+            };
+            match next {
+                Some((_, id)) => out.push(id),
+                None => break,
+            }
+        }
+        out
     }
 
     fn cap(&self, problem: &PackingProblem, opener: &PackItem, fitting: Vec<ShapeId>, demand: &Demand) -> Vec<ShapeId> {

@@ -193,11 +193,21 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
             continue;
         }
         match open_node(problem, policy, item, &demand, &reserved) {
-            Ok((pool, cands)) => {
-                let mut b = NodeBuilder::new(pool, cands);
-                let Ok(surv) = b.check(problem, item) else {
-                    unplaced.push((id, "no launch shape can hold it".into()));
-                    continue;
+            Ok((pool, capped, fitting)) => {
+                // The capped set may be too narrow for minValues; fall back to every fitting shape.
+                let mut b = NodeBuilder::new(pool, capped);
+                let surv = match b.check(problem, item) {
+                    Ok(s) => s,
+                    Err(_) => {
+                        b = NodeBuilder::new(pool, fitting);
+                        match b.check(problem, item) {
+                            Ok(s) => s,
+                            Err(r) => {
+                                unplaced.push((id, format!("no launch shape can hold it ({})", describe(&r))));
+                                continue;
+                            }
+                        }
+                    }
                 };
                 b.add(id, item, surv);
                 // Reserve the largest capacity the node could launch as (Karpenter's rule).
@@ -232,7 +242,7 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
 
 /// Picks the highest-ranked pool with a shape that holds `item` alone within the pool's
 /// remaining limits, and the policy's cap of those shapes.
-fn open_node(problem: &PackingProblem, policy: &dyn Policy, item: &PackItem, demand: &Demand, reserved: &[Resources]) -> Result<(u32, Vec<ShapeId>), String> {
+fn open_node(problem: &PackingProblem, policy: &dyn Policy, item: &PackItem, demand: &Demand, reserved: &[Resources]) -> Result<(u32, Vec<ShapeId>, Vec<ShapeId>), String> {
     let set = problem.item_shapes(item);
     let mut pools: Vec<u32> = (0..problem.pools.len() as u32).collect();
     pools.sort_by_key(|p| (problem.pools.get(*p as usize).map_or(u32::MAX, |x| x.rank), *p));
@@ -262,8 +272,8 @@ fn open_node(problem: &PackingProblem, policy: &dyn Policy, item: &PackItem, dem
         }
         let name = problem.pools.get(pool as usize).map_or("?", |p| p.name.as_str());
         if !fitting.is_empty() {
-            let capped = policy.cap(problem, item, fitting, demand);
-            return Ok((pool, capped));
+            let capped = policy.cap(problem, item, fitting.clone(), demand);
+            return Ok((pool, capped, fitting));
         }
         if any_room {
             reasons.push(format!("NodePool {name}: its limits are reached"));
