@@ -2,3 +2,5 @@
 //!
 //! So far it holds [`cloudprovider`], which applies the CAPI adapter's plans; the
 //! reconcilers (provisioning loop, NodeClaim lifecycle, disruption) come later.
+
+pub mod cloudprovider;

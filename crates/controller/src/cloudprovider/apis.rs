@@ -1,0 +1,253 @@
+//! Typed access to the three scalable kinds and their Machines in the management cluster.
+//!
+//! Every write here is either a merge patch on metadata or a write of the scale subresource
+//! carrying the resourceVersion the caller read, so nothing the adapter's subset types do not
+//! model is ever overwritten, and a concurrent change fails with 409 instead of being lost.
+
+use capi_adapter::objects::capi::{self, CapiVersion};
+use capi_adapter::objects::openshift;
+use capi_adapter::{
+    MachineApi, MachineKey, MachineView, ResourceId, ResourceKind, ScalableResource,
+};
+use k8s_openapi::api::autoscaling::v1::{Scale, ScaleSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+
+use super::Error;
+
+/// A scale write that lost a race.
+#[derive(Debug)]
+pub(crate) enum WriteError {
+    /// 409: someone changed the resource since we read it; re-read and recompute.
+    Conflict,
+    Other(Error),
+}
+
+impl From<kube::Error> for WriteError {
+    fn from(e: kube::Error) -> Self {
+        if is_conflict(&e) {
+            WriteError::Conflict
+        } else {
+            WriteError::Other(e.into())
+        }
+    }
+}
+
+pub(crate) fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.is_conflict())
+}
+
+pub(crate) fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.is_not_found())
+}
+
+/// The API groups are not installed at all (a CAPI-only or OpenShift-only cluster).
+fn kind_not_served(e: &kube::Error) -> bool {
+    is_not_found(e)
+}
+
+#[derive(Clone)]
+pub(crate) struct Apis {
+    pub(crate) client: Client,
+    pub(crate) version: CapiVersion,
+}
+
+impl std::fmt::Debug for Apis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Apis")
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Apis {
+    fn md(&self, ns: &str) -> Api<capi::MachineDeployment> {
+        Api::namespaced_with(self.client.clone(), ns, &self.version)
+    }
+    fn ms(&self, ns: &str) -> Api<capi::MachineSet> {
+        Api::namespaced_with(self.client.clone(), ns, &self.version)
+    }
+    fn os_ms(&self, ns: &str) -> Api<openshift::MachineSet> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+    fn capi_machines(&self, ns: &str) -> Api<capi::Machine> {
+        Api::namespaced_with(self.client.clone(), ns, &self.version)
+    }
+    fn os_machines(&self, ns: &str) -> Api<openshift::Machine> {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    /// Every resource of the given kinds in every namespace. A kind whose API is not served
+    /// contributes nothing (not an error: most clusters run only one of the two APIs).
+    pub(crate) async fn list_resources(
+        &self,
+        kinds: &[ResourceKind],
+    ) -> Result<Vec<ScalableResource>, Error> {
+        let mut out = Vec::new();
+        let lp = ListParams::default();
+        for kind in kinds {
+            let listed: Result<Vec<ScalableResource>, kube::Error> = match kind {
+                ResourceKind::MachineDeployment => {
+                    Api::<capi::MachineDeployment>::all_with(self.client.clone(), &self.version)
+                        .list(&lp)
+                        .await
+                        .map(|l| l.items.iter().map(ScalableResource::from).collect())
+                }
+                ResourceKind::MachineSet => {
+                    Api::<capi::MachineSet>::all_with(self.client.clone(), &self.version)
+                        .list(&lp)
+                        .await
+                        .map(|l| l.items.iter().map(ScalableResource::from).collect())
+                }
+                ResourceKind::OpenShiftMachineSet => {
+                    Api::<openshift::MachineSet>::all(self.client.clone())
+                        .list(&lp)
+                        .await
+                        .map(|l| l.items.iter().map(ScalableResource::from).collect())
+                }
+            };
+            match listed {
+                Ok(items) => out.extend(items),
+                Err(e) if kind_not_served(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The resource and the resourceVersion it was read at (the scale subresource shares it).
+    pub(crate) async fn get_resource(
+        &self,
+        id: &ResourceId,
+    ) -> Result<Option<(ScalableResource, String)>, Error> {
+        let (ns, name) = (id.namespace.as_str(), id.name.as_str());
+        let got = match id.kind {
+            ResourceKind::MachineDeployment => self
+                .md(ns)
+                .get_opt(name)
+                .await?
+                .map(|o| (ScalableResource::from(&o), rv(&o.metadata))),
+            ResourceKind::MachineSet => self
+                .ms(ns)
+                .get_opt(name)
+                .await?
+                .map(|o| (ScalableResource::from(&o), rv(&o.metadata))),
+            ResourceKind::OpenShiftMachineSet => self
+                .os_ms(ns)
+                .get_opt(name)
+                .await?
+                .map(|o| (ScalableResource::from(&o), rv(&o.metadata))),
+        };
+        Ok(got)
+    }
+
+    /// The Machines of a resource (by CAPI's / OpenShift's owner label), any state.
+    pub(crate) async fn list_machines(&self, id: &ResourceId) -> Result<Vec<MachineView>, Error> {
+        let lp =
+            ListParams::default().labels(&format!("{}={}", id.kind.machine_owner_label(), id.name));
+        Ok(match id.kind.machine_api() {
+            MachineApi::Capi => self
+                .capi_machines(&id.namespace)
+                .list(&lp)
+                .await?
+                .items
+                .iter()
+                .map(MachineView::from)
+                .collect(),
+            MachineApi::OpenShift => self
+                .os_machines(&id.namespace)
+                .list(&lp)
+                .await?
+                .items
+                .iter()
+                .map(MachineView::from)
+                .collect(),
+        })
+    }
+
+    pub(crate) async fn get_machine(
+        &self,
+        api: MachineApi,
+        key: &MachineKey,
+    ) -> Result<Option<MachineView>, Error> {
+        Ok(match api {
+            MachineApi::Capi => self
+                .capi_machines(&key.namespace)
+                .get_opt(&key.name)
+                .await?
+                .as_ref()
+                .map(MachineView::from),
+            MachineApi::OpenShift => self
+                .os_machines(&key.namespace)
+                .get_opt(&key.name)
+                .await?
+                .as_ref()
+                .map(MachineView::from),
+        })
+    }
+
+    /// Sets `spec.replicas` through the scale subresource, only if the resource is still at
+    /// `resource_version`.
+    pub(crate) async fn write_replicas(
+        &self,
+        id: &ResourceId,
+        resource_version: &str,
+        replicas: i32,
+    ) -> Result<(), WriteError> {
+        let scale = Scale {
+            metadata: ObjectMeta {
+                name: Some(id.name.clone()),
+                namespace: Some(id.namespace.clone()),
+                resource_version: Some(resource_version.to_string()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(ScaleSpec {
+                replicas: Some(replicas),
+            }),
+            status: None,
+        };
+        let pp = PostParams::default();
+        let (ns, name) = (id.namespace.as_str(), id.name.as_str());
+        match id.kind {
+            ResourceKind::MachineDeployment => {
+                self.md(ns).replace_scale(name, &pp, &scale).await?;
+            }
+            ResourceKind::MachineSet => {
+                self.ms(ns).replace_scale(name, &pp, &scale).await?;
+            }
+            ResourceKind::OpenShiftMachineSet => {
+                self.os_ms(ns).replace_scale(name, &pp, &scale).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A JSON merge patch on a Machine (metadata only, by contract of the callers).
+    pub(crate) async fn patch_machine(
+        &self,
+        api: MachineApi,
+        key: &MachineKey,
+        patch: &serde_json::Value,
+    ) -> Result<(), kube::Error> {
+        let pp = PatchParams::default();
+        let patch = Patch::Merge(patch);
+        match api {
+            MachineApi::Capi => {
+                self.capi_machines(&key.namespace)
+                    .patch(&key.name, &pp, &patch)
+                    .await?;
+            }
+            MachineApi::OpenShift => {
+                self.os_machines(&key.namespace)
+                    .patch(&key.name, &pp, &patch)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn rv(meta: &ObjectMeta) -> String {
+    meta.resource_version.clone().unwrap_or_default()
+}
