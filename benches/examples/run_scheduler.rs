@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use kcapi_benches::karpenter_shapes::{diverse_pods, existing_nodes, generic_pods, snapshot, Rng};
+use kcapi_benches::karpenter_shapes::{Rng, diverse_pods, existing_nodes, generic_pods, snapshot};
 use provisioner_core::{SchedulingOptions, Strategy, schedule};
 
 fn main() {
@@ -23,7 +23,10 @@ fn main() {
     } else {
         snapshot(diverse_pods(42, n))
     };
-    let opts = SchedulingOptions { strategy, ..SchedulingOptions::default() };
+    let opts = SchedulingOptions {
+        strategy,
+        ..SchedulingOptions::default()
+    };
     let t = Instant::now();
     let r = schedule(&snap, &opts);
     let dt = t.elapsed();

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use provisioner_core::{
-    CapacityType, InstanceType, LabelSelector, Node, NodePool, Offering, Pod, PodAffinityTerm, Resources, Snapshot, TopologySpreadConstraint,
-    WhenUnsatisfiable, labels,
+    CapacityType, InstanceType, LabelSelector, Node, NodePool, Offering, Pod, PodAffinityTerm,
+    Resources, Snapshot, TopologySpreadConstraint, WhenUnsatisfiable, labels,
 };
 
 const GIB: i64 = 1 << 30;
@@ -55,7 +55,8 @@ pub fn instance_types(n: usize) -> Vec<InstanceType> {
                 Offering::new("test-zone-2", CapacityType::OnDemand, price),
                 Offering::new("test-zone-3", CapacityType::OnDemand, price),
             ];
-            let mut it = InstanceType::new(&format!("fake-it-{i}"), cpu, mem, (i + 1) * 10, offerings);
+            let mut it =
+                InstanceType::new(&format!("fake-it-{i}"), cpu, mem, (i + 1) * 10, offerings);
             it.labels.insert(labels::ARCH.into(), "amd64".into());
             it.labels.insert(labels::OS.into(), "linux".into());
             it
@@ -70,7 +71,9 @@ fn random_requests(rng: &mut Rng) -> (i64, i64) {
 }
 
 fn random_value(rng: &mut Rng) -> String {
-    rng.pick(&["a", "b", "c", "d", "e", "f", "g"]).unwrap_or(&"a").to_string()
+    rng.pick(&["a", "b", "c", "d", "e", "f", "g"])
+        .unwrap_or(&"a")
+        .to_string()
 }
 
 /// A pod with Karpenter's random CPU (100m-1500m) and memory (100Mi-4Gi).
@@ -83,14 +86,19 @@ fn base_pod(rng: &mut Rng, name: String) -> Pod {
 
 /// Generic pods: random labels, no constraints.
 pub fn generic_pods(rng: &mut Rng, n: usize, prefix: &str) -> Vec<Pod> {
-    (0..n).map(|i| base_pod(rng, format!("{prefix}-generic-{i}")).label("my-label", &random_value(rng))).collect()
+    (0..n)
+        .map(|i| {
+            base_pod(rng, format!("{prefix}-generic-{i}")).label("my-label", &random_value(rng))
+        })
+        .collect()
 }
 
 /// Topology spread (maxSkew 1, DoNotSchedule) on `key` with a random selector.
 pub fn spread_pods(rng: &mut Rng, n: usize, key: &str, prefix: &str) -> Vec<Pod> {
     (0..n)
         .map(|i| {
-            let mut p = base_pod(rng, format!("{prefix}-spread-{i}")).label("my-label", &random_value(rng));
+            let mut p =
+                base_pod(rng, format!("{prefix}-spread-{i}")).label("my-label", &random_value(rng));
             p.topology_spread.push(TopologySpreadConstraint {
                 max_skew: 1,
                 topology_key: key.into(),
@@ -107,7 +115,16 @@ pub fn spread_pods(rng: &mut Rng, n: usize, key: &str, prefix: &str) -> Vec<Pod>
 }
 
 fn term(labels: BTreeMap<String, String>, key: &str) -> PodAffinityTerm {
-    PodAffinityTerm { label_selector: LabelSelector { match_labels: labels, match_expressions: Vec::new() }, namespaces: Vec::new(), namespace_selector: None, topology_key: key.into(), match_label_keys: Vec::new() }
+    PodAffinityTerm {
+        label_selector: LabelSelector {
+            match_labels: labels,
+            match_expressions: Vec::new(),
+        },
+        namespaces: Vec::new(),
+        namespace_selector: None,
+        topology_key: key.into(),
+        match_label_keys: Vec::new(),
+    }
 }
 
 /// Required pod affinity to itself on `key` (seven random groups).
@@ -116,7 +133,9 @@ pub fn affinity_pods(rng: &mut Rng, n: usize, key: &str, prefix: &str) -> Vec<Po
         .map(|i| {
             let v = random_value(rng);
             let mut p = base_pod(rng, format!("{prefix}-affinity-{i}")).label("my-affininity", &v);
-            p.pod_affinity.required.push(term([("my-affininity".to_string(), v)].into(), key));
+            p.pod_affinity
+                .required
+                .push(term([("my-affininity".to_string(), v)].into(), key));
             p
         })
         .collect()
@@ -127,7 +146,9 @@ pub fn anti_affinity_pods(rng: &mut Rng, n: usize, key: &str, prefix: &str) -> V
     (0..n)
         .map(|i| {
             let mut p = base_pod(rng, format!("{prefix}-anti-{i}")).label("app", "nginx");
-            p.pod_anti_affinity.required.push(term([("app".to_string(), "nginx".to_string())].into(), key));
+            p.pod_anti_affinity
+                .required
+                .push(term([("app".to_string(), "nginx".to_string())].into(), key));
             p
         })
         .collect()
@@ -155,7 +176,13 @@ pub fn default_nodepool() -> NodePool {
 
 /// A snapshot with Karpenter's 400 types, one NodePool and the given pending pods.
 pub fn snapshot(pods: Vec<Pod>) -> Snapshot {
-    Snapshot { now: 0, pods, nodepools: vec![default_nodepool()], instance_types: instance_types(400), ..Snapshot::default() }
+    Snapshot {
+        now: 0,
+        pods,
+        nodepools: vec![default_nodepool()],
+        instance_types: instance_types(400),
+        ..Snapshot::default()
+    }
 }
 
 /// `n` existing nodes of type `fake-it-{type_index}` spread over the three zones, empty.
@@ -164,10 +191,18 @@ pub fn existing_nodes(n: usize, type_index: i64) -> Vec<Node> {
         .map(|i| {
             let zone = format!("test-zone-{}", i % 3 + 1);
             let cpu = (type_index + 1) * 1000;
-            let mut node = Node::new(&format!("node-{i:05}"), &zone, Resources::with_pods(cpu, (type_index + 1) * 2 * GIB, (type_index + 1) * 10));
+            let mut node = Node::new(
+                &format!("node-{i:05}"),
+                &zone,
+                Resources::with_pods(cpu, (type_index + 1) * 2 * GIB, (type_index + 1) * 10),
+            );
             node.nodepool = Some("default".into());
-            node.labels.insert(labels::NODEPOOL.into(), "default".into());
-            node.labels.insert(labels::INSTANCE_TYPE.into(), format!("fake-it-{type_index}"));
+            node.labels
+                .insert(labels::NODEPOOL.into(), "default".into());
+            node.labels.insert(
+                labels::INSTANCE_TYPE.into(),
+                format!("fake-it-{type_index}"),
+            );
             node.price = fake_price(cpu, (type_index + 1) * 2 * GIB);
             node
         })

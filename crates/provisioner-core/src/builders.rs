@@ -7,7 +7,12 @@ use crate::model::{CapacityType, InstanceType, Node, NodePool, Offering, Pod, Re
 impl Pod {
     /// A pending pod with one container requesting `cpu_milli` and `memory` bytes.
     pub fn new(namespace: &str, name: &str, cpu_milli: i64, memory: i64) -> Pod {
-        Pod { namespace: namespace.into(), name: name.into(), containers: vec![Resources::new(cpu_milli, memory)], ..Pod::default() }
+        Pod {
+            namespace: namespace.into(),
+            name: name.into(),
+            containers: vec![Resources::new(cpu_milli, memory)],
+            ..Pod::default()
+        }
     }
 
     /// Builder: add a label.
@@ -31,13 +36,25 @@ impl Pod {
 impl Offering {
     /// An available, priced offering.
     pub fn new(zone: &str, capacity_type: CapacityType, price: f64) -> Offering {
-        Offering { zone: zone.into(), capacity_type, price, priced: true, available: true }
+        Offering {
+            zone: zone.into(),
+            capacity_type,
+            price,
+            priced: true,
+            available: true,
+        }
     }
 }
 
 impl InstanceType {
     /// An instance type with CPU, memory and pod capacity and the given offerings.
-    pub fn new(name: &str, cpu_milli: i64, memory: i64, pods: i64, offerings: Vec<Offering>) -> InstanceType {
+    pub fn new(
+        name: &str,
+        cpu_milli: i64,
+        memory: i64,
+        pods: i64,
+        offerings: Vec<Offering>,
+    ) -> InstanceType {
         InstanceType {
             name: name.into(),
             capacity: Resources::with_pods(cpu_milli, memory, pods),
@@ -58,7 +75,11 @@ impl InstanceType {
 impl NodePool {
     /// A NodePool with defaults and this name and weight.
     pub fn new(name: &str, weight: i32) -> NodePool {
-        NodePool { name: name.into(), weight, ..NodePool::default() }
+        NodePool {
+            name: name.into(),
+            weight,
+            ..NodePool::default()
+        }
     }
 }
 

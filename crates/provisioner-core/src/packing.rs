@@ -125,7 +125,12 @@ pub struct PackPool {
 impl PackPool {
     /// A pool without limits (examples and tests).
     pub fn unlimited(name: &str) -> PackPool {
-        PackPool { name: name.into(), rank: 0, remaining: None, min_values: BTreeMap::new() }
+        PackPool {
+            name: name.into(),
+            rank: 0,
+            remaining: None,
+            min_values: BTreeMap::new(),
+        }
     }
 }
 
@@ -137,7 +142,9 @@ pub struct ShapeSet {
 
 impl ShapeSet {
     pub fn with_capacity(n: usize) -> ShapeSet {
-        ShapeSet { words: vec![0; n.div_ceil(64)] }
+        ShapeSet {
+            words: vec![0; n.div_ceil(64)],
+        }
     }
 
     pub fn from_ids(n: usize, ids: impl IntoIterator<Item = ShapeId>) -> ShapeSet {
@@ -166,7 +173,9 @@ impl ShapeSet {
 
     #[inline]
     pub fn contains(&self, id: ShapeId) -> bool {
-        self.words.get((id / 64) as usize).is_some_and(|w| w & (1u64 << (id % 64)) != 0)
+        self.words
+            .get((id / 64) as usize)
+            .is_some_and(|w| w & (1u64 << (id % 64)) != 0)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -221,7 +230,16 @@ pub struct PackItem {
 impl PackItem {
     /// An unconstrained single-pod item (examples and tests); `shape_set` 0.
     pub fn for_test(requests: Resources, _shapes: &[ShapeId]) -> PackItem {
-        PackItem { pods: Vec::new(), requests: Resources { pods: requests.pods.max(1), ..requests }, shape_set: 0, member_of: Vec::new(), limits: Vec::new() }
+        PackItem {
+            pods: Vec::new(),
+            requests: Resources {
+                pods: requests.pods.max(1),
+                ..requests
+            },
+            shape_set: 0,
+            member_of: Vec::new(),
+            limits: Vec::new(),
+        }
     }
 }
 
@@ -241,13 +259,21 @@ impl PackingProblem {
     /// A problem whose items all use every shape (examples and tests).
     pub fn new(shapes: Vec<Shape>, pools: Vec<PackPool>, items: Vec<PackItem>) -> PackingProblem {
         let all = ShapeSet::from_ids(shapes.len(), 0..shapes.len() as u32);
-        PackingProblem { shapes, pools, shape_sets: vec![all], items, groups: 0 }
+        PackingProblem {
+            shapes,
+            pools,
+            shape_sets: vec![all],
+            items,
+            groups: 0,
+        }
     }
 
     /// The shape set of an item (empty when the index is out of range).
     pub fn item_shapes(&self, item: &PackItem) -> &ShapeSet {
         static EMPTY: ShapeSet = ShapeSet { words: Vec::new() };
-        self.shape_sets.get(item.shape_set as usize).unwrap_or(&EMPTY)
+        self.shape_sets
+            .get(item.shape_set as usize)
+            .unwrap_or(&EMPTY)
     }
 }
 
@@ -273,9 +299,22 @@ pub struct LaunchPlan {
 
 impl LaunchPlan {
     /// A plan from nodes, with its cost computed.
-    pub fn from_nodes(problem: &PackingProblem, nodes: Vec<PlannedNode>, unplaced: Vec<(ItemId, String)>) -> LaunchPlan {
-        let cost = nodes.iter().filter_map(|n| problem.shapes.get(n.shape as usize)).map(|s| s.price).sum();
-        LaunchPlan { nodes, unplaced, cost, lower_bound: None }
+    pub fn from_nodes(
+        problem: &PackingProblem,
+        nodes: Vec<PlannedNode>,
+        unplaced: Vec<(ItemId, String)>,
+    ) -> LaunchPlan {
+        let cost = nodes
+            .iter()
+            .filter_map(|n| problem.shapes.get(n.shape as usize))
+            .map(|s| s.price)
+            .sum();
+        LaunchPlan {
+            nodes,
+            unplaced,
+            cost,
+            lower_bound: None,
+        }
     }
 }
 
@@ -316,7 +355,14 @@ pub struct NodeBuilder {
 impl NodeBuilder {
     /// An empty node that may launch as any of `candidates` (all from `pool`).
     pub fn new(pool: u32, candidates: Vec<ShapeId>) -> NodeBuilder {
-        NodeBuilder { pool, candidates, used: Resources::default(), items: Vec::new(), group_counts: BTreeMap::new(), group_caps: BTreeMap::new() }
+        NodeBuilder {
+            pool,
+            candidates,
+            used: Resources::default(),
+            items: Vec::new(),
+            group_counts: BTreeMap::new(),
+            group_caps: BTreeMap::new(),
+        }
     }
 
     /// Group limits only (cheap; used before the resource scan).
@@ -330,7 +376,8 @@ impl NodeBuilder {
             }
         }
         for (g, limit) in &item.limits {
-            let count = self.group_counts.get(g).copied().unwrap_or(0) + u32::from(item.member_of.contains(g));
+            let count = self.group_counts.get(g).copied().unwrap_or(0)
+                + u32::from(item.member_of.contains(g));
             if count > *limit {
                 return Err(Reject::Group(*g));
             }
@@ -350,13 +397,19 @@ impl NodeBuilder {
                 continue;
             }
             compatible = true;
-            let Some(shape) = problem.shapes.get(s as usize) else { continue };
+            let Some(shape) = problem.shapes.get(s as usize) else {
+                continue;
+            };
             if self.used.fits_with(&item.requests, &shape.allocatable) {
                 survivors.push(s);
             }
         }
         if survivors.is_empty() {
-            return Err(if compatible { Reject::NoRoom } else { Reject::NoCompatibleShape });
+            return Err(if compatible {
+                Reject::NoRoom
+            } else {
+                Reject::NoCompatibleShape
+            });
         }
         self.check_min_values(problem, &survivors)?;
         Ok(survivors)
@@ -367,12 +420,22 @@ impl NodeBuilder {
     pub fn quick_fits(&self, problem: &PackingProblem, item: &PackItem) -> bool {
         let set = problem.item_shapes(item);
         self.candidates.iter().any(|&s| {
-            set.contains(s) && problem.shapes.get(s as usize).is_some_and(|sh| self.used.fits_with(&item.requests, &sh.allocatable))
+            set.contains(s)
+                && problem
+                    .shapes
+                    .get(s as usize)
+                    .is_some_and(|sh| self.used.fits_with(&item.requests, &sh.allocatable))
         })
     }
 
-    fn check_min_values(&self, problem: &PackingProblem, survivors: &[ShapeId]) -> Result<(), Reject> {
-        let Some(pool) = problem.pools.get(self.pool as usize) else { return Ok(()) };
+    fn check_min_values(
+        &self,
+        problem: &PackingProblem,
+        survivors: &[ShapeId],
+    ) -> Result<(), Reject> {
+        let Some(pool) = problem.pools.get(self.pool as usize) else {
+            return Ok(());
+        };
         for (key, min) in &pool.min_values {
             let mut distinct: Vec<&str> = survivors
                 .iter()
@@ -405,8 +468,14 @@ impl NodeBuilder {
     /// The cheapest candidate (ties: lower id), the shape to launch.
     pub fn cheapest(&self, problem: &PackingProblem) -> Option<ShapeId> {
         self.candidates.iter().copied().min_by(|a, b| {
-            let pa = problem.shapes.get(*a as usize).map_or(f64::INFINITY, |s| s.price);
-            let pb = problem.shapes.get(*b as usize).map_or(f64::INFINITY, |s| s.price);
+            let pa = problem
+                .shapes
+                .get(*a as usize)
+                .map_or(f64::INFINITY, |s| s.price);
+            let pb = problem
+                .shapes
+                .get(*b as usize)
+                .map_or(f64::INFINITY, |s| s.price);
             pa.total_cmp(&pb).then(a.cmp(b))
         })
     }
@@ -424,7 +493,11 @@ pub enum PlanViolation {
     #[error("item {item} is neither placed nor reported unplaced")]
     Missing { item: ItemId },
     #[error("node {node}: item {item} cannot join ({reason})")]
-    CannotJoin { node: usize, item: ItemId, reason: String },
+    CannotJoin {
+        node: usize,
+        item: ItemId,
+        reason: String,
+    },
     #[error("node {node}: launch shape {shape} does not fit its items")]
     LaunchDoesNotFit { node: usize, shape: ShapeId },
     #[error("NodePool {pool}: launches exceed its limits")]
@@ -442,10 +515,20 @@ pub fn verify(problem: &PackingProblem, plan: &LaunchPlan) -> Result<(), Vec<Pla
     let mut pool_used: BTreeMap<u32, Resources> = BTreeMap::new();
     for (ni, node) in plan.nodes.iter().enumerate() {
         let Some(launch) = problem.shapes.get(node.shape as usize) else {
-            errors.push(PlanViolation::UnknownShape { node: ni, shape: node.shape });
+            errors.push(PlanViolation::UnknownShape {
+                node: ni,
+                shape: node.shape,
+            });
             continue;
         };
-        let pool_shapes: Vec<ShapeId> = (0..problem.shapes.len() as u32).filter(|s| problem.shapes.get(*s as usize).is_some_and(|sh| sh.pool == launch.pool)).collect();
+        let pool_shapes: Vec<ShapeId> = (0..problem.shapes.len() as u32)
+            .filter(|s| {
+                problem
+                    .shapes
+                    .get(*s as usize)
+                    .is_some_and(|sh| sh.pool == launch.pool)
+            })
+            .collect();
         let mut b = NodeBuilder::new(launch.pool, pool_shapes);
         for &id in &node.items {
             let Some(item) = problem.items.get(id as usize) else {
@@ -459,13 +542,23 @@ pub fn verify(problem: &PackingProblem, plan: &LaunchPlan) -> Result<(), Vec<Pla
             }
             match b.check(problem, item) {
                 Ok(surv) => b.add(id, item, surv),
-                Err(r) => errors.push(PlanViolation::CannotJoin { node: ni, item: id, reason: format!("{r:?}") }),
+                Err(r) => errors.push(PlanViolation::CannotJoin {
+                    node: ni,
+                    item: id,
+                    reason: format!("{r:?}"),
+                }),
             }
         }
         if !b.candidates.contains(&node.shape) {
-            errors.push(PlanViolation::LaunchDoesNotFit { node: ni, shape: node.shape });
+            errors.push(PlanViolation::LaunchDoesNotFit {
+                node: ni,
+                shape: node.shape,
+            });
         }
-        pool_used.entry(launch.pool).or_default().add_assign(&launch.capacity.clone().with_extended("nodes", 1));
+        pool_used
+            .entry(launch.pool)
+            .or_default()
+            .add_assign(&launch.capacity.clone().with_extended("nodes", 1));
     }
     for (id, _) in &plan.unplaced {
         match seen.get_mut(*id as usize) {
@@ -484,14 +577,28 @@ pub fn verify(problem: &PackingProblem, plan: &LaunchPlan) -> Result<(), Vec<Pla
             && let Some(rem) = &p.remaining
             && !limit_fits(used, rem)
         {
-            errors.push(PlanViolation::PoolLimit { pool: p.name.clone() });
+            errors.push(PlanViolation::PoolLimit {
+                pool: p.name.clone(),
+            });
         }
     }
-    let actual: f64 = plan.nodes.iter().filter_map(|n| problem.shapes.get(n.shape as usize)).map(|s| s.price).sum();
+    let actual: f64 = plan
+        .nodes
+        .iter()
+        .filter_map(|n| problem.shapes.get(n.shape as usize))
+        .map(|s| s.price)
+        .sum();
     if (actual - plan.cost).abs() > 1e-6 * actual.abs().max(1.0) {
-        errors.push(PlanViolation::Cost { claimed: format!("{:.6}", plan.cost), actual: format!("{actual:.6}") });
+        errors.push(PlanViolation::Cost {
+            claimed: format!("{:.6}", plan.cost),
+            actual: format!("{actual:.6}"),
+        });
     }
-    if errors.is_empty() { Ok(()) } else { Err(errors) }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
 }
 
 /// Whether `used` stays within a remaining NodePool allowance. First-class fields are always
@@ -502,7 +609,10 @@ pub fn limit_fits(used: &Resources, remaining: &Resources) -> bool {
         && used.memory <= remaining.memory
         && used.pods <= remaining.pods
         && used.ephemeral_storage <= remaining.ephemeral_storage
-        && remaining.extended.iter().all(|(k, lim)| used.extended.get(k).copied().unwrap_or(0) <= *lim)
+        && remaining
+            .extended
+            .iter()
+            .all(|(k, lim)| used.extended.get(k).copied().unwrap_or(0) <= *lim)
 }
 
 /// A NodePool's `limits` as an allowance: first-class fields the user left at zero are not

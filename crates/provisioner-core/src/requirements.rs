@@ -19,12 +19,22 @@ use crate::model::{NodeSelectorTerm, Operator, Requirement, labels};
 impl Requirement {
     /// `key In [values]` (helper).
     pub fn new_in(key: &str, values: &[&str]) -> Requirement {
-        Requirement { key: key.into(), operator: Operator::In, values: values.iter().map(|v| v.to_string()).collect(), min_values: None }
+        Requirement {
+            key: key.into(),
+            operator: Operator::In,
+            values: values.iter().map(|v| v.to_string()).collect(),
+            min_values: None,
+        }
     }
 
     /// Any operator (helper).
     pub fn new(key: &str, operator: Operator, values: &[&str]) -> Requirement {
-        Requirement { key: key.into(), operator, values: values.iter().map(|v| v.to_string()).collect(), min_values: None }
+        Requirement {
+            key: key.into(),
+            operator,
+            values: values.iter().map(|v| v.to_string()).collect(),
+            min_values: None,
+        }
     }
 
     /// Whether a node with these labels satisfies the requirement (kube-scheduler semantics:
@@ -42,7 +52,9 @@ impl Requirement {
             Operator::Exists => value.is_some(),
             Operator::DoesNotExist => value.is_none(),
             Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => {
-                let (Some(v), Some(bound)) = (value.and_then(|v| v.parse::<i64>().ok()), self.bound()) else {
+                let (Some(v), Some(bound)) =
+                    (value.and_then(|v| v.parse::<i64>().ok()), self.bound())
+                else {
                     return false;
                 };
                 match self.operator {
@@ -108,12 +120,24 @@ pub struct ValueSet {
 impl ValueSet {
     /// Exactly these values.
     pub fn of<I: IntoIterator<Item = S>, S: Into<String>>(values: I) -> ValueSet {
-        ValueSet { complement: false, values: values.into_iter().map(Into::into).collect(), gt: None, lt: None, min_values: None }
+        ValueSet {
+            complement: false,
+            values: values.into_iter().map(Into::into).collect(),
+            gt: None,
+            lt: None,
+            min_values: None,
+        }
     }
 
     /// Any value (the label exists).
     pub fn any() -> ValueSet {
-        ValueSet { complement: true, values: BTreeSet::new(), gt: None, lt: None, min_values: None }
+        ValueSet {
+            complement: true,
+            values: BTreeSet::new(),
+            gt: None,
+            lt: None,
+            min_values: None,
+        }
     }
 
     /// From a wire requirement.
@@ -121,15 +145,47 @@ impl ValueSet {
         let vals = || r.values.iter().cloned().collect::<BTreeSet<_>>();
         let bound = r.bound();
         let mut set = match r.operator {
-            Operator::In => ValueSet { complement: false, values: vals(), ..ValueSet::any() },
-            Operator::NotIn => ValueSet { complement: true, values: vals(), ..ValueSet::any() },
+            Operator::In => ValueSet {
+                complement: false,
+                values: vals(),
+                ..ValueSet::any()
+            },
+            Operator::NotIn => ValueSet {
+                complement: true,
+                values: vals(),
+                ..ValueSet::any()
+            },
             Operator::Exists => ValueSet::any(),
             Operator::DoesNotExist => ValueSet::of(Vec::<String>::new()),
             // An unparsable bound allows nothing, as in the kube-scheduler.
-            Operator::Gt => bound.map_or_else(|| ValueSet::of(Vec::<String>::new()), |b| ValueSet { gt: Some(b), ..ValueSet::any() }),
-            Operator::Gte => bound.map_or_else(|| ValueSet::of(Vec::<String>::new()), |b| ValueSet { gt: Some(b.saturating_sub(1)), ..ValueSet::any() }),
-            Operator::Lt => bound.map_or_else(|| ValueSet::of(Vec::<String>::new()), |b| ValueSet { lt: Some(b), ..ValueSet::any() }),
-            Operator::Lte => bound.map_or_else(|| ValueSet::of(Vec::<String>::new()), |b| ValueSet { lt: Some(b.saturating_add(1)), ..ValueSet::any() }),
+            Operator::Gt => bound.map_or_else(
+                || ValueSet::of(Vec::<String>::new()),
+                |b| ValueSet {
+                    gt: Some(b),
+                    ..ValueSet::any()
+                },
+            ),
+            Operator::Gte => bound.map_or_else(
+                || ValueSet::of(Vec::<String>::new()),
+                |b| ValueSet {
+                    gt: Some(b.saturating_sub(1)),
+                    ..ValueSet::any()
+                },
+            ),
+            Operator::Lt => bound.map_or_else(
+                || ValueSet::of(Vec::<String>::new()),
+                |b| ValueSet {
+                    lt: Some(b),
+                    ..ValueSet::any()
+                },
+            ),
+            Operator::Lte => bound.map_or_else(
+                || ValueSet::of(Vec::<String>::new()),
+                |b| ValueSet {
+                    lt: Some(b.saturating_add(1)),
+                    ..ValueSet::any()
+                },
+            ),
         };
         set.min_values = r.min_values;
         set
@@ -139,7 +195,9 @@ impl ValueSet {
         if self.gt.is_none() && self.lt.is_none() {
             return true;
         }
-        let Ok(n) = v.parse::<i64>() else { return false };
+        let Ok(n) = v.parse::<i64>() else {
+            return false;
+        };
         self.gt.is_none_or(|g| n > g) && self.lt.is_none_or(|l| n < l)
     }
 
@@ -182,10 +240,34 @@ impl ValueSet {
             (a, b) => a.or(b),
         };
         let mut out = match (self.complement, other.complement) {
-            (true, true) => ValueSet { complement: true, values: self.values.union(&other.values).cloned().collect(), gt, lt, min_values },
-            (true, false) => ValueSet { complement: false, values: other.values.difference(&self.values).cloned().collect(), gt, lt, min_values },
-            (false, true) => ValueSet { complement: false, values: self.values.difference(&other.values).cloned().collect(), gt, lt, min_values },
-            (false, false) => ValueSet { complement: false, values: self.values.intersection(&other.values).cloned().collect(), gt, lt, min_values },
+            (true, true) => ValueSet {
+                complement: true,
+                values: self.values.union(&other.values).cloned().collect(),
+                gt,
+                lt,
+                min_values,
+            },
+            (true, false) => ValueSet {
+                complement: false,
+                values: other.values.difference(&self.values).cloned().collect(),
+                gt,
+                lt,
+                min_values,
+            },
+            (false, true) => ValueSet {
+                complement: false,
+                values: self.values.difference(&other.values).cloned().collect(),
+                gt,
+                lt,
+                min_values,
+            },
+            (false, false) => ValueSet {
+                complement: false,
+                values: self.values.intersection(&other.values).cloned().collect(),
+                gt,
+                lt,
+                min_values,
+            },
         };
         if !out.complement {
             let bounded = out.clone();
@@ -196,10 +278,19 @@ impl ValueSet {
 
     /// Back to wire requirements (one or two, for a bounded complement).
     pub fn to_requirements(&self, key: &str) -> Vec<Requirement> {
-        let mk = |operator, values: Vec<String>| Requirement { key: key.to_string(), operator, values, min_values: self.min_values };
+        let mk = |operator, values: Vec<String>| Requirement {
+            key: key.to_string(),
+            operator,
+            values,
+            min_values: self.min_values,
+        };
         let mut out = Vec::new();
         if !self.complement {
-            out.push(if self.values.is_empty() { mk(Operator::DoesNotExist, vec![]) } else { mk(Operator::In, self.values.iter().cloned().collect()) });
+            out.push(if self.values.is_empty() {
+                mk(Operator::DoesNotExist, vec![])
+            } else {
+                mk(Operator::In, self.values.iter().cloned().collect())
+            });
             return out;
         }
         if let Some(g) = self.gt {
@@ -225,7 +316,11 @@ pub struct Requirements(pub BTreeMap<String, ValueSet>);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Incompatible {
     #[error("label {key}: no value satisfies both {left} and {right}")]
-    NoCommonValue { key: String, left: String, right: String },
+    NoCommonValue {
+        key: String,
+        left: String,
+        right: String,
+    },
     #[error("label {key} is required but has no known values")]
     Undefined { key: String },
 }
@@ -242,7 +337,12 @@ impl Requirements {
 
     /// Every label as `key In [value]`.
     pub fn from_labels(labels: &BTreeMap<String, String>) -> Requirements {
-        Requirements(labels.iter().map(|(k, v)| (k.clone(), ValueSet::of([v.clone()]))).collect())
+        Requirements(
+            labels
+                .iter()
+                .map(|(k, v)| (k.clone(), ValueSet::of([v.clone()])))
+                .collect(),
+        )
     }
 
     /// Intersects one key's set into these requirements.
@@ -272,17 +372,26 @@ impl Requirements {
     /// Karpenter's compatibility: every key `incoming` constrains must either be constrained
     /// here with a non-empty intersection, or be allowed to be undefined here (`NotIn` /
     /// `DoesNotExist`, or a well-known label when `allow_undefined_well_known`).
-    pub fn compatible(&self, incoming: &Requirements, allow_undefined_well_known: bool) -> Result<(), Incompatible> {
+    pub fn compatible(
+        &self,
+        incoming: &Requirements,
+        allow_undefined_well_known: bool,
+    ) -> Result<(), Incompatible> {
         for (key, want) in &incoming.0 {
             match self.0.get(key) {
                 Some(have) => {
                     let both_absent = have.allows_absent() && want.allows_absent();
                     if have.intersect(want).is_empty() && !both_absent {
-                        return Err(Incompatible::NoCommonValue { key: key.clone(), left: describe(have), right: describe(want) });
+                        return Err(Incompatible::NoCommonValue {
+                            key: key.clone(),
+                            left: describe(have),
+                            right: describe(want),
+                        });
                     }
                 }
                 None => {
-                    if !(want.allows_absent() || (allow_undefined_well_known && is_well_known(key))) {
+                    if !(want.allows_absent() || (allow_undefined_well_known && is_well_known(key)))
+                    {
                         return Err(Incompatible::Undefined { key: key.clone() });
                     }
                 }
@@ -302,21 +411,34 @@ impl Requirements {
 
     /// Back to wire requirements, sorted by key.
     pub fn to_wire(&self) -> Vec<Requirement> {
-        self.0.iter().flat_map(|(k, s)| s.to_requirements(k)).collect()
+        self.0
+            .iter()
+            .flat_map(|(k, s)| s.to_requirements(k))
+            .collect()
     }
 }
 
 fn describe(s: &ValueSet) -> String {
     s.to_requirements("")
         .iter()
-        .map(|r| if r.values.is_empty() { format!("{:?}", r.operator) } else { format!("{:?} {:?}", r.operator, r.values) })
+        .map(|r| {
+            if r.values.is_empty() {
+                format!("{:?}", r.operator)
+            } else {
+                format!("{:?} {:?}", r.operator, r.values)
+            }
+        })
         .collect::<Vec<_>>()
         .join(" and ")
 }
 
 impl fmt::Display for Requirements {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts: Vec<String> = self.0.iter().map(|(k, s)| format!("{k} {}", describe(s))).collect();
+        let parts: Vec<String> = self
+            .0
+            .iter()
+            .map(|(k, s)| format!("{k} {}", describe(s)))
+            .collect();
         write!(f, "{}", parts.join(", "))
     }
 }
@@ -326,7 +448,9 @@ mod tests {
     use super::*;
 
     fn l(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
-        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -343,15 +467,24 @@ mod tests {
         assert!(Requirement::new("gen", Operator::Gte, &["5"]).matches(&node));
         assert!(Requirement::new("gen", Operator::Lte, &["5"]).matches(&node));
         assert!(!Requirement::new("gen", Operator::Lt, &["5"]).matches(&node));
-        assert!(!Requirement::new("zone", Operator::Gt, &["1"]).matches(&node), "non-integer label");
-        assert!(!Requirement::new("gen", Operator::Gt, &["x"]).matches(&node), "non-integer bound");
+        assert!(
+            !Requirement::new("zone", Operator::Gt, &["1"]).matches(&node),
+            "non-integer label"
+        );
+        assert!(
+            !Requirement::new("gen", Operator::Gt, &["x"]).matches(&node),
+            "non-integer bound"
+        );
         assert!(!Requirement::new("missing", Operator::Lt, &["9"]).matches(&node));
     }
 
     #[test]
     fn or_terms() {
         let node = l(&[("zone", "b")]);
-        let terms = vec![vec![Requirement::new_in("zone", &["a"])], vec![Requirement::new_in("zone", &["b"])]];
+        let terms = vec![
+            vec![Requirement::new_in("zone", &["a"])],
+            vec![Requirement::new_in("zone", &["b"])],
+        ];
         assert!(terms_match(&terms, &node));
         assert!(terms_match(&[], &node));
     }
@@ -362,14 +495,30 @@ mod tests {
         let b = ValueSet::from_requirement(&Requirement::new("k", Operator::NotIn, &["2"]));
         let c = ValueSet::from_requirement(&Requirement::new("k", Operator::Gt, &["1"]));
         let i = a.intersect(&b).intersect(&c);
-        assert_eq!(i.values.iter().cloned().collect::<Vec<_>>(), vec!["3".to_string()]);
+        assert_eq!(
+            i.values.iter().cloned().collect::<Vec<_>>(),
+            vec!["3".to_string()]
+        );
         let exists = ValueSet::any();
-        assert_eq!(exists.intersect(&b), ValueSet { complement: true, values: ["2".to_string()].into(), gt: None, lt: None, min_values: None });
-        let bounded = ValueSet::from_requirement(&Requirement::new("k", Operator::Gt, &["5"]))
-            .intersect(&ValueSet::from_requirement(&Requirement::new("k", Operator::Lt, &["6"])));
+        assert_eq!(
+            exists.intersect(&b),
+            ValueSet {
+                complement: true,
+                values: ["2".to_string()].into(),
+                gt: None,
+                lt: None,
+                min_values: None
+            }
+        );
+        let bounded =
+            ValueSet::from_requirement(&Requirement::new("k", Operator::Gt, &["5"])).intersect(
+                &ValueSet::from_requirement(&Requirement::new("k", Operator::Lt, &["6"])),
+            );
         assert!(bounded.is_empty());
-        let open = ValueSet::from_requirement(&Requirement::new("k", Operator::Gte, &["5"]))
-            .intersect(&ValueSet::from_requirement(&Requirement::new("k", Operator::Lte, &["5"])));
+        let open =
+            ValueSet::from_requirement(&Requirement::new("k", Operator::Gte, &["5"])).intersect(
+                &ValueSet::from_requirement(&Requirement::new("k", Operator::Lte, &["5"])),
+            );
         assert!(!open.is_empty());
         assert!(open.has("5"));
     }
@@ -381,18 +530,27 @@ mod tests {
         assert!(pool.compatible(&pod, true).is_ok());
         assert!(pool.compatible(&pod, false).is_err());
         let custom = Requirements::from_wire(&[Requirement::new_in("gpu", &["yes"])]);
-        assert_eq!(pool.compatible(&custom, true), Err(Incompatible::Undefined { key: "gpu".into() }));
+        assert_eq!(
+            pool.compatible(&custom, true),
+            Err(Incompatible::Undefined { key: "gpu".into() })
+        );
         let not_in = Requirements::from_wire(&[Requirement::new("gpu", Operator::NotIn, &["yes"])]);
         assert!(pool.compatible(&not_in, false).is_ok());
         let other_team = Requirements::from_wire(&[Requirement::new_in("team", &["b"])]);
-        assert!(matches!(pool.compatible(&other_team, true), Err(Incompatible::NoCommonValue { .. })));
+        assert!(matches!(
+            pool.compatible(&other_team, true),
+            Err(Incompatible::NoCommonValue { .. })
+        ));
         let absent = Requirements::from_wire(&[Requirement::new("x", Operator::DoesNotExist, &[])]);
         assert!(absent.compatible(&absent, false).is_ok());
     }
 
     #[test]
     fn round_trip_to_wire() {
-        let r = Requirements::from_wire(&[Requirement::new_in("zone", &["a"]), Requirement::new("gen", Operator::Gt, &["3"])]);
+        let r = Requirements::from_wire(&[
+            Requirement::new_in("zone", &["a"]),
+            Requirement::new("gen", Operator::Gt, &["3"]),
+        ]);
         let back = Requirements::from_wire(&r.to_wire());
         assert_eq!(r, back);
         assert_eq!(r.single_values().get("zone").map(String::as_str), Some("a"));

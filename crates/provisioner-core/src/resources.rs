@@ -13,12 +13,21 @@ const MIB: f64 = 1024.0 * 1024.0;
 impl Resources {
     /// CPU and memory only; the common case in tests and generators.
     pub fn new(cpu_milli: i64, memory: i64) -> Resources {
-        Resources { cpu_milli, memory, ..Resources::default() }
+        Resources {
+            cpu_milli,
+            memory,
+            ..Resources::default()
+        }
     }
 
     /// CPU, memory and pod slots.
     pub fn with_pods(cpu_milli: i64, memory: i64, pods: i64) -> Resources {
-        Resources { cpu_milli, memory, pods, ..Resources::default() }
+        Resources {
+            cpu_milli,
+            memory,
+            pods,
+            ..Resources::default()
+        }
     }
 
     /// Builder: set one extended resource (e.g. `nvidia.com/gpu`).
@@ -59,7 +68,9 @@ impl Resources {
         self.cpu_milli = self.cpu_milli.saturating_add(other.cpu_milli);
         self.memory = self.memory.saturating_add(other.memory);
         self.pods = self.pods.saturating_add(other.pods);
-        self.ephemeral_storage = self.ephemeral_storage.saturating_add(other.ephemeral_storage);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_add(other.ephemeral_storage);
         for (k, v) in &other.extended {
             let e = self.extended.entry(k.clone()).or_insert(0);
             *e = e.saturating_add(*v);
@@ -78,7 +89,9 @@ impl Resources {
         self.cpu_milli = self.cpu_milli.saturating_sub(other.cpu_milli);
         self.memory = self.memory.saturating_sub(other.memory);
         self.pods = self.pods.saturating_sub(other.pods);
-        self.ephemeral_storage = self.ephemeral_storage.saturating_sub(other.ephemeral_storage);
+        self.ephemeral_storage = self
+            .ephemeral_storage
+            .saturating_sub(other.ephemeral_storage);
         for (k, v) in &other.extended {
             let e = self.extended.entry(k.clone()).or_insert(0);
             *e = e.saturating_sub(*v);
@@ -120,11 +133,17 @@ impl Resources {
         self.cpu_milli.saturating_add(add.cpu_milli) <= available.cpu_milli
             && self.memory.saturating_add(add.memory) <= available.memory
             && self.pods.saturating_add(add.pods) <= available.pods
-            && self.ephemeral_storage.saturating_add(add.ephemeral_storage) <= available.ephemeral_storage
+            && self.ephemeral_storage.saturating_add(add.ephemeral_storage)
+                <= available.ephemeral_storage
             && (add.extended.is_empty()
                 || add.extended.iter().all(|(k, v)| {
                     *v <= 0
-                        || self.extended.get(k).copied().unwrap_or(0).saturating_add(*v)
+                        || self
+                            .extended
+                            .get(k)
+                            .copied()
+                            .unwrap_or(0)
+                            .saturating_add(*v)
                             <= available.extended.get(k).copied().unwrap_or(0)
                 }))
     }
@@ -142,7 +161,11 @@ impl Resources {
             return Some(("pods", self.pods, available.pods));
         }
         if self.ephemeral_storage > available.ephemeral_storage {
-            return Some(("ephemeral-storage", self.ephemeral_storage, available.ephemeral_storage));
+            return Some((
+                "ephemeral-storage",
+                self.ephemeral_storage,
+                available.ephemeral_storage,
+            ));
         }
         None
     }
@@ -259,7 +282,10 @@ mod tests {
     #[test]
     fn requests_take_the_larger_of_app_and_init() {
         let mut pod = Pod::new("ns", "p", 500, 1 << 30);
-        pod.init_containers.push(InitContainer { requests: Resources::new(2000, 1 << 20), restart_always: false });
+        pod.init_containers.push(InitContainer {
+            requests: Resources::new(2000, 1 << 20),
+            restart_always: false,
+        });
         let r = pod_requests(&pod);
         assert_eq!(r.cpu_milli, 2000);
         assert_eq!(r.memory, 1 << 30);
@@ -269,8 +295,14 @@ mod tests {
     #[test]
     fn sidecars_add_to_app_and_to_later_inits() {
         let mut pod = Pod::new("ns", "p", 500, 100);
-        pod.init_containers.push(InitContainer { requests: Resources::new(200, 10), restart_always: true });
-        pod.init_containers.push(InitContainer { requests: Resources::new(600, 10), restart_always: false });
+        pod.init_containers.push(InitContainer {
+            requests: Resources::new(200, 10),
+            restart_always: true,
+        });
+        pod.init_containers.push(InitContainer {
+            requests: Resources::new(600, 10),
+            restart_always: false,
+        });
         let r = pod_requests(&pod);
         // app + sidecar = 700m; init 600m + sidecar 200m = 800m.
         assert_eq!(r.cpu_milli, 800);
@@ -290,7 +322,10 @@ mod tests {
         let gpu = Resources::new(100, 100).with_extended("nvidia.com/gpu", 1);
         assert!(!gpu.fits_in(&Resources::new(1000, 1000)));
         assert!(gpu.fits_in(&Resources::new(1000, 1000).with_extended("nvidia.com/gpu", 2)));
-        assert!(Resources::default().fits_with(&gpu, &Resources::new(1000, 1000).with_extended("nvidia.com/gpu", 1)));
+        assert!(Resources::default().fits_with(
+            &gpu,
+            &Resources::new(1000, 1000).with_extended("nvidia.com/gpu", 1)
+        ));
     }
 
     #[test]

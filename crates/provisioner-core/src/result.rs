@@ -103,6 +103,11 @@ pub struct SchedulingResult {
 impl SchedulingResult {
     /// Number of pods placed anywhere.
     pub fn placed_pods(&self) -> usize {
-        self.existing_placements.len() + self.new_node_claims.iter().map(|c| c.pods.len()).sum::<usize>()
+        self.existing_placements.len()
+            + self
+                .new_node_claims
+                .iter()
+                .map(|c| c.pods.len())
+                .sum::<usize>()
     }
 }

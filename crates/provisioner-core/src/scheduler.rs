@@ -14,7 +14,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Node, NodeSelectorTerm, Pod, Requirement, Resources, Snapshot, TaintEffect, Toleration, TolerationOperator, WhenUnsatisfiable, labels};
+use crate::model::{
+    Node, NodeSelectorTerm, Pod, Requirement, Resources, Snapshot, TaintEffect, Toleration,
+    TolerationOperator, WhenUnsatisfiable, labels,
+};
 use crate::packing::{LaunchPlanner, PackItem, PackingProblem, ShapeId, ShapeSet, verify};
 use crate::requirements::{Requirements, ValueSet, term_matches, terms_match};
 use crate::resources::{format_amount, pod_requests};
@@ -40,51 +43,83 @@ pub struct SchedulingOptions {
 
 impl Default for SchedulingOptions {
     fn default() -> Self {
-        SchedulingOptions { strategy: Strategy::CostAware, tolerate_prefer_no_schedule: true, verify_plan: true }
+        SchedulingOptions {
+            strategy: Strategy::CostAware,
+            tolerate_prefer_no_schedule: true,
+            verify_plan: true,
+        }
     }
 }
 
 /// Schedules the snapshot's pending pods (unbound, not daemonset pods).
 pub fn schedule(snapshot: &Snapshot, options: &SchedulingOptions) -> SchedulingResult {
     let mut state = ClusterState::new(snapshot);
-    let pending: Vec<Pod> = snapshot.pods.iter().filter(|p| p.node_name.is_none() && !p.is_daemonset_pod()).cloned().collect();
+    let pending: Vec<Pod> = snapshot
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_none() && !p.is_daemonset_pod())
+        .cloned()
+        .collect();
     schedule_on(&mut state, &pending, options)
 }
 
 /// Schedules `pending` on a prepared state (which it updates with the placements on existing
 /// nodes). Consolidation clones one [`ClusterState`], removes candidates and calls this.
-pub fn schedule_on(state: &mut ClusterState, pending: &[Pod], options: &SchedulingOptions) -> SchedulingResult {
+pub fn schedule_on(
+    state: &mut ClusterState,
+    pending: &[Pod],
+    options: &SchedulingOptions,
+) -> SchedulingResult {
     schedule_with(state, pending, options, options.strategy.planner())
 }
 
 /// [`schedule_on`] with any planner (an optimiser plugs in here).
-pub fn schedule_with(state: &mut ClusterState, pending: &[Pod], options: &SchedulingOptions, planner: &dyn LaunchPlanner) -> SchedulingResult {
+pub fn schedule_with(
+    state: &mut ClusterState,
+    pending: &[Pod],
+    options: &SchedulingOptions,
+    planner: &dyn LaunchPlanner,
+) -> SchedulingResult {
     let mut run = Run::new(state, options);
     run.prepare_groups(pending);
     let order = pod_order(pending);
-    let mut result = SchedulingResult { strategy: planner.name().to_string(), ..SchedulingResult::default() };
+    let mut result = SchedulingResult {
+        strategy: planner.name().to_string(),
+        ..SchedulingResult::default()
+    };
     for i in order {
-        let Some(original) = pending.get(i) else { continue };
+        let Some(original) = pending.get(i) else {
+            continue;
+        };
         let mut pod = original.clone();
         let mut relaxed = Vec::new();
         loop {
             match run.try_pod(&pod) {
                 Ok(Some(node)) => {
-                    result.existing_placements.push(Placement { pod: pod_ref(&pod), node });
+                    result.existing_placements.push(Placement {
+                        pod: pod_ref(&pod),
+                        node,
+                    });
                     break;
                 }
                 Ok(None) => break,
                 Err(reason) => match relax(&mut pod, options.tolerate_prefer_no_schedule) {
                     Some(what) => relaxed.push(what),
                     None => {
-                        result.unschedulable.push(Unschedulable { pod: pod_ref(&pod), reason });
+                        result.unschedulable.push(Unschedulable {
+                            pod: pod_ref(&pod),
+                            reason,
+                        });
                         break;
                     }
                 },
             }
         }
         if !relaxed.is_empty() {
-            result.relaxations.push(Relaxation { pod: pod_ref(original), relaxed });
+            result.relaxations.push(Relaxation {
+                pod: pod_ref(original),
+                relaxed,
+            });
         }
     }
     run.finish(planner, &mut result);
@@ -114,13 +149,20 @@ pub fn pod_order(pods: &[Pod]) -> Vec<usize> {
 }
 
 fn pod_ref(p: &Pod) -> PodRef {
-    PodRef { namespace: p.namespace.clone(), name: p.name.clone() }
+    PodRef {
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+    }
 }
 
 /// The node requirements a pod is held to now: nodeSelector, its heaviest preferred
 /// node-affinity term (until relaxed) and its first required term (Karpenter's reading).
 pub fn effective_term(pod: &Pod) -> NodeSelectorTerm {
-    let mut term: NodeSelectorTerm = pod.node_selector.iter().map(|(k, v)| Requirement::new_in(k, &[v.as_str()])).collect();
+    let mut term: NodeSelectorTerm = pod
+        .node_selector
+        .iter()
+        .map(|(k, v)| Requirement::new_in(k, &[v.as_str()]))
+        .collect();
     if let Some(pref) = heaviest(&pod.preferred_node_affinity, |t| t.weight) {
         term.extend(pref.term.iter().cloned());
     }
@@ -166,11 +208,23 @@ pub fn relax(pod: &mut Pod, tolerate_prefer_no_schedule: bool) -> Option<String>
     if remove_heaviest(&mut pod.preferred_node_affinity, |t| t.weight).is_some() {
         return Some("dropped a preferred node-affinity term".into());
     }
-    if let Some(i) = pod.topology_spread.iter().position(|t| t.when_unsatisfiable == WhenUnsatisfiable::ScheduleAnyway) {
+    if let Some(i) = pod
+        .topology_spread
+        .iter()
+        .position(|t| t.when_unsatisfiable == WhenUnsatisfiable::ScheduleAnyway)
+    {
         let t = pod.topology_spread.remove(i);
-        return Some(format!("dropped the ScheduleAnyway topology spread on {}", t.topology_key));
+        return Some(format!(
+            "dropped the ScheduleAnyway topology spread on {}",
+            t.topology_key
+        ));
     }
-    let tol = Toleration { key: None, operator: TolerationOperator::Exists, value: None, effect: Some(TaintEffect::PreferNoSchedule) };
+    let tol = Toleration {
+        key: None,
+        operator: TolerationOperator::Exists,
+        value: None,
+        effect: Some(TaintEffect::PreferNoSchedule),
+    };
     if tolerate_prefer_no_schedule && !pod.tolerations.contains(&tol) {
         pod.tolerations.push(tol);
         return Some("tolerated PreferNoSchedule taints".into());
@@ -184,6 +238,13 @@ struct Class {
     nodes_ok: Vec<bool>,
     shapes: ShapeSet,
 }
+
+/// The distinct values of a topology key over the shapes, and each shape's value id
+/// (`u32::MAX` when the shape lacks the key).
+type Domains = (Vec<String>, Vec<u32>);
+
+/// A score for choosing a domain: spread count, minus affinity count, price, name.
+type DomainScore<'s> = (i64, i64, u64, &'s str);
 
 /// A packing item being assembled.
 struct Draft {
@@ -206,7 +267,7 @@ struct Run<'a> {
     port_groups: BTreeMap<(crate::model::Protocol, u16), u32>,
     next_pack_group: u32,
     /// Per topology key: its distinct values over the shapes and each shape's value id.
-    domain_ids: HashMap<String, std::sync::Arc<(Vec<String>, Vec<u32>)>>,
+    domain_ids: HashMap<String, std::sync::Arc<Domains>>,
     _options: &'a SchedulingOptions,
 }
 
@@ -243,7 +304,8 @@ impl<'a> Run<'a> {
 
     fn class(&mut self, pod: &Pod) -> usize {
         let term = effective_term(pod);
-        let vols: Vec<&Vec<NodeSelectorTerm>> = pod.volumes.iter().map(|v| &v.node_affinity).collect();
+        let vols: Vec<&Vec<NodeSelectorTerm>> =
+            pod.volumes.iter().map(|v| &v.node_affinity).collect();
         let key = format!("{term:?}|{vols:?}|{:?}", pod.tolerations);
         if let Some(c) = self.class_index.get(&key) {
             return *c;
@@ -262,13 +324,27 @@ impl<'a> Run<'a> {
         let ok: Vec<bool> = (0..shp.shapes.len())
             .into_par_iter()
             .map(|s| match (shp.labels.get(s), shp.taints.get(s)) {
-                (Some(l), Some(t)) => term_matches(&term, l) && vols.iter().all(|v| terms_match(v, l)) && tolerates_all(t, &pod.tolerations, true),
+                (Some(l), Some(t)) => {
+                    term_matches(&term, l)
+                        && vols.iter().all(|v| terms_match(v, l))
+                        && tolerates_all(t, &pod.tolerations, true)
+                }
                 _ => false,
             })
             .collect();
-        let shapes = ShapeSet::from_ids(shp.shapes.len(), ok.iter().enumerate().filter(|(_, b)| **b).map(|(i, _)| i as u32));
+        let shapes = ShapeSet::from_ids(
+            shp.shapes.len(),
+            ok.iter()
+                .enumerate()
+                .filter(|(_, b)| **b)
+                .map(|(i, _)| i as u32),
+        );
         let i = self.classes.len();
-        self.classes.push(Class { term, nodes_ok, shapes });
+        self.classes.push(Class {
+            term,
+            nodes_ok,
+            shapes,
+        });
         self.class_index.insert(key, i);
         i
     }
@@ -297,7 +373,11 @@ impl<'a> Run<'a> {
     /// `Err(reason)`: cannot be placed with its current constraints.
     fn try_pod(&mut self, pod: &Pod) -> Result<Option<String>, String> {
         let class = self.class(pod);
-        let term = self.classes.get(class).map(|c| c.term.clone()).unwrap_or_default();
+        let term = self
+            .classes
+            .get(class)
+            .map(|c| c.term.clone())
+            .unwrap_or_default();
         let requests = with_volumes(pod_requests(pod), pod);
         let mut owned = Vec::new();
         for t in owned_terms(pod, &self.state.base.snapshot.namespaces, &term) {
@@ -307,7 +387,11 @@ impl<'a> Run<'a> {
             owned.push((g, self_sel, elig, t.hard_label));
         }
         let inverse: Vec<usize> = (0..self.state.groups.len())
-            .filter(|g| self.state.groups.get(*g).is_some_and(|x| x.kind == Kind::AntiAffinity && !x.owners.is_empty() && x.selects(pod)))
+            .filter(|g| {
+                self.state.groups.get(*g).is_some_and(|x| {
+                    x.kind == Kind::AntiAffinity && !x.owners.is_empty() && x.selects(pod)
+                })
+            })
             .collect();
 
         // 1. Existing and in-flight nodes, first fit.
@@ -317,32 +401,48 @@ impl<'a> Run<'a> {
         }
 
         // 2. A new node: shapes, then topology pins.
-        self.new_node(pod, class, requests, &owned, &inverse).map(|_| None)
+        self.new_node(pod, class, requests, &owned, &inverse)
+            .map(|_| None)
     }
 
-    fn find_existing(&self, pod: &Pod, class: usize, requests: &Resources, owned: &[(usize, bool, BTreeSet<String>, String)], inverse: &[usize]) -> Option<usize> {
+    fn find_existing(
+        &self,
+        pod: &Pod,
+        class: usize,
+        requests: &Resources,
+        owned: &[(usize, bool, BTreeSet<String>, String)],
+        inverse: &[usize],
+    ) -> Option<usize> {
         let c = self.classes.get(class)?;
         let base = &self.state.base;
         'nodes: for &ni in &base.node_order {
             if !c.nodes_ok.get(ni).copied().unwrap_or(false) {
                 continue;
             }
-            let Some(ns) = self.state.nodes.get(ni) else { continue };
+            let Some(ns) = self.state.nodes.get(ni) else {
+                continue;
+            };
             if ns.removed || !ns.used.fits_with(requests, &ns.allocatable) {
                 continue;
             }
             if !pod.host_ports.is_empty() && self.state.port_conflict(ni, pod) {
                 continue;
             }
-            let Some(node) = base.snapshot.nodes.get(ni) else { continue };
+            let Some(node) = base.snapshot.nodes.get(ni) else {
+                continue;
+            };
             for (g, self_sel, elig, _) in owned {
-                let Some(grp) = self.state.groups.get(*g) else { continue };
+                let Some(grp) = self.state.groups.get(*g) else {
+                    continue;
+                };
                 if !grp.allows(node_domain(node, &grp.key), *self_sel, elig) {
                     continue 'nodes;
                 }
             }
             for g in inverse {
-                let Some(grp) = self.state.groups.get(*g) else { continue };
+                let Some(grp) = self.state.groups.get(*g) else {
+                    continue;
+                };
                 if !grp.inverse_allows(node_domain(node, &grp.key)) {
                     continue 'nodes;
                 }
@@ -352,8 +452,17 @@ impl<'a> Run<'a> {
         None
     }
 
-    fn new_node(&mut self, pod: &Pod, class: usize, requests: Resources, owned: &[(usize, bool, BTreeSet<String>, String)], inverse: &[usize]) -> Result<(), String> {
-        let Some(c) = self.classes.get(class) else { return Err("internal: unknown class".into()) };
+    fn new_node(
+        &mut self,
+        pod: &Pod,
+        class: usize,
+        requests: Resources,
+        owned: &[(usize, bool, BTreeSet<String>, String)],
+        inverse: &[usize],
+    ) -> Result<(), String> {
+        let Some(c) = self.classes.get(class) else {
+            return Err("internal: unknown class".into());
+        };
         let term = c.term.clone();
         let mut set = c.shapes.clone();
         if set.is_empty() {
@@ -361,42 +470,68 @@ impl<'a> Run<'a> {
         }
         let base = std::sync::Arc::clone(&self.state.base);
         let shp = &base.shapes;
-        let fits = |s: ShapeId| shp.shapes.get(s as usize).is_some_and(|sh| requests.fits_in(&sh.allocatable));
+        let fits = |s: ShapeId| {
+            shp.shapes
+                .get(s as usize)
+                .is_some_and(|sh| requests.fits_in(&sh.allocatable))
+        };
         if !set.iter().any(fits) {
             return Err(resource_reason(&requests, &set, shp));
         }
         // Zone-like topology restricts shapes by their label for the key.
         for (g, self_sel, elig, label) in owned {
-            let Some(grp) = self.state.groups.get(*g) else { continue };
+            let Some(grp) = self.state.groups.get(*g) else {
+                continue;
+            };
             if grp.key == labels::HOSTNAME {
                 continue;
             }
             let key = grp.key.clone();
             let dom = self.domains(&key);
-            let Some(grp) = self.state.groups.get(*g) else { continue };
-            let ok: Vec<bool> = dom.0.iter().map(|v| grp.allows(Some(v), *self_sel, elig)).collect();
+            let Some(grp) = self.state.groups.get(*g) else {
+                continue;
+            };
+            let ok: Vec<bool> = dom
+                .0
+                .iter()
+                .map(|v| grp.allows(Some(v), *self_sel, elig))
+                .collect();
             let none_ok = grp.allows(None, *self_sel, elig);
             restrict(&mut set, &dom.1, &ok, none_ok);
             if !set.iter().any(fits) {
-                return Err(format!("{label}: no domain is allowed that has a node shape with room (existing nodes did not fit either)"));
+                return Err(format!(
+                    "{label}: no domain is allowed that has a node shape with room (existing nodes did not fit either)"
+                ));
             }
         }
         for g in inverse {
-            let Some(grp) = self.state.groups.get(*g) else { continue };
+            let Some(grp) = self.state.groups.get(*g) else {
+                continue;
+            };
             if grp.key == labels::HOSTNAME {
                 continue;
             }
             let key = grp.key.clone();
             let dom = self.domains(&key);
-            let Some(grp) = self.state.groups.get(*g) else { continue };
+            let Some(grp) = self.state.groups.get(*g) else {
+                continue;
+            };
             let ok: Vec<bool> = dom.0.iter().map(|v| grp.inverse_allows(Some(v))).collect();
             restrict(&mut set, &dom.1, &ok, grp.inverse_allows(None));
             if !set.iter().any(fits) {
-                return Err(format!("pod anti-affinity of other pods on {}: every domain with room holds one of them", grp.key));
+                return Err(format!(
+                    "pod anti-affinity of other pods on {}: every domain with room holds one of them",
+                    grp.key
+                ));
             }
         }
         // Pin every zone-like key that a group involving this pod uses to one domain.
-        let mut keys: BTreeSet<String> = owned.iter().filter_map(|(g, ..)| self.state.groups.get(*g)).filter(|g| g.key != labels::HOSTNAME).map(|g| g.key.clone()).collect();
+        let mut keys: BTreeSet<String> = owned
+            .iter()
+            .filter_map(|(g, ..)| self.state.groups.get(*g))
+            .filter(|g| g.key != labels::HOSTNAME)
+            .map(|g| g.key.clone())
+            .collect();
         for g in &self.state.groups {
             if g.key != labels::HOSTNAME && g.kind != Kind::Spread && g.selects(pod) {
                 keys.insert(g.key.clone());
@@ -407,12 +542,15 @@ impl<'a> Run<'a> {
             let dom = self.domains(&key);
             let mut cheapest = vec![f64::INFINITY; dom.0.len()];
             for s in set.iter().filter(|s| fits(*s)) {
-                let (Some(&vid), Some(sh)) = (dom.1.get(s as usize), shp.shapes.get(s as usize)) else { continue };
+                let (Some(&vid), Some(sh)) = (dom.1.get(s as usize), shp.shapes.get(s as usize))
+                else {
+                    continue;
+                };
                 if let Some(c) = cheapest.get_mut(vid as usize) {
                     *c = c.min(sh.price);
                 }
             }
-            let mut best: Option<((i64, i64, u64, &str), usize)> = None;
+            let mut best: Option<(DomainScore<'_>, usize)> = None;
             for (vid, price) in cheapest.iter().enumerate() {
                 let Some(v) = dom.0.get(vid) else { continue };
                 if !price.is_finite() {
@@ -421,7 +559,9 @@ impl<'a> Run<'a> {
                 let mut spread = 0i64;
                 let mut affinity = 0i64;
                 for (g, ..) in owned {
-                    let Some(grp) = self.state.groups.get(*g) else { continue };
+                    let Some(grp) = self.state.groups.get(*g) else {
+                        continue;
+                    };
                     if grp.key != key {
                         continue;
                     }
@@ -437,7 +577,11 @@ impl<'a> Run<'a> {
                     best = Some((score, vid));
                 }
             }
-            let Some((_, vid)) = best else { return Err(format!("no launch shape defines {key}, which its topology needs")) };
+            let Some((_, vid)) = best else {
+                return Err(format!(
+                    "no launch shape defines {key}, which its topology needs"
+                ));
+            };
             let ok: Vec<bool> = (0..dom.0.len()).map(|i| i == vid).collect();
             restrict(&mut set, &dom.1, &ok, false);
             if let Some(v) = dom.0.get(vid) {
@@ -449,7 +593,9 @@ impl<'a> Run<'a> {
         let mut limits = BTreeMap::new();
         let mut bundle_with: Option<usize> = None;
         for (g, self_sel, _, label) in owned {
-            let Some(grp) = self.state.groups.get(*g) else { continue };
+            let Some(grp) = self.state.groups.get(*g) else {
+                continue;
+            };
             if grp.key != labels::HOSTNAME {
                 continue;
             }
@@ -465,10 +611,14 @@ impl<'a> Run<'a> {
                 }
                 Kind::Affinity => {
                     if any_selected {
-                        return Err(format!("{label}: the nodes running matching pods have no room for it"));
+                        return Err(format!(
+                            "{label}: the nodes running matching pods have no room for it"
+                        ));
                     }
                     if !*self_sel {
-                        return Err(format!("{label}: no running or pending pod it may join matches its selector"));
+                        return Err(format!(
+                            "{label}: no running or pending pod it may join matches its selector"
+                        ));
                     }
                     bundle_with = Some(*g);
                 }
@@ -497,7 +647,11 @@ impl<'a> Run<'a> {
             let mut joined = set.clone();
             joined.intersect_with(&d.shapes);
             let total = d.requests.add(&requests);
-            if !joined.iter().any(|s| shp.shapes.get(s as usize).is_some_and(|sh| total.fits_in(&sh.allocatable))) {
+            if !joined.iter().any(|s| {
+                shp.shapes
+                    .get(s as usize)
+                    .is_some_and(|sh| total.fits_in(&sh.allocatable))
+            }) {
                 return Err("pod affinity on hostname: the co-located group no longer fits the largest compatible node".into());
             }
             d.pods.push(pod.clone());
@@ -513,7 +667,14 @@ impl<'a> Run<'a> {
             return Ok(());
         }
         let di = self.drafts.len();
-        self.drafts.push(Draft { pods: vec![pod.clone()], requests, shapes: set, limits, ports, terms: vec![term] });
+        self.drafts.push(Draft {
+            pods: vec![pod.clone()],
+            requests,
+            shapes: set,
+            limits,
+            ports,
+            terms: vec![term],
+        });
         if let Some(g) = bundle_with {
             self.bundles.insert(g, di);
         }
@@ -521,7 +682,7 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    fn domains(&mut self, key: &str) -> std::sync::Arc<(Vec<String>, Vec<u32>)> {
+    fn domains(&mut self, key: &str) -> std::sync::Arc<Domains> {
         if let Some(d) = self.domain_ids.get(key) {
             return std::sync::Arc::clone(d);
         }
@@ -542,7 +703,8 @@ impl<'a> Run<'a> {
             })
             .collect();
         let d = std::sync::Arc::new((values, ids));
-        self.domain_ids.insert(key.to_string(), std::sync::Arc::clone(&d));
+        self.domain_ids
+            .insert(key.to_string(), std::sync::Arc::clone(&d));
         d
     }
 
@@ -563,28 +725,48 @@ impl<'a> Run<'a> {
         }
         let mut reasons = Vec::new();
         for (pi, pool) in shp.pools.iter().enumerate() {
-            let ids: Vec<usize> = (0..shp.shapes.len()).filter(|s| shp.shapes.get(*s).is_some_and(|x| x.pool == pi as u32)).collect();
+            let ids: Vec<usize> = (0..shp.shapes.len())
+                .filter(|s| shp.shapes.get(*s).is_some_and(|x| x.pool == pi as u32))
+                .collect();
             if ids.is_empty() {
                 continue;
             }
             let all_labels = || ids.iter().filter_map(|s| shp.labels.get(*s));
-            if let Some(t) = ids.iter().filter_map(|s| shp.taints.get(*s)).find_map(|t| first_untolerated(t, &pod.tolerations, true)) {
-                if ids.iter().filter_map(|s| shp.taints.get(*s)).all(|t| first_untolerated(t, &pod.tolerations, true).is_some()) {
+            if let Some(t) = ids
+                .iter()
+                .filter_map(|s| shp.taints.get(*s))
+                .find_map(|t| first_untolerated(t, &pod.tolerations, true))
+                && ids
+                    .iter()
+                    .filter_map(|s| shp.taints.get(*s))
+                    .all(|t| first_untolerated(t, &pod.tolerations, true).is_some())
+            {
+                {
                     reasons.push(format!(
                         "NodePool {}: does not tolerate taint {}{}:{:?}",
                         pool.name,
                         t.key,
-                        t.value.as_deref().map(|v| format!("={v}")).unwrap_or_default(),
+                        t.value
+                            .as_deref()
+                            .map(|v| format!("={v}"))
+                            .unwrap_or_default(),
                         t.effect
                     ));
                     continue;
                 }
             }
             if let Some(r) = term.iter().find(|r| all_labels().all(|l| !r.matches(l))) {
-                reasons.push(format!("NodePool {}: no instance type offers {} {:?} {:?}", pool.name, r.key, r.operator, r.values));
+                reasons.push(format!(
+                    "NodePool {}: no instance type offers {} {:?} {:?}",
+                    pool.name, r.key, r.operator, r.values
+                ));
                 continue;
             }
-            if let Some(v) = pod.volumes.iter().find(|v| all_labels().all(|l| !terms_match(&v.node_affinity, l))) {
+            if let Some(v) = pod
+                .volumes
+                .iter()
+                .find(|v| all_labels().all(|l| !terms_match(&v.node_affinity, l)))
+            {
                 reasons.push(format!("NodePool {}: volume {} can only attach in a topology none of its instance types offers", pool.name, v.name));
                 continue;
             }
@@ -594,7 +776,13 @@ impl<'a> Run<'a> {
     }
 
     fn finish(self, planner: &dyn LaunchPlanner, result: &mut SchedulingResult) {
-        let Run { state, drafts, host_groups, next_pack_group, .. } = self;
+        let Run {
+            state,
+            drafts,
+            host_groups,
+            next_pack_group,
+            ..
+        } = self;
         let shp = &state.base.shapes;
         // Membership in hostname groups is decided now, when every group exists.
         let mut interned: HashMap<ShapeSet, u32> = HashMap::new();
@@ -620,15 +808,33 @@ impl<'a> Run<'a> {
                     i
                 }
             };
-            items.push(PackItem { pods: vec![di as u32], requests: d.requests.clone(), shape_set: set_id, member_of, limits: d.limits.iter().map(|(k, v)| (*k, *v)).collect() });
+            items.push(PackItem {
+                pods: vec![di as u32],
+                requests: d.requests.clone(),
+                shape_set: set_id,
+                member_of,
+                limits: d.limits.iter().map(|(k, v)| (*k, *v)).collect(),
+            });
         }
-        let problem = PackingProblem { shapes: shp.shapes.clone(), pools: shp.pools.clone(), shape_sets, items, groups: next_pack_group };
+        let problem = PackingProblem {
+            shapes: shp.shapes.clone(),
+            pools: shp.pools.clone(),
+            shape_sets,
+            items,
+            groups: next_pack_group,
+        };
         let plan = planner.plan(&problem, None);
         if let Err(v) = verify(&problem, &plan) {
             // A planner bug must not launch a broken plan: report and place nothing new.
             for d in &drafts {
                 for p in &d.pods {
-                    result.unschedulable.push(Unschedulable { pod: pod_ref(p), reason: format!("launch plan rejected by verification: {}", v.first().map(|e| e.to_string()).unwrap_or_default()) });
+                    result.unschedulable.push(Unschedulable {
+                        pod: pod_ref(p),
+                        reason: format!(
+                            "launch plan rejected by verification: {}",
+                            v.first().map(|e| e.to_string()).unwrap_or_default()
+                        ),
+                    });
                 }
             }
             return;
@@ -636,14 +842,25 @@ impl<'a> Run<'a> {
         for (item, reason) in &plan.unplaced {
             if let Some(d) = drafts.get(*item as usize) {
                 for p in &d.pods {
-                    result.unschedulable.push(Unschedulable { pod: pod_ref(p), reason: reason.clone() });
+                    result.unschedulable.push(Unschedulable {
+                        pod: pod_ref(p),
+                        reason: reason.clone(),
+                    });
                 }
             }
         }
         let pool_reqs: Vec<Requirements> = shp
             .pool_source
             .iter()
-            .map(|pi| state.base.snapshot.nodepools.get(*pi).map(|p| Requirements::from_wire(&p.requirements)).unwrap_or_default())
+            .map(|pi| {
+                state
+                    .base
+                    .snapshot
+                    .nodepools
+                    .get(*pi)
+                    .map(|p| Requirements::from_wire(&p.requirements))
+                    .unwrap_or_default()
+            })
             .collect();
         let claims: Vec<NewNodeClaim> = plan
             .nodes
@@ -652,19 +869,27 @@ impl<'a> Run<'a> {
             .filter_map(|(ni, node)| {
                 let launch = problem.shapes.get(node.shape as usize)?;
                 let pool = problem.pools.get(launch.pool as usize)?;
-                let ds: Vec<&Draft> = node.items.iter().filter_map(|i| drafts.get(*i as usize)).collect();
-                let mut set = ShapeSet::from_ids(problem.shapes.len(), 0..problem.shapes.len() as u32);
+                let ds: Vec<&Draft> = node
+                    .items
+                    .iter()
+                    .filter_map(|i| drafts.get(*i as usize))
+                    .collect();
+                let mut set =
+                    ShapeSet::from_ids(problem.shapes.len(), 0..problem.shapes.len() as u32);
                 let mut req = Resources::default();
                 for d in &ds {
                     set.intersect_with(&d.shapes);
                     req.add_assign(&d.requests);
                 }
                 // Options: every instance type of this pool that fits, with its cheapest offering.
-                let mut best: Vec<Option<ShapeId>> = vec![None; state.base.snapshot.instance_types.len()];
+                let mut best: Vec<Option<ShapeId>> =
+                    vec![None; state.base.snapshot.instance_types.len()];
                 let mut zones: BTreeSet<&str> = BTreeSet::new();
                 let mut cts: BTreeSet<&'static str> = BTreeSet::new();
                 for s in set.iter() {
-                    let Some(sh) = problem.shapes.get(s as usize) else { continue };
+                    let Some(sh) = problem.shapes.get(s as usize) else {
+                        continue;
+                    };
                     if sh.pool != launch.pool || !req.fits_in(&sh.allocatable) {
                         continue;
                     }
@@ -672,7 +897,11 @@ impl<'a> Run<'a> {
                     cts.insert(sh.capacity_type.as_label());
                     if let Some(cur) = best.get_mut(sh.instance_type as usize) {
                         match cur {
-                            Some(c) if problem.shapes.get(*c as usize).is_some_and(|c| sh.price >= c.price) => {}
+                            Some(c)
+                                if problem
+                                    .shapes
+                                    .get(*c as usize)
+                                    .is_some_and(|c| sh.price >= c.price) => {}
                             _ => *cur = Some(s),
                         }
                     }
@@ -683,24 +912,51 @@ impl<'a> Run<'a> {
                     .filter_map(|s| problem.shapes.get(*s as usize))
                     .map(|sh| InstanceTypeOption {
                         instance_type: sh.instance_type_name.clone(),
-                        cheapest: OfferingChoice { zone: sh.zone.clone(), capacity_type: sh.capacity_type, price: sh.price },
+                        cheapest: OfferingChoice {
+                            zone: sh.zone.clone(),
+                            capacity_type: sh.capacity_type,
+                            price: sh.price,
+                        },
                         allocatable_for_pods: sh.allocatable.clone(),
                     })
                     .collect();
-                options.sort_by(|a, b| a.cheapest.price.total_cmp(&b.cheapest.price).then(a.instance_type.cmp(&b.instance_type)));
+                options.sort_by(|a, b| {
+                    a.cheapest
+                        .price
+                        .total_cmp(&b.cheapest.price)
+                        .then(a.instance_type.cmp(&b.instance_type))
+                });
                 // Karpenter hands at most 60 instance types to the provider per launch.
                 options.truncate(MAX_INSTANCE_TYPE_OPTIONS);
-                let mut reqs = pool_reqs.get(launch.pool as usize).cloned().unwrap_or_default();
+                let mut reqs = pool_reqs
+                    .get(launch.pool as usize)
+                    .cloned()
+                    .unwrap_or_default();
                 for d in &ds {
                     for t in &d.terms {
                         reqs = reqs.intersect(&Requirements::from_wire(t));
                     }
                 }
                 reqs.add(labels::NODEPOOL, ValueSet::of([pool.name.clone()]));
-                reqs.add(labels::INSTANCE_TYPE, ValueSet::of(options.iter().map(|o| o.instance_type.clone())));
-                reqs.add(labels::ZONE, ValueSet::of(zones.iter().map(|z| z.to_string())));
-                reqs.add(labels::CAPACITY_TYPE, ValueSet::of(cts.iter().map(|c| c.to_string())));
-                let pods_sum = crate::resources::sum(ds.iter().flat_map(|d| d.pods.iter()).map(pod_requests).collect::<Vec<_>>().iter());
+                reqs.add(
+                    labels::INSTANCE_TYPE,
+                    ValueSet::of(options.iter().map(|o| o.instance_type.clone())),
+                );
+                reqs.add(
+                    labels::ZONE,
+                    ValueSet::of(zones.iter().map(|z| z.to_string())),
+                );
+                reqs.add(
+                    labels::CAPACITY_TYPE,
+                    ValueSet::of(cts.iter().map(|c| c.to_string())),
+                );
+                let pods_sum = crate::resources::sum(
+                    ds.iter()
+                        .flat_map(|d| d.pods.iter())
+                        .map(pod_requests)
+                        .collect::<Vec<_>>()
+                        .iter(),
+                );
                 Some(NewNodeClaim {
                     name: format!("{}-new-{}", pool.name, ni),
                     nodepool: pool.name.clone(),
@@ -709,7 +965,12 @@ impl<'a> Run<'a> {
                     pod_requests: pods_sum,
                     daemonset_requests: launch.daemonset_requests.clone(),
                     instance_type_options: options,
-                    launch: Launch { instance_type: launch.instance_type_name.clone(), zone: launch.zone.clone(), capacity_type: launch.capacity_type, price: launch.price },
+                    launch: Launch {
+                        instance_type: launch.instance_type_name.clone(),
+                        zone: launch.zone.clone(),
+                        capacity_type: launch.capacity_type,
+                        price: launch.price,
+                    },
                 })
             })
             .collect();
@@ -744,13 +1005,20 @@ fn resource_reason(requests: &Resources, set: &ShapeSet, shp: &crate::shapes::Sh
     }
     let mut reasons = Vec::new();
     for (pool, max) in per_pool {
-        let name = shp.pools.get(pool as usize).map_or("?", |p| p.name.as_str());
+        let name = shp
+            .pools
+            .get(pool as usize)
+            .map_or("?", |p| p.name.as_str());
         if let Some((res, want, have)) = requests.first_excess(&max) {
             reasons.push(format!("no instance type has {} in NodePool {name}: largest allows {} (after overhead and daemonsets)", format_amount(res, want), format_amount(res, have)));
         } else if let Some((res, want, have)) = requests.first_excess_extended(&max) {
-            reasons.push(format!("no instance type has {want} {res} in NodePool {name}: largest allows {have}"));
+            reasons.push(format!(
+                "no instance type has {want} {res} in NodePool {name}: largest allows {have}"
+            ));
         } else {
-            reasons.push(format!("NodePool {name}: no single instance type has room for all of {requests}"));
+            reasons.push(format!(
+                "NodePool {name}: no single instance type has room for all of {requests}"
+            ));
         }
     }
     reasons.join("; ")

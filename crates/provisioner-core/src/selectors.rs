@@ -8,7 +8,9 @@ impl LabelSelector {
     /// Whether the selector selects a set of labels: matchLabels and matchExpressions ANDed;
     /// an empty selector selects everything.
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
             && self.match_expressions.iter().all(|e| {
                 let have = labels.get(&e.key);
                 match e.operator {
@@ -21,16 +23,25 @@ impl LabelSelector {
     }
 
     /// A selector matching exactly these labels (helper for tests and generators).
-    pub fn from_labels<K: Into<String>, V: Into<String>>(labels: impl IntoIterator<Item = (K, V)>) -> LabelSelector {
+    pub fn from_labels<K: Into<String>, V: Into<String>>(
+        labels: impl IntoIterator<Item = (K, V)>,
+    ) -> LabelSelector {
         LabelSelector {
-            match_labels: labels.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            match_labels: labels
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
             match_expressions: Vec::new(),
         }
     }
 
     /// This selector with `match_label_keys` resolved against the owner pod's labels, as the
     /// kube-scheduler does for topology spread and pod affinity.
-    pub fn with_match_label_keys(&self, keys: &[String], owner_labels: &BTreeMap<String, String>) -> LabelSelector {
+    pub fn with_match_label_keys(
+        &self,
+        keys: &[String],
+        owner_labels: &BTreeMap<String, String>,
+    ) -> LabelSelector {
         let mut out = self.clone();
         for k in keys {
             if let Some(v) = owner_labels.get(k) {
@@ -54,10 +65,16 @@ pub enum NamespaceScope {
 impl NamespaceScope {
     /// Resolves a term's namespaces as the kube-scheduler does: the union of `namespaces` and
     /// the namespaces its selector matches; neither given means the owner's namespace.
-    pub fn of_term(term: &PodAffinityTerm, owner_ns: &str, namespaces: &BTreeMap<String, BTreeMap<String, String>>) -> NamespaceScope {
+    pub fn of_term(
+        term: &PodAffinityTerm,
+        owner_ns: &str,
+        namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+    ) -> NamespaceScope {
         let mut set: BTreeSet<String> = term.namespaces.iter().cloned().collect();
         match &term.namespace_selector {
-            Some(sel) if sel.match_labels.is_empty() && sel.match_expressions.is_empty() => return NamespaceScope::All,
+            Some(sel) if sel.match_labels.is_empty() && sel.match_expressions.is_empty() => {
+                return NamespaceScope::All;
+            }
             Some(sel) => {
                 for (ns, labels) in namespaces {
                     if sel.matches(labels) {
@@ -89,7 +106,9 @@ mod tests {
     use crate::model::SelectorRequirement;
 
     fn labels(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
-        kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -102,9 +121,21 @@ mod tests {
         let sel = LabelSelector {
             match_labels: BTreeMap::new(),
             match_expressions: vec![
-                SelectorRequirement { key: "app".into(), operator: SelectorOperator::In, values: vec!["a".into(), "b".into()] },
-                SelectorRequirement { key: "tier".into(), operator: SelectorOperator::NotIn, values: vec!["db".into()] },
-                SelectorRequirement { key: "gone".into(), operator: SelectorOperator::DoesNotExist, values: vec![] },
+                SelectorRequirement {
+                    key: "app".into(),
+                    operator: SelectorOperator::In,
+                    values: vec!["a".into(), "b".into()],
+                },
+                SelectorRequirement {
+                    key: "tier".into(),
+                    operator: SelectorOperator::NotIn,
+                    values: vec!["db".into()],
+                },
+                SelectorRequirement {
+                    key: "gone".into(),
+                    operator: SelectorOperator::DoesNotExist,
+                    values: vec![],
+                },
             ],
         };
         assert!(sel.matches(&labels(&[("app", "a")])));
@@ -126,7 +157,10 @@ mod tests {
         let scope = NamespaceScope::of_term(&term, "team", &BTreeMap::new());
         assert!(scope.contains("team"));
         assert!(!scope.contains("other"));
-        let all = PodAffinityTerm { namespace_selector: Some(LabelSelector::default()), ..term };
+        let all = PodAffinityTerm {
+            namespace_selector: Some(LabelSelector::default()),
+            ..term
+        };
         assert!(NamespaceScope::of_term(&all, "team", &BTreeMap::new()).contains("other"));
     }
 }

@@ -6,7 +6,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{DaemonSet, InstanceType, NodePool, Offering, Operator, Resources, Snapshot, Taint, labels};
+use crate::model::{
+    DaemonSet, InstanceType, NodePool, Offering, Operator, Resources, Snapshot, Taint, labels,
+};
 use crate::packing::{PackPool, Shape, unlimited_where_zero};
 use crate::requirements::{is_well_known, terms_match};
 use crate::resources::pod_requests;
@@ -44,11 +46,18 @@ pub fn pool_order(pools: &[NodePool]) -> Vec<usize> {
     idx
 }
 
-fn shape_labels(pool: &NodePool, it: &InstanceType, off: &Offering) -> Option<BTreeMap<String, String>> {
+fn shape_labels(
+    pool: &NodePool,
+    it: &InstanceType,
+    off: &Offering,
+) -> Option<BTreeMap<String, String>> {
     let mut l = it.labels.clone();
     l.insert(labels::INSTANCE_TYPE.into(), it.name.clone());
     l.insert(labels::ZONE.into(), off.zone.clone());
-    l.insert(labels::CAPACITY_TYPE.into(), off.capacity_type.as_label().into());
+    l.insert(
+        labels::CAPACITY_TYPE.into(),
+        off.capacity_type.as_label().into(),
+    );
     for (k, v) in &pool.labels {
         l.insert(k.clone(), v.clone());
     }
@@ -68,18 +77,28 @@ fn shape_labels(pool: &NodePool, it: &InstanceType, off: &Offering) -> Option<BT
             r.matches(&l)
         } else {
             // Undefined on the shape: fine for NotIn/DoesNotExist, and for a well-known label.
-            matches!(r.operator, Operator::NotIn | Operator::DoesNotExist) || is_well_known(&r.key) || r.operator == Operator::Exists
+            matches!(r.operator, Operator::NotIn | Operator::DoesNotExist)
+                || is_well_known(&r.key)
+                || r.operator == Operator::Exists
         }
     });
     ok.then_some(l)
 }
 
 /// Requests of the daemonset pods that would run on a node with these labels and taints.
-pub fn daemonset_overhead(daemonsets: &[DaemonSet], node_labels: &BTreeMap<String, String>, taints: &[Taint]) -> Resources {
+pub fn daemonset_overhead(
+    daemonsets: &[DaemonSet],
+    node_labels: &BTreeMap<String, String>,
+    taints: &[Taint],
+) -> Resources {
     let mut total = Resources::default();
     for ds in daemonsets {
         let p = &ds.pod;
-        let selected = p.node_selector.iter().all(|(k, v)| node_labels.get(k) == Some(v)) && terms_match(&p.required_node_affinity, node_labels);
+        let selected = p
+            .node_selector
+            .iter()
+            .all(|(k, v)| node_labels.get(k) == Some(v))
+            && terms_match(&p.required_node_affinity, node_labels);
         if selected && tolerates_all(taints, &p.tolerations, false) {
             total.add_assign(&pod_requests(p));
         }
@@ -90,10 +109,16 @@ pub fn daemonset_overhead(daemonsets: &[DaemonSet], node_labels: &BTreeMap<Strin
 impl Shapes {
     /// Builds every shape of the snapshot. `csi_drivers` are the drivers pending pods use:
     /// shapes get an attach allowance for each (the type's limit, or unlimited).
-    pub fn build(snapshot: &Snapshot, existing_capacity: &BTreeMap<String, Resources>, csi_drivers: &BTreeSet<String>) -> Shapes {
+    pub fn build(
+        snapshot: &Snapshot,
+        existing_capacity: &BTreeMap<String, Resources>,
+        csi_drivers: &BTreeSet<String>,
+    ) -> Shapes {
         let mut out = Shapes::default();
         for (rank, pi) in pool_order(&snapshot.nodepools).into_iter().enumerate() {
-            let Some(pool) = snapshot.nodepools.get(pi) else { continue };
+            let Some(pool) = snapshot.nodepools.get(pi) else {
+                continue;
+            };
             let pack_pool = out.pools.len() as u32;
             let mut min_values = BTreeMap::new();
             for r in &pool.requirements {
@@ -104,7 +129,13 @@ impl Shapes {
             let remaining = pool.limits.as_ref().map(|lim| {
                 let mut rem = unlimited_where_zero(lim);
                 if let Some(used) = existing_capacity.get(&pool.name) {
-                    let keep_max = |v: i64, u: i64| if v == i64::MAX { v } else { v.saturating_sub(u) };
+                    let keep_max = |v: i64, u: i64| {
+                        if v == i64::MAX {
+                            v
+                        } else {
+                            v.saturating_sub(u)
+                        }
+                    };
                     rem.cpu_milli = keep_max(rem.cpu_milli, used.cpu_milli);
                     rem.memory = keep_max(rem.memory, used.memory);
                     rem.pods = keep_max(rem.pods, used.pods);
@@ -115,18 +146,29 @@ impl Shapes {
                 }
                 rem
             });
-            out.pools.push(PackPool { name: pool.name.clone(), rank: rank as u32, remaining, min_values: min_values.clone() });
+            out.pools.push(PackPool {
+                name: pool.name.clone(),
+                rank: rank as u32,
+                remaining,
+                min_values: min_values.clone(),
+            });
             out.pool_source.push(pi);
             let before = out.shapes.len();
             for (ti, it) in snapshot.instance_types.iter().enumerate() {
                 if let Some(allowed) = &pool.instance_types
-                    && !allowed.iter().any(|n| *n == it.name)
+                    && !allowed.contains(&it.name)
                 {
                     continue;
                 }
                 let base_alloc = it.allocatable();
-                for off in it.offerings.iter().filter(|o| o.available && o.price.is_finite() && o.price >= 0.0) {
-                    let Some(l) = shape_labels(pool, it, off) else { continue };
+                for off in it
+                    .offerings
+                    .iter()
+                    .filter(|o| o.available && o.price.is_finite() && o.price >= 0.0)
+                {
+                    let Some(l) = shape_labels(pool, it, off) else {
+                        continue;
+                    };
                     let mut taints = pool.taints.clone();
                     taints.extend(it.taints.iter().cloned());
                     let ds = daemonset_overhead(&snapshot.daemonsets, &l, &taints);
@@ -135,7 +177,10 @@ impl Shapes {
                         let lim = it.csi_limits.get(d).copied().unwrap_or(i64::MAX / 4);
                         alloc.extended.insert(csi_resource(d), lim);
                     }
-                    let min_value_labels = min_values.keys().filter_map(|k| l.get(k).map(|v| (k.clone(), v.clone()))).collect();
+                    let min_value_labels = min_values
+                        .keys()
+                        .filter_map(|k| l.get(k).map(|v| (k.clone(), v.clone())))
+                        .collect();
                     out.shapes.push(Shape {
                         pool: pack_pool,
                         instance_type: ti as u32,

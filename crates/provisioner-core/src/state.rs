@@ -80,29 +80,60 @@ impl ClusterState {
     /// and the inverse anti-affinity groups of bound pods.
     pub fn new(snapshot: &Snapshot) -> ClusterState {
         let snapshot = snapshot.clone();
-        let csi_drivers: BTreeSet<String> = snapshot.pods.iter().flat_map(|p| p.volumes.iter().filter_map(|v| v.csi_driver.clone())).collect();
+        let csi_drivers: BTreeSet<String> = snapshot
+            .pods
+            .iter()
+            .flat_map(|p| p.volumes.iter().filter_map(|v| v.csi_driver.clone()))
+            .collect();
         let mut existing_capacity: BTreeMap<String, Resources> = BTreeMap::new();
         for n in &snapshot.nodes {
-            if let Some(pool) = n.nodepool.clone().or_else(|| n.labels.get(labels::NODEPOOL).cloned()) {
-                existing_capacity.entry(pool).or_default().add_assign(&n.capacity.clone().with_extended("nodes", 1));
+            if let Some(pool) = n
+                .nodepool
+                .clone()
+                .or_else(|| n.labels.get(labels::NODEPOOL).cloned())
+            {
+                existing_capacity
+                    .entry(pool)
+                    .or_default()
+                    .add_assign(&n.capacity.clone().with_extended("nodes", 1));
             }
         }
         let shapes = Shapes::build(&snapshot, &existing_capacity, &csi_drivers);
-        let requests: Vec<Resources> = snapshot.pods.iter().map(|p| with_volumes(pod_requests(p), p)).collect();
-        let by_name: BTreeMap<&str, usize> = snapshot.nodes.iter().enumerate().map(|(i, n)| (n.name.as_str(), i)).collect();
+        let requests: Vec<Resources> = snapshot
+            .pods
+            .iter()
+            .map(|p| with_volumes(pod_requests(p), p))
+            .collect();
+        let by_name: BTreeMap<&str, usize> = snapshot
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.as_str(), i))
+            .collect();
         let mut nodes: Vec<NodeState> = snapshot
             .nodes
             .iter()
             .map(|n| {
                 let mut alloc = n.allocatable.clone();
                 for d in &csi_drivers {
-                    alloc.extended.insert(csi_resource(d), n.csi_limits.get(d).copied().unwrap_or(i64::MAX / 4));
+                    alloc.extended.insert(
+                        csi_resource(d),
+                        n.csi_limits.get(d).copied().unwrap_or(i64::MAX / 4),
+                    );
                 }
-                NodeState { used: Resources::default(), allocatable: alloc, ports: BTreeSet::new(), removed: n.marked_for_deletion, pods: Vec::new() }
+                NodeState {
+                    used: Resources::default(),
+                    allocatable: alloc,
+                    ports: BTreeSet::new(),
+                    removed: n.marked_for_deletion,
+                    pods: Vec::new(),
+                }
             })
             .collect();
         for (pi, p) in snapshot.pods.iter().enumerate() {
-            let Some(ni) = p.node_name.as_deref().and_then(|n| by_name.get(n)) else { continue };
+            let Some(ni) = p.node_name.as_deref().and_then(|n| by_name.get(n)) else {
+                continue;
+            };
             if let (Some(ns), Some(r)) = (nodes.get_mut(*ni), requests.get(pi)) {
                 ns.used.add_assign(r);
                 ns.ports.extend(p.host_ports.iter().map(port_key));
@@ -113,16 +144,42 @@ impl ClusterState {
         node_order.sort_by(|a, b| {
             let (na, nb) = (snapshot.nodes.get(*a), snapshot.nodes.get(*b));
             match (na, nb) {
-                (Some(na), Some(nb)) => nb.initialized.cmp(&na.initialized).then(na.name.cmp(&nb.name)),
+                (Some(na), Some(nb)) => nb
+                    .initialized
+                    .cmp(&na.initialized)
+                    .then(na.name.cmp(&nb.name)),
                 _ => a.cmp(b),
             }
         });
-        let base = Arc::new(Base { snapshot, shapes, node_order, requests });
-        let mut state = ClusterState { base, nodes, groups: Vec::new(), group_index: BTreeMap::new(), extra_pods: Vec::new(), pinned: Vec::new() };
+        let base = Arc::new(Base {
+            snapshot,
+            shapes,
+            node_order,
+            requests,
+        });
+        let mut state = ClusterState {
+            base,
+            nodes,
+            groups: Vec::new(),
+            group_index: BTreeMap::new(),
+            extra_pods: Vec::new(),
+            pinned: Vec::new(),
+        };
         // Inverse anti-affinity: required anti-affinity terms of bound pods.
         let snap = Arc::clone(&state.base);
-        for p in snap.snapshot.pods.iter().filter(|p| p.node_name.is_some() && !p.pod_anti_affinity.required.is_empty()) {
-            let reduced = Pod { pod_anti_affinity: crate::model::PodAffinity { required: p.pod_anti_affinity.required.clone(), preferred: Vec::new() }, ..Pod::default() };
+        for p in snap
+            .snapshot
+            .pods
+            .iter()
+            .filter(|p| p.node_name.is_some() && !p.pod_anti_affinity.required.is_empty())
+        {
+            let reduced = Pod {
+                pod_anti_affinity: crate::model::PodAffinity {
+                    required: p.pod_anti_affinity.required.clone(),
+                    preferred: Vec::new(),
+                },
+                ..Pod::default()
+            };
             let mut owner = reduced;
             owner.namespace = p.namespace.clone();
             owner.labels = p.labels.clone();
@@ -155,17 +212,24 @@ impl ClusterState {
             if !names.contains(&n.name.as_str()) {
                 continue;
             }
-            let Some(ns) = self.nodes.get_mut(ni) else { continue };
+            let Some(ns) = self.nodes.get_mut(ni) else {
+                continue;
+            };
             if ns.removed {
                 continue;
             }
             ns.removed = true;
             let slots = ns.pods.clone();
             for slot in slots {
-                let Some(p) = self.pod(slot).cloned() else { continue };
+                let Some(p) = self.pod(slot).cloned() else {
+                    continue;
+                };
                 self.unrecord(&p, n);
                 if !p.is_daemonset_pod() {
-                    out.push(Pod { node_name: None, ..p });
+                    out.push(Pod {
+                        node_name: None,
+                        ..p
+                    });
                 }
             }
         }
@@ -174,14 +238,19 @@ impl ClusterState {
 
     fn unrecord(&mut self, pod: &Pod, node: &Node) {
         for g in &mut self.groups {
-            let Some(d) = node_domain(node, &g.key) else { continue };
+            let Some(d) = node_domain(node, &g.key) else {
+                continue;
+            };
             if g.selects(pod)
                 && g.counts_node(&node.labels, &node.taints)
                 && let Some(c) = g.counts.get_mut(d)
             {
                 *c -= 1;
             }
-            if g.kind == Kind::AntiAffinity && owns(pod, g) && let Some(c) = g.owners.get_mut(d) {
+            if g.kind == Kind::AntiAffinity
+                && owns(pod, g)
+                && let Some(c) = g.owners.get_mut(d)
+            {
                 *c -= 1;
             }
         }
@@ -194,14 +263,21 @@ impl ClusterState {
         }
         let mut g = Group::new(term);
         for (ni, n) in self.base.snapshot.nodes.iter().enumerate() {
-            let Some(ns) = self.nodes.get(ni) else { continue };
+            let Some(ns) = self.nodes.get(ni) else {
+                continue;
+            };
             if ns.removed {
                 continue;
             }
-            if g.kind == Kind::Spread && g.filter.admits(&n.labels, &n.taints) && let Some(d) = node_domain(n, &g.key) {
+            if g.kind == Kind::Spread
+                && g.filter.admits(&n.labels, &n.taints)
+                && let Some(d) = node_domain(n, &g.key)
+            {
                 g.domains.insert(d.to_string());
             }
-            let Some(d) = node_domain(n, &g.key) else { continue };
+            let Some(d) = node_domain(n, &g.key) else {
+                continue;
+            };
             for slot in &ns.pods {
                 let Some(p) = self.pod(*slot) else { continue };
                 if g.selects(p) && g.counts_node(&n.labels, &n.taints) {
@@ -230,9 +306,13 @@ impl ClusterState {
 
     /// Records a pod placed on an existing node.
     pub fn place(&mut self, pod: &Pod, node_index: usize, requests: &Resources) {
-        let Some(node) = self.base.snapshot.nodes.get(node_index) else { return };
+        let Some(node) = self.base.snapshot.nodes.get(node_index) else {
+            return;
+        };
         for g in &mut self.groups {
-            let Some(d) = node_domain(node, &g.key) else { continue };
+            let Some(d) = node_domain(node, &g.key) else {
+                continue;
+            };
             if g.selects(pod) && g.counts_node(&node.labels, &node.taints) {
                 *g.counts.entry(d.to_string()).or_insert(0) += 1;
             }
@@ -241,7 +321,10 @@ impl ClusterState {
             }
         }
         let slot = PodSlot::Extra(self.extra_pods.len());
-        self.extra_pods.push(Pod { node_name: Some(node.name.clone()), ..pod.clone() });
+        self.extra_pods.push(Pod {
+            node_name: Some(node.name.clone()),
+            ..pod.clone()
+        });
         if let Some(ns) = self.nodes.get_mut(node_index) {
             ns.used.add_assign(requests);
             ns.ports.extend(pod.host_ports.iter().map(port_key));
@@ -265,8 +348,13 @@ impl ClusterState {
 
     /// Whether a pod's host ports conflict with a node's.
     pub fn port_conflict(&self, node_index: usize, pod: &Pod) -> bool {
-        let Some(ns) = self.nodes.get(node_index) else { return true };
-        pod.host_ports.iter().map(port_key).any(|p| ns.ports.iter().any(|q| ports_conflict(&p, q)))
+        let Some(ns) = self.nodes.get(node_index) else {
+            return true;
+        };
+        pod.host_ports
+            .iter()
+            .map(port_key)
+            .any(|p| ns.ports.iter().any(|q| ports_conflict(&p, q)))
     }
 }
 
@@ -277,9 +365,16 @@ pub fn owns(pod: &Pod, group: &Group) -> bool {
         Kind::Affinity => &pod.pod_affinity,
         Kind::Spread => return false,
     };
-    terms.required.iter().chain(terms.preferred.iter().map(|w| &w.term)).any(|t| {
-        t.topology_key == group.key && t.label_selector.with_match_label_keys(&t.match_label_keys, &pod.labels) == group.selector
-    })
+    terms
+        .required
+        .iter()
+        .chain(terms.preferred.iter().map(|w| &w.term))
+        .any(|t| {
+            t.topology_key == group.key
+                && t.label_selector
+                    .with_match_label_keys(&t.match_label_keys, &pod.labels)
+                    == group.selector
+        })
 }
 
 /// Adds per-driver volume counts to a pod's requests.

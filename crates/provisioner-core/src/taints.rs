@@ -30,25 +30,43 @@ impl Toleration {
 
     /// Tolerates every taint (`operator: Exists` with no key), as daemonsets often do.
     pub fn everything() -> Toleration {
-        Toleration { key: None, operator: TolerationOperator::Exists, value: None, effect: None }
+        Toleration {
+            key: None,
+            operator: TolerationOperator::Exists,
+            value: None,
+            effect: None,
+        }
     }
 
     /// `key=value:effect` toleration (helper).
     pub fn equal(key: &str, value: &str, effect: Option<TaintEffect>) -> Toleration {
-        Toleration { key: Some(key.into()), operator: TolerationOperator::Equal, value: Some(value.into()), effect }
+        Toleration {
+            key: Some(key.into()),
+            operator: TolerationOperator::Equal,
+            value: Some(value.into()),
+            effect,
+        }
     }
 }
 
 impl Taint {
     /// `key=value:effect` (helper).
     pub fn new(key: &str, value: Option<&str>, effect: TaintEffect) -> Taint {
-        Taint { key: key.into(), value: value.map(Into::into), effect }
+        Taint {
+            key: key.into(),
+            value: value.map(Into::into),
+            effect,
+        }
     }
 }
 
 /// The first taint a pod does not tolerate, if any. `PreferNoSchedule` taints count only when
 /// `strict_prefer` is set: Karpenter first treats them as hard and relaxes that last.
-pub fn first_untolerated<'a>(taints: &'a [Taint], tolerations: &[Toleration], strict_prefer: bool) -> Option<&'a Taint> {
+pub fn first_untolerated<'a>(
+    taints: &'a [Taint],
+    tolerations: &[Toleration],
+    strict_prefer: bool,
+) -> Option<&'a Taint> {
     taints.iter().find(|t| {
         if t.effect == TaintEffect::PreferNoSchedule && !strict_prefer {
             return false;
@@ -74,10 +92,20 @@ mod tests {
         assert!(Toleration::equal("gpu", "true", Some(TaintEffect::NoSchedule)).tolerates(&t));
         assert!(!Toleration::equal("gpu", "true", Some(TaintEffect::NoExecute)).tolerates(&t));
         assert!(!Toleration::equal("gpu", "false", None).tolerates(&t));
-        let exists = Toleration { key: Some("gpu".into()), operator: TolerationOperator::Exists, ..Default::default() };
+        let exists = Toleration {
+            key: Some("gpu".into()),
+            operator: TolerationOperator::Exists,
+            ..Default::default()
+        };
         assert!(exists.tolerates(&t));
         let no_value = Taint::new("dedicated", None, TaintEffect::NoExecute);
-        assert!(Toleration { key: Some("dedicated".into()), ..Default::default() }.tolerates(&no_value));
+        assert!(
+            Toleration {
+                key: Some("dedicated".into()),
+                ..Default::default()
+            }
+            .tolerates(&no_value)
+        );
     }
 
     #[test]

@@ -7,7 +7,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{InclusionPolicy, LabelSelector, NodeSelectorTerm, Pod, Taint, Toleration, WhenUnsatisfiable, labels};
+use crate::model::{
+    InclusionPolicy, LabelSelector, NodeSelectorTerm, Pod, Taint, Toleration, WhenUnsatisfiable,
+    labels,
+};
 use crate::requirements::term_matches;
 use crate::selectors::NamespaceScope;
 use crate::taints::tolerates_all;
@@ -32,7 +35,13 @@ pub struct NodeFilter {
 impl NodeFilter {
     /// Whether a node with these labels and taints counts.
     pub fn admits(&self, node_labels: &BTreeMap<String, String>, taints: &[Taint]) -> bool {
-        self.requirements.as_ref().is_none_or(|t| term_matches(t, node_labels)) && self.tolerations.as_ref().is_none_or(|tols| tolerates_all(taints, tols, false))
+        self.requirements
+            .as_ref()
+            .is_none_or(|t| term_matches(t, node_labels))
+            && self
+                .tolerations
+                .as_ref()
+                .is_none_or(|tols| tolerates_all(taints, tols, false))
     }
 }
 
@@ -98,7 +107,11 @@ impl Group {
         {
             return 0;
         }
-        eligible.iter().map(|d| self.counts.get(d).copied().unwrap_or(0)).min().unwrap_or(0)
+        eligible
+            .iter()
+            .map(|d| self.counts.get(d).copied().unwrap_or(0))
+            .min()
+            .unwrap_or(0)
     }
 
     /// Whether any domain holds a selected pod.
@@ -108,7 +121,12 @@ impl Group {
 
     /// Can `pod` (which owns this group) go to `domain`? `self_selected`: the group selects
     /// the pod itself. `eligible`: domains the pod could use (for the spread minimum).
-    pub fn allows(&self, domain: Option<&str>, self_selected: bool, eligible: &BTreeSet<String>) -> bool {
+    pub fn allows(
+        &self,
+        domain: Option<&str>,
+        self_selected: bool,
+        eligible: &BTreeSet<String>,
+    ) -> bool {
         match self.kind {
             Kind::Spread => {
                 let Some(d) = domain else { return false };
@@ -121,30 +139,47 @@ impl Group {
                     return true;
                 }
                 // The first pod of a self-affine group may go anywhere.
-                let any = if self.key == labels::HOSTNAME { self.any_selected() } else { self.any_selected_in(eligible) };
+                let any = if self.key == labels::HOSTNAME {
+                    self.any_selected()
+                } else {
+                    self.any_selected_in(eligible)
+                };
                 self_selected && !any
             }
-            Kind::AntiAffinity => domain.is_none_or(|d| self.counts.get(d).copied().unwrap_or(0) == 0),
+            Kind::AntiAffinity => {
+                domain.is_none_or(|d| self.counts.get(d).copied().unwrap_or(0) == 0)
+            }
         }
     }
 
     fn any_selected_in(&self, eligible: &BTreeSet<String>) -> bool {
-        eligible.iter().any(|d| self.counts.get(d).copied().unwrap_or(0) > 0)
+        eligible
+            .iter()
+            .any(|d| self.counts.get(d).copied().unwrap_or(0) > 0)
     }
 
     /// Inverse anti-affinity: may a pod this group selects go to `domain`?
     pub fn inverse_allows(&self, domain: Option<&str>) -> bool {
-        self.kind != Kind::AntiAffinity || domain.is_none_or(|d| self.owners.get(d).copied().unwrap_or(0) == 0)
+        self.kind != Kind::AntiAffinity
+            || domain.is_none_or(|d| self.owners.get(d).copied().unwrap_or(0) == 0)
     }
 }
 
 /// The terms a pod owns, with preferences included as long as they were not relaxed.
-pub fn owned_terms(pod: &Pod, namespaces: &BTreeMap<String, BTreeMap<String, String>>, node_requirements: &NodeSelectorTerm) -> Vec<OwnedTerm> {
+pub fn owned_terms(
+    pod: &Pod,
+    namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+    node_requirements: &NodeSelectorTerm,
+) -> Vec<OwnedTerm> {
     let mut out = Vec::new();
     for tsc in &pod.topology_spread {
-        let selector = tsc.label_selector.with_match_label_keys(&tsc.match_label_keys, &pod.labels);
-        let honor_affinity = tsc.node_affinity_policy.unwrap_or(InclusionPolicy::Honor) == InclusionPolicy::Honor;
-        let honor_taints = tsc.node_taints_policy.unwrap_or(InclusionPolicy::Ignore) == InclusionPolicy::Honor;
+        let selector = tsc
+            .label_selector
+            .with_match_label_keys(&tsc.match_label_keys, &pod.labels);
+        let honor_affinity =
+            tsc.node_affinity_policy.unwrap_or(InclusionPolicy::Honor) == InclusionPolicy::Honor;
+        let honor_taints =
+            tsc.node_taints_policy.unwrap_or(InclusionPolicy::Ignore) == InclusionPolicy::Honor;
         let filter = NodeFilter {
             requirements: honor_affinity.then(|| node_requirements.clone()),
             tolerations: honor_taints.then(|| pod.tolerations.clone()),
@@ -162,11 +197,18 @@ pub fn owned_terms(pod: &Pod, namespaces: &BTreeMap<String, BTreeMap<String, Str
             },
             filter,
             selector,
-            hard_label: format!("topology spread on {} (maxSkew {}{})", tsc.topology_key, tsc.max_skew, if soft { ", ScheduleAnyway" } else { "" }),
+            hard_label: format!(
+                "topology spread on {} (maxSkew {}{})",
+                tsc.topology_key,
+                tsc.max_skew,
+                if soft { ", ScheduleAnyway" } else { "" }
+            ),
         });
     }
     let mut push_affinity = |kind: Kind, term: &crate::model::PodAffinityTerm, what: &str| {
-        let selector = term.label_selector.with_match_label_keys(&term.match_label_keys, &pod.labels);
+        let selector = term
+            .label_selector
+            .with_match_label_keys(&term.match_label_keys, &pod.labels);
         out.push(OwnedTerm {
             key: GroupKey {
                 kind,
@@ -278,7 +320,10 @@ mod tests {
         let mut g = group(Kind::Affinity, labels::ZONE, 0);
         let eligible = set(&["A", "B"]);
         assert!(g.allows(Some("A"), true, &eligible));
-        assert!(!g.allows(Some("A"), false, &eligible), "not self-selecting: needs a match");
+        assert!(
+            !g.allows(Some("A"), false, &eligible),
+            "not self-selecting: needs a match"
+        );
         g.counts.insert("B".into(), 1);
         assert!(!g.allows(Some("A"), true, &eligible));
         assert!(g.allows(Some("B"), true, &eligible));

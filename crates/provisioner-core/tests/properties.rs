@@ -5,7 +5,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
-use provisioner_core::*;
+use proptest::strategy::Strategy;
+use provisioner_core::{
+    CapacityType, DaemonSet, HostPort, InstanceType, LabelSelector, Node, NodePool, Offering, Pod,
+    PodAffinityTerm, Protocol, Resources, SchedulingOptions, SchedulingResult, Snapshot,
+    TopologySpreadConstraint, WhenUnsatisfiable, labels, resources, schedule,
+};
 
 const GIB: i64 = 1 << 30;
 const ZONES: [&str; 3] = ["z1", "z2", "z3"];
@@ -16,18 +21,30 @@ struct Case {
 }
 
 fn arb_type(i: usize) -> impl Strategy<Value = InstanceType> {
-    (1i64..=32, 1i64..=8, 0.5f64..1.5, 1usize..=3).prop_map(move |(cpu, ratio, price_factor, zones)| {
-        let mem = cpu * ratio;
-        let price = (0.03 * cpu as f64 + 0.005 * mem as f64) * price_factor;
-        let offerings = ZONES.iter().take(zones).map(|z| Offering::new(z, CapacityType::OnDemand, price)).collect();
-        InstanceType::new(&format!("t{i}"), cpu * 1000, mem * GIB, 110, offerings)
-    })
+    (1i64..=32, 1i64..=8, 0.5f64..1.5, 1usize..=3).prop_map(
+        move |(cpu, ratio, price_factor, zones)| {
+            let mem = cpu * ratio;
+            let price = (0.03 * cpu as f64 + 0.005 * mem as f64) * price_factor;
+            let offerings = ZONES
+                .iter()
+                .take(zones)
+                .map(|z| Offering::new(z, CapacityType::OnDemand, price))
+                .collect();
+            InstanceType::new(&format!("t{i}"), cpu * 1000, mem * GIB, 110, offerings)
+        },
+    )
 }
 
 fn arb_pod(i: usize) -> impl Strategy<Value = Pod> {
-    (prop::sample::select(vec![100i64, 250, 500, 1000, 2000, 4000]), prop::sample::select(vec![128i64, 512, 1024, 4096, 8192]), 0u8..10, 0u8..4).prop_map(
-        move |(cpu, mem_mib, kind, app)| {
-            let mut p = Pod::new("ns", &format!("p{i}"), cpu, mem_mib << 20).label("app", &format!("a{app}"));
+    (
+        prop::sample::select(vec![100i64, 250, 500, 1000, 2000, 4000]),
+        prop::sample::select(vec![128i64, 512, 1024, 4096, 8192]),
+        0u8..10,
+        0u8..4,
+    )
+        .prop_map(move |(cpu, mem_mib, kind, app)| {
+            let mut p = Pod::new("ns", &format!("p{i}"), cpu, mem_mib << 20)
+                .label("app", &format!("a{app}"));
             let term = |key: &str| PodAffinityTerm {
                 label_selector: LabelSelector::from_labels([("app", format!("a{app}"))]),
                 namespaces: vec![],
@@ -37,7 +54,8 @@ fn arb_pod(i: usize) -> impl Strategy<Value = Pod> {
             };
             match kind {
                 0 => {
-                    p.node_selector.insert(labels::ZONE.into(), ZONES[app as usize % 3].into());
+                    p.node_selector
+                        .insert(labels::ZONE.into(), ZONES[app as usize % 3].into());
                 }
                 1 => p.pod_anti_affinity.required.push(term(labels::HOSTNAME)),
                 2 => p.topology_spread.push(TopologySpreadConstraint {
@@ -50,12 +68,15 @@ fn arb_pod(i: usize) -> impl Strategy<Value = Pod> {
                     node_taints_policy: None,
                     match_label_keys: vec![],
                 }),
-                3 => p.host_ports.push(HostPort { port: 8000 + app as u16, protocol: Protocol::TCP, host_ip: None }),
+                3 => p.host_ports.push(HostPort {
+                    port: 8000 + app as u16,
+                    protocol: Protocol::TCP,
+                    host_ip: None,
+                }),
                 _ => {}
             }
             p
-        },
-    )
+        })
 }
 
 fn arb_case() -> impl Strategy<Value = Case> {
@@ -64,14 +85,27 @@ fn arb_case() -> impl Strategy<Value = Case> {
     let nodes = prop::collection::vec((1i64..=8, 0usize..3), 0..4);
     let ds = prop::option::of(prop::sample::select(vec![100i64, 500]));
     (types, pods, nodes, ds).prop_map(|(types, pods, nodes, ds)| {
-        let mut snapshot = Snapshot { pods, nodepools: vec![NodePool::new("default", 0)], instance_types: types, ..Snapshot::default() };
+        let mut snapshot = Snapshot {
+            pods,
+            nodepools: vec![NodePool::new("default", 0)],
+            instance_types: types,
+            ..Snapshot::default()
+        };
         for (i, (cpu, z)) in nodes.into_iter().enumerate() {
-            snapshot.nodes.push(Node::new(&format!("n{i}"), ZONES[z], Resources::with_pods(cpu * 1000, cpu * 2 * GIB, 110)));
+            snapshot.nodes.push(Node::new(
+                &format!("n{i}"),
+                ZONES[z],
+                Resources::with_pods(cpu * 1000, cpu * 2 * GIB, 110),
+            ));
         }
         if let Some(cpu) = ds {
             let mut p = Pod::new("kube-system", "agent", cpu, 256 << 20);
             p.owner_kind = Some("DaemonSet".into());
-            snapshot.daemonsets.push(DaemonSet { namespace: "kube-system".into(), name: "agent".into(), pod: p });
+            snapshot.daemonsets.push(DaemonSet {
+                namespace: "kube-system".into(),
+                name: "agent".into(),
+                pod: p,
+            });
         }
         Case { snapshot }
     })
@@ -82,20 +116,37 @@ fn pod_map(s: &Snapshot) -> BTreeMap<String, &Pod> {
 }
 
 /// Labels of where each placed pod ended up, and the pods per node.
-fn placements(s: &Snapshot, r: &SchedulingResult) -> Vec<(String, BTreeMap<String, String>, Vec<String>)> {
+fn placements(
+    s: &Snapshot,
+    r: &SchedulingResult,
+) -> Vec<(String, BTreeMap<String, String>, Vec<String>)> {
     let mut out = Vec::new();
     let mut on_existing: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for p in &r.existing_placements {
-        on_existing.entry(p.node.as_str()).or_default().push(p.pod.name.clone());
+        on_existing
+            .entry(p.node.as_str())
+            .or_default()
+            .push(p.pod.name.clone());
     }
     for n in &s.nodes {
-        out.push((n.name.clone(), n.labels.clone(), on_existing.get(n.name.as_str()).cloned().unwrap_or_default()));
+        out.push((
+            n.name.clone(),
+            n.labels.clone(),
+            on_existing
+                .get(n.name.as_str())
+                .cloned()
+                .unwrap_or_default(),
+        ));
     }
     for c in &r.new_node_claims {
         let mut l = BTreeMap::new();
         l.insert(labels::ZONE.to_string(), c.launch.zone.clone());
         l.insert(labels::HOSTNAME.to_string(), c.name.clone());
-        out.push((c.name.clone(), l, c.pods.iter().map(|p| p.name.clone()).collect()));
+        out.push((
+            c.name.clone(),
+            l,
+            c.pods.iter().map(|p| p.name.clone()).collect(),
+        ));
     }
     out
 }
@@ -111,7 +162,11 @@ fn check_hard_constraints(s: &Snapshot, r: &SchedulingResult) -> Result<(), Test
         }
     }
     for u in &r.unschedulable {
-        prop_assert!(seen.insert(u.pod.name.clone()), "pod {} placed and unschedulable", u.pod.name);
+        prop_assert!(
+            seen.insert(u.pod.name.clone()),
+            "pod {} placed and unschedulable",
+            u.pod.name
+        );
         prop_assert!(!u.reason.is_empty());
     }
     prop_assert_eq!(seen.len(), s.pods.len());
@@ -125,12 +180,21 @@ fn check_hard_constraints(s: &Snapshot, r: &SchedulingResult) -> Result<(), Test
                 prop_assert_eq!(l.get(k), Some(v), "nodeSelector of {} on {}", pn, name);
             }
             for hp in &p.host_ports {
-                prop_assert!(ports.insert(hp.port), "host port {} twice on {}", hp.port, name);
+                prop_assert!(
+                    ports.insert(hp.port),
+                    "host port {} twice on {}",
+                    hp.port,
+                    name
+                );
             }
             if let Some(app) = p.labels.get("app") {
                 *apps.entry(app.clone()).or_default() += 1;
                 if let Some(z) = l.get(labels::ZONE) {
-                    *zone_counts.entry(app.clone()).or_default().entry(z.clone()).or_default() += 1;
+                    *zone_counts
+                        .entry(app.clone())
+                        .or_default()
+                        .entry(z.clone())
+                        .or_default() += 1;
                 }
             }
         }
@@ -138,7 +202,13 @@ fn check_hard_constraints(s: &Snapshot, r: &SchedulingResult) -> Result<(), Test
             let Some(p) = pods.get(pn) else { continue };
             if !p.pod_anti_affinity.required.is_empty() {
                 let app = p.labels.get("app").cloned().unwrap_or_default();
-                prop_assert_eq!(apps.get(&app).copied().unwrap_or(0), 1, "anti-affinity of {} broken on {}", pn, name);
+                prop_assert_eq!(
+                    apps.get(&app).copied().unwrap_or(0),
+                    1,
+                    "anti-affinity of {} broken on {}",
+                    pn,
+                    name
+                );
             }
         }
     }
@@ -152,33 +222,72 @@ fn check_hard_constraints(s: &Snapshot, r: &SchedulingResult) -> Result<(), Test
 fn check_allocatable(s: &Snapshot, r: &SchedulingResult) -> Result<(), TestCaseError> {
     let pods = pod_map(s);
     for n in &s.nodes {
-        let used = resources::sum(r.existing_placements.iter().filter(|p| p.node == n.name).filter_map(|p| pods.get(&p.pod.name)).map(|p| resources::pod_requests(p)).collect::<Vec<_>>().iter());
-        prop_assert!(used.fits_in(&n.allocatable), "node {} overfilled: {} > {}", n.name, used, n.allocatable);
+        let used = resources::sum(
+            r.existing_placements
+                .iter()
+                .filter(|p| p.node == n.name)
+                .filter_map(|p| pods.get(&p.pod.name))
+                .map(|p| resources::pod_requests(p))
+                .collect::<Vec<_>>()
+                .iter(),
+        );
+        prop_assert!(
+            used.fits_in(&n.allocatable),
+            "node {} overfilled: {} > {}",
+            n.name,
+            used,
+            n.allocatable
+        );
     }
     for c in &r.new_node_claims {
-        let it = s.instance_types.iter().find(|t| t.name == c.launch.instance_type);
+        let it = s
+            .instance_types
+            .iter()
+            .find(|t| t.name == c.launch.instance_type);
         prop_assert!(it.is_some());
         let Some(it) = it else { continue };
         let need = c.pod_requests.add(&c.daemonset_requests);
-        prop_assert!(need.fits_in(&it.allocatable()), "claim {} overfilled: {} > {}", c.name, need, it.allocatable());
-        prop_assert!(c.instance_type_options.iter().all(|o| o.cheapest.price >= c.launch.price - 1e-12), "launch is the cheapest option");
+        prop_assert!(
+            need.fits_in(&it.allocatable()),
+            "claim {} overfilled: {} > {}",
+            c.name,
+            need,
+            it.allocatable()
+        );
+        prop_assert!(
+            c.instance_type_options
+                .iter()
+                .all(|o| o.cheapest.price >= c.launch.price - 1e-12),
+            "launch is the cheapest option"
+        );
     }
     Ok(())
 }
 
 fn check_existing_first(s: &Snapshot, r: &SchedulingResult) -> Result<(), TestCaseError> {
     let pods = pod_map(s);
-    let mut free: BTreeMap<&str, Resources> = s.nodes.iter().map(|n| (n.name.as_str(), n.allocatable.clone())).collect();
+    let mut free: BTreeMap<&str, Resources> = s
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.allocatable.clone()))
+        .collect();
     for p in &r.existing_placements {
         if let (Some(f), Some(pod)) = (free.get_mut(p.node.as_str()), pods.get(&p.pod.name)) {
             f.sub_assign(&resources::pod_requests(pod));
         }
     }
     // Apps whose pods another pod's anti-affinity may keep away from a node.
-    let guarded: BTreeSet<&String> = s.pods.iter().filter(|p| !p.pod_anti_affinity.required.is_empty()).filter_map(|p| p.labels.get("app")).collect();
+    let guarded: BTreeSet<&String> = s
+        .pods
+        .iter()
+        .filter(|p| !p.pod_anti_affinity.required.is_empty())
+        .filter_map(|p| p.labels.get("app"))
+        .collect();
     for c in &r.new_node_claims {
         for pr in &c.pods {
-            let Some(p) = pods.get(&pr.name) else { continue };
+            let Some(p) = pods.get(&pr.name) else {
+                continue;
+            };
             // Only unconstrained pods: a constrained one may be kept off a node on purpose.
             let constrained = !p.node_selector.is_empty()
                 || !p.pod_anti_affinity.required.is_empty()
@@ -190,7 +299,12 @@ fn check_existing_first(s: &Snapshot, r: &SchedulingResult) -> Result<(), TestCa
             }
             let req = resources::pod_requests(p);
             for (n, f) in &free {
-                prop_assert!(!req.fits_in(f), "pod {} got a new node but fits on {}", pr.name, n);
+                prop_assert!(
+                    !req.fits_in(f),
+                    "pod {} got a new node but fits on {}",
+                    pr.name,
+                    n
+                );
             }
         }
     }
@@ -198,7 +312,10 @@ fn check_existing_first(s: &Snapshot, r: &SchedulingResult) -> Result<(), TestCa
 }
 
 fn opts(strategy: provisioner_core::Strategy) -> SchedulingOptions {
-    SchedulingOptions { strategy, ..SchedulingOptions::default() }
+    SchedulingOptions {
+        strategy,
+        ..SchedulingOptions::default()
+    }
 }
 
 proptest! {
@@ -233,20 +350,33 @@ fn cost_aware_within_tolerance_of_baseline() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     const TOLERANCE: f64 = 1.10;
-    let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &[7u8; 32]));
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &[7u8; 32]),
+    );
     let mut ratios = Vec::new();
     for _ in 0..300 {
-        let Ok(tree) = arb_case().new_tree(&mut runner) else { continue };
+        let Ok(tree) = arb_case().new_tree(&mut runner) else {
+            continue;
+        };
         let case = tree.current();
         let ours = schedule(&case.snapshot, &opts(provisioner_core::Strategy::CostAware));
-        let base = schedule(&case.snapshot, &opts(provisioner_core::Strategy::KarpenterBaseline));
+        let base = schedule(
+            &case.snapshot,
+            &opts(provisioner_core::Strategy::KarpenterBaseline),
+        );
         if ours.placed_pods() != base.placed_pods() || base.new_node_cost_per_hour <= 0.0 {
             continue;
         }
         ratios.push(ours.new_node_cost_per_hour / base.new_node_cost_per_hour);
     }
     ratios.sort_by(f64::total_cmp);
-    let q = |f: f64| ratios.get(((ratios.len() as f64 - 1.0) * f).round() as usize).copied().unwrap_or(f64::NAN);
+    let q = |f: f64| {
+        ratios
+            .get(((ratios.len() as f64 - 1.0) * f).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
     let cheaper = ratios.iter().filter(|r| **r < 1.0 - 1e-9).count();
     let worse = ratios.iter().filter(|r| **r > 1.0 + 1e-9).count();
     println!(
@@ -260,5 +390,9 @@ fn cost_aware_within_tolerance_of_baseline() {
         ratios.len() - cheaper - worse
     );
     assert!(!ratios.is_empty());
-    assert!(q(1.0) <= TOLERANCE, "worst ratio {} exceeds {TOLERANCE}", q(1.0));
+    assert!(
+        q(1.0) <= TOLERANCE,
+        "worst ratio {} exceeds {TOLERANCE}",
+        q(1.0)
+    );
 }

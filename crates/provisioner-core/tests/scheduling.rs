@@ -8,15 +8,32 @@ use provisioner_core::*;
 const GIB: i64 = 1 << 30;
 
 fn it(name: &str, cpu: i64, mem_gib: i64, price: f64, zones: &[&str]) -> InstanceType {
-    InstanceType::new(name, cpu * 1000, mem_gib * GIB, 110, zones.iter().map(|z| Offering::new(z, CapacityType::OnDemand, price)).collect())
+    InstanceType::new(
+        name,
+        cpu * 1000,
+        mem_gib * GIB,
+        110,
+        zones
+            .iter()
+            .map(|z| Offering::new(z, CapacityType::OnDemand, price))
+            .collect(),
+    )
 }
 
 fn snap(types: Vec<InstanceType>, pods: Vec<Pod>) -> Snapshot {
-    Snapshot { pods, nodepools: vec![NodePool::new("default", 0)], instance_types: types, ..Snapshot::default() }
+    Snapshot {
+        pods,
+        nodepools: vec![NodePool::new("default", 0)],
+        instance_types: types,
+        ..Snapshot::default()
+    }
 }
 
 fn zones3() -> Vec<InstanceType> {
-    vec![it("small", 2, 4, 0.10, &["z1", "z2", "z3"]), it("large", 8, 16, 0.40, &["z1", "z2", "z3"])]
+    vec![
+        it("small", 2, 4, 0.10, &["z1", "z2", "z3"]),
+        it("large", 8, 16, 0.40, &["z1", "z2", "z3"]),
+    ]
 }
 
 fn run(s: &Snapshot) -> SchedulingResult {
@@ -24,17 +41,36 @@ fn run(s: &Snapshot) -> SchedulingResult {
 }
 
 fn claim_of<'a>(r: &'a SchedulingResult, pod: &str) -> Option<&'a NewNodeClaim> {
-    r.new_node_claims.iter().find(|c| c.pods.iter().any(|p| p.name == pod))
+    r.new_node_claims
+        .iter()
+        .find(|c| c.pods.iter().any(|p| p.name == pod))
 }
 
 fn term(key: &str, labels: &[(&str, &str)]) -> PodAffinityTerm {
-    PodAffinityTerm { label_selector: LabelSelector::from_labels(labels.iter().copied()), namespaces: vec![], namespace_selector: None, topology_key: key.into(), match_label_keys: vec![] }
+    PodAffinityTerm {
+        label_selector: LabelSelector::from_labels(labels.iter().copied()),
+        namespaces: vec![],
+        namespace_selector: None,
+        topology_key: key.into(),
+        match_label_keys: vec![],
+    }
 }
 
 #[test]
 fn pods_fill_existing_nodes_before_new_ones() {
-    let mut s = snap(zones3(), vec![Pod::new("ns", "a", 1000, GIB), Pod::new("ns", "b", 1000, GIB), Pod::new("ns", "c", 1000, GIB)]);
-    s.nodes.push(Node::new("n1", "z1", Resources::with_pods(2000, 4 * GIB, 110)));
+    let mut s = snap(
+        zones3(),
+        vec![
+            Pod::new("ns", "a", 1000, GIB),
+            Pod::new("ns", "b", 1000, GIB),
+            Pod::new("ns", "c", 1000, GIB),
+        ],
+    );
+    s.nodes.push(Node::new(
+        "n1",
+        "z1",
+        Resources::with_pods(2000, 4 * GIB, 110),
+    ));
     let r = run(&s);
     assert_eq!(r.existing_placements.len(), 2);
     assert_eq!(r.new_node_claims.len(), 1);
@@ -49,7 +85,16 @@ fn in_flight_nodes_take_pods() {
     n.initialized = false;
     s.nodes.push(n);
     let r = run(&s);
-    assert_eq!(r.existing_placements, vec![Placement { pod: PodRef { namespace: "ns".into(), name: "a".into() }, node: "claim-1".into() }]);
+    assert_eq!(
+        r.existing_placements,
+        vec![Placement {
+            pod: PodRef {
+                namespace: "ns".into(),
+                name: "a".into()
+            },
+            node: "claim-1".into()
+        }]
+    );
 }
 
 #[test]
@@ -57,7 +102,12 @@ fn too_large_pod_gets_an_actionable_reason() {
     let r = run(&snap(zones3(), vec![Pod::new("ns", "big", 1000, 96 * GIB)]));
     assert_eq!(r.unschedulable.len(), 1);
     let reason = &r.unschedulable[0].reason;
-    assert!(reason.contains("no instance type has 96 GiB memory in NodePool default: largest allows 16 GiB"), "{reason}");
+    assert!(
+        reason.contains(
+            "no instance type has 96 GiB memory in NodePool default: largest allows 16 GiB"
+        ),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -65,7 +115,9 @@ fn extended_resources_need_a_type_that_has_them() {
     let mut gpu = it("gpu", 8, 32, 2.0, &["z1"]);
     gpu.capacity.extended.insert("nvidia.com/gpu".into(), 1);
     let mut pod = Pod::new("ns", "train", 1000, GIB);
-    pod.containers[0].extended.insert("nvidia.com/gpu".into(), 1);
+    pod.containers[0]
+        .extended
+        .insert("nvidia.com/gpu".into(), 1);
     let r = run(&snap(vec![it("cpu", 8, 32, 0.3, &["z1"]), gpu], vec![pod]));
     assert_eq!(r.new_node_claims[0].launch.instance_type, "gpu");
 }
@@ -81,7 +133,10 @@ fn node_selector_pins_the_zone() {
 #[test]
 fn required_node_affinity_or_terms_relax_in_order() {
     let mut p = Pod::new("ns", "a", 500, GIB);
-    p.required_node_affinity = vec![vec![Requirement::new_in(labels::ZONE, &["nowhere"])], vec![Requirement::new_in(labels::ZONE, &["z3"])]];
+    p.required_node_affinity = vec![
+        vec![Requirement::new_in(labels::ZONE, &["nowhere"])],
+        vec![Requirement::new_in(labels::ZONE, &["z3"])],
+    ];
     let r = run(&snap(zones3(), vec![p]));
     assert_eq!(r.new_node_claims[0].launch.zone, "z3");
     assert_eq!(r.relaxations.len(), 1);
@@ -90,30 +145,52 @@ fn required_node_affinity_or_terms_relax_in_order() {
 #[test]
 fn preferred_node_affinity_is_tried_first_then_dropped() {
     let mut p = Pod::new("ns", "a", 500, GIB);
-    p.preferred_node_affinity = vec![WeightedNodeSelectorTerm { weight: 50, term: vec![Requirement::new_in(labels::ZONE, &["z2"])] }];
+    p.preferred_node_affinity = vec![WeightedNodeSelectorTerm {
+        weight: 50,
+        term: vec![Requirement::new_in(labels::ZONE, &["z2"])],
+    }];
     let r = run(&snap(zones3(), vec![p.clone()]));
     assert_eq!(r.new_node_claims[0].launch.zone, "z2");
     assert!(r.relaxations.is_empty());
     p.preferred_node_affinity[0].term = vec![Requirement::new_in(labels::ZONE, &["nowhere"])];
     let r = run(&snap(zones3(), vec![p]));
     assert_eq!(r.new_node_claims.len(), 1);
-    assert_eq!(r.relaxations[0].relaxed, vec!["dropped a preferred node-affinity term".to_string()]);
+    assert_eq!(
+        r.relaxations[0].relaxed,
+        vec!["dropped a preferred node-affinity term".to_string()]
+    );
 }
 
 #[test]
 fn taints_need_tolerations() {
     let mut s = snap(zones3(), vec![Pod::new("ns", "a", 500, GIB)]);
-    s.nodepools[0].taints.push(Taint::new("dedicated", Some("gpu"), TaintEffect::NoSchedule));
+    s.nodepools[0].taints.push(Taint::new(
+        "dedicated",
+        Some("gpu"),
+        TaintEffect::NoSchedule,
+    ));
     let r = run(&s);
-    assert!(r.unschedulable[0].reason.contains("does not tolerate taint dedicated=gpu:NoSchedule"), "{}", r.unschedulable[0].reason);
-    s.pods[0].tolerations.push(Toleration::equal("dedicated", "gpu", Some(TaintEffect::NoSchedule)));
+    assert!(
+        r.unschedulable[0]
+            .reason
+            .contains("does not tolerate taint dedicated=gpu:NoSchedule"),
+        "{}",
+        r.unschedulable[0].reason
+    );
+    s.pods[0].tolerations.push(Toleration::equal(
+        "dedicated",
+        "gpu",
+        Some(TaintEffect::NoSchedule),
+    ));
     assert_eq!(run(&s).new_node_claims.len(), 1);
 }
 
 #[test]
 fn startup_taints_need_no_toleration() {
     let mut s = snap(zones3(), vec![Pod::new("ns", "a", 500, GIB)]);
-    s.nodepools[0].startup_taints.push(Taint::new("init", None, TaintEffect::NoSchedule));
+    s.nodepools[0]
+        .startup_taints
+        .push(Taint::new("init", None, TaintEffect::NoSchedule));
     assert_eq!(run(&s).new_node_claims.len(), 1);
 }
 
@@ -121,11 +198,15 @@ fn startup_taints_need_no_toleration() {
 fn prefer_no_schedule_is_relaxed_last() {
     let mut s = snap(vec![], vec![Pod::new("ns", "a", 500, GIB)]);
     let mut n = Node::new("n1", "z1", Resources::with_pods(2000, 4 * GIB, 110));
-    n.taints.push(Taint::new("soft", None, TaintEffect::PreferNoSchedule));
+    n.taints
+        .push(Taint::new("soft", None, TaintEffect::PreferNoSchedule));
     s.nodes.push(n);
     let r = run(&s);
     assert_eq!(r.existing_placements.len(), 1);
-    assert_eq!(r.relaxations[0].relaxed.last().map(String::as_str), Some("tolerated PreferNoSchedule taints"));
+    assert_eq!(
+        r.relaxations[0].relaxed.last().map(String::as_str),
+        Some("tolerated PreferNoSchedule taints")
+    );
 }
 
 fn spread(key: &str, skew: i32, app: &str) -> TopologySpreadConstraint {
@@ -155,16 +236,32 @@ fn zone_spread_balances_across_zones() {
     for c in &r.new_node_claims {
         *per_zone.entry(c.launch.zone.clone()).or_default() += c.pods.len();
     }
-    assert_eq!(per_zone.values().copied().collect::<Vec<_>>(), vec![2, 2, 2], "{per_zone:?}");
+    assert_eq!(
+        per_zone.values().copied().collect::<Vec<_>>(),
+        vec![2, 2, 2],
+        "{per_zone:?}"
+    );
 }
 
 #[test]
 fn zone_spread_counts_existing_pods() {
     // Existing: z1 has 2 matching pods; a new pod must go to an empty zone, not to z1.
     let mut s = snap(zones3(), vec![]);
-    s.nodes.push(Node::new("n1", "z1", Resources::with_pods(8000, 16 * GIB, 110)));
-    s.pods.push(Pod::new("ns", "old1", 100, GIB).label("app", "web").on("n1"));
-    s.pods.push(Pod::new("ns", "old2", 100, GIB).label("app", "web").on("n1"));
+    s.nodes.push(Node::new(
+        "n1",
+        "z1",
+        Resources::with_pods(8000, 16 * GIB, 110),
+    ));
+    s.pods.push(
+        Pod::new("ns", "old1", 100, GIB)
+            .label("app", "web")
+            .on("n1"),
+    );
+    s.pods.push(
+        Pod::new("ns", "old2", 100, GIB)
+            .label("app", "web")
+            .on("n1"),
+    );
     let mut p = Pod::new("ns", "new", 500, GIB).label("app", "web");
     p.topology_spread.push(spread(labels::ZONE, 1, "web"));
     s.pods.push(p);
@@ -192,7 +289,9 @@ fn hostname_anti_affinity_puts_each_pod_on_its_own_node() {
     let pods: Vec<Pod> = (0..3)
         .map(|i| {
             let mut p = Pod::new("ns", &format!("p{i}"), 100, GIB / 4).label("app", "db");
-            p.pod_anti_affinity.required.push(term(labels::HOSTNAME, &[("app", "db")]));
+            p.pod_anti_affinity
+                .required
+                .push(term(labels::HOSTNAME, &[("app", "db")]));
             p
         })
         .collect();
@@ -205,12 +304,18 @@ fn zone_self_affinity_keeps_the_group_in_one_zone() {
     let pods: Vec<Pod> = (0..5)
         .map(|i| {
             let mut p = Pod::new("ns", &format!("p{i}"), 1500, 3 * GIB).label("team", "x");
-            p.pod_affinity.required.push(term(labels::ZONE, &[("team", "x")]));
+            p.pod_affinity
+                .required
+                .push(term(labels::ZONE, &[("team", "x")]));
             p
         })
         .collect();
     let r = run(&snap(zones3(), pods));
-    let zones: std::collections::BTreeSet<_> = r.new_node_claims.iter().map(|c| c.launch.zone.clone()).collect();
+    let zones: std::collections::BTreeSet<_> = r
+        .new_node_claims
+        .iter()
+        .map(|c| c.launch.zone.clone())
+        .collect();
     assert_eq!(zones.len(), 1, "{zones:?}");
     assert!(r.unschedulable.is_empty());
 }
@@ -218,10 +323,17 @@ fn zone_self_affinity_keeps_the_group_in_one_zone() {
 #[test]
 fn pod_affinity_follows_existing_pods() {
     let mut s = snap(zones3(), vec![]);
-    s.nodes.push(Node::new("n1", "z3", Resources::with_pods(1000, GIB, 110)));
-    s.pods.push(Pod::new("ns", "db", 900, GIB / 2).label("app", "db").on("n1"));
+    s.nodes
+        .push(Node::new("n1", "z3", Resources::with_pods(1000, GIB, 110)));
+    s.pods.push(
+        Pod::new("ns", "db", 900, GIB / 2)
+            .label("app", "db")
+            .on("n1"),
+    );
     let mut p = Pod::new("ns", "cache", 500, GIB).label("app", "cache");
-    p.pod_affinity.required.push(term(labels::ZONE, &[("app", "db")]));
+    p.pod_affinity
+        .required
+        .push(term(labels::ZONE, &[("app", "db")]));
     s.pods.push(p);
     let r = run(&s);
     assert_eq!(r.new_node_claims[0].launch.zone, "z3");
@@ -232,7 +344,9 @@ fn hostname_self_affinity_co_locates() {
     let pods: Vec<Pod> = (0..3)
         .map(|i| {
             let mut p = Pod::new("ns", &format!("p{i}"), 1000, GIB).label("app", "pair");
-            p.pod_affinity.required.push(term(labels::HOSTNAME, &[("app", "pair")]));
+            p.pod_affinity
+                .required
+                .push(term(labels::HOSTNAME, &[("app", "pair")]));
             p
         })
         .collect();
@@ -244,11 +358,19 @@ fn hostname_self_affinity_co_locates() {
 #[test]
 fn inverse_anti_affinity_of_existing_pods() {
     let mut s = snap(zones3(), vec![]);
-    s.nodes.push(Node::new("n1", "z1", Resources::with_pods(8000, 16 * GIB, 110)));
+    s.nodes.push(Node::new(
+        "n1",
+        "z1",
+        Resources::with_pods(8000, 16 * GIB, 110),
+    ));
     let mut guard = Pod::new("ns", "guard", 100, GIB).on("n1");
-    guard.pod_anti_affinity.required.push(term(labels::HOSTNAME, &[("app", "web")]));
+    guard
+        .pod_anti_affinity
+        .required
+        .push(term(labels::HOSTNAME, &[("app", "web")]));
     s.pods.push(guard);
-    s.pods.push(Pod::new("ns", "web", 100, GIB).label("app", "web"));
+    s.pods
+        .push(Pod::new("ns", "web", 100, GIB).label("app", "web"));
     s.pods.push(Pod::new("ns", "other", 100, GIB));
     let r = run(&s);
     assert_eq!(r.existing_placements.len(), 1);
@@ -261,7 +383,9 @@ fn zone_anti_affinity_across_new_nodes() {
     let pods: Vec<Pod> = (0..4)
         .map(|i| {
             let mut p = Pod::new("ns", &format!("p{i}"), 100, GIB / 4).label("app", "one-per-zone");
-            p.pod_anti_affinity.required.push(term(labels::ZONE, &[("app", "one-per-zone")]));
+            p.pod_anti_affinity
+                .required
+                .push(term(labels::ZONE, &[("app", "one-per-zone")]));
             p
         })
         .collect();
@@ -273,8 +397,16 @@ fn zone_anti_affinity_across_new_nodes() {
 #[test]
 fn host_ports_conflict() {
     let mut s = snap(zones3(), vec![]);
-    s.nodes.push(Node::new("n1", "z1", Resources::with_pods(8000, 16 * GIB, 110)));
-    let port = HostPort { port: 8080, protocol: Protocol::TCP, host_ip: None };
+    s.nodes.push(Node::new(
+        "n1",
+        "z1",
+        Resources::with_pods(8000, 16 * GIB, 110),
+    ));
+    let port = HostPort {
+        port: 8080,
+        protocol: Protocol::TCP,
+        host_ip: None,
+    };
     let mut old = Pod::new("ns", "old", 100, GIB).on("n1");
     old.host_ports.push(port.clone());
     s.pods.push(old);
@@ -291,7 +423,11 @@ fn host_ports_conflict() {
 #[test]
 fn volume_topology_pins_the_zone() {
     let mut p = Pod::new("ns", "a", 500, GIB);
-    p.volumes.push(Volume { name: "data".into(), node_affinity: vec![vec![Requirement::new_in(labels::ZONE, &["z3"])]], csi_driver: None });
+    p.volumes.push(Volume {
+        name: "data".into(),
+        node_affinity: vec![vec![Requirement::new_in(labels::ZONE, &["z3"])]],
+        csi_driver: None,
+    });
     let r = run(&snap(zones3(), vec![p]));
     assert_eq!(r.new_node_claims[0].launch.zone, "z3");
 }
@@ -303,7 +439,11 @@ fn csi_attach_limits_count() {
     let pods: Vec<Pod> = (0..2)
         .map(|i| {
             let mut p = Pod::new("ns", &format!("p{i}"), 100, GIB);
-            p.volumes.push(Volume { name: format!("v{i}"), node_affinity: vec![], csi_driver: Some("ebs".into()) });
+            p.volumes.push(Volume {
+                name: format!("v{i}"),
+                node_affinity: vec![],
+                csi_driver: Some("ebs".into()),
+            });
             p
         })
         .collect();
@@ -316,7 +456,11 @@ fn daemonset_overhead_is_reserved_per_type() {
     let mut s = snap(zones3(), vec![Pod::new("ns", "a", 1500, GIB)]);
     let mut ds = Pod::new("kube-system", "agent", 1000, GIB);
     ds.owner_kind = Some("DaemonSet".into());
-    s.daemonsets.push(DaemonSet { namespace: "kube-system".into(), name: "agent".into(), pod: ds });
+    s.daemonsets.push(DaemonSet {
+        namespace: "kube-system".into(),
+        name: "agent".into(),
+        pod: ds,
+    });
     let r = run(&s);
     // small has 2 vCPU: 1 for the daemonset leaves 1, too little for 1.5.
     assert_eq!(r.new_node_claims[0].launch.instance_type, "large");
@@ -326,22 +470,41 @@ fn daemonset_overhead_is_reserved_per_type() {
 #[test]
 fn daemonsets_that_do_not_tolerate_a_pool_cost_nothing_there() {
     let mut s = snap(zones3(), vec![Pod::new("ns", "a", 1500, GIB)]);
-    s.nodepools[0].taints.push(Taint::new("dedicated", None, TaintEffect::NoSchedule));
-    s.pods[0].tolerations.push(Toleration { key: Some("dedicated".into()), operator: TolerationOperator::Exists, ..Default::default() });
+    s.nodepools[0]
+        .taints
+        .push(Taint::new("dedicated", None, TaintEffect::NoSchedule));
+    s.pods[0].tolerations.push(Toleration {
+        key: Some("dedicated".into()),
+        operator: TolerationOperator::Exists,
+        ..Default::default()
+    });
     let mut ds = Pod::new("kube-system", "agent", 1000, GIB);
     ds.owner_kind = Some("DaemonSet".into());
-    s.daemonsets.push(DaemonSet { namespace: "kube-system".into(), name: "agent".into(), pod: ds });
+    s.daemonsets.push(DaemonSet {
+        namespace: "kube-system".into(),
+        name: "agent".into(),
+        pod: ds,
+    });
     assert_eq!(run(&s).new_node_claims[0].launch.instance_type, "small");
 }
 
 #[test]
 fn nodepool_limits_stop_launches() {
-    let mut s = snap(vec![it("four", 4, 8, 0.2, &["z1"])], (0..3).map(|i| Pod::new("ns", &format!("p{i}"), 3000, GIB)).collect());
+    let mut s = snap(
+        vec![it("four", 4, 8, 0.2, &["z1"])],
+        (0..3)
+            .map(|i| Pod::new("ns", &format!("p{i}"), 3000, GIB))
+            .collect(),
+    );
     s.nodepools[0].limits = Some(Resources::new(8000, 0));
     let r = run(&s);
     assert_eq!(r.new_node_claims.len(), 2);
     assert_eq!(r.unschedulable.len(), 1);
-    assert!(r.unschedulable[0].reason.contains("limits"), "{}", r.unschedulable[0].reason);
+    assert!(
+        r.unschedulable[0].reason.contains("limits"),
+        "{}",
+        r.unschedulable[0].reason
+    );
 }
 
 #[test]
@@ -356,37 +519,73 @@ fn heavier_nodepools_win() {
 
 #[test]
 fn min_values_keep_flexibility() {
-    let types: Vec<InstanceType> = (1..=6).map(|i| it(&format!("t{i}"), i, 2 * i, 0.05 * i as f64, &["z1"])).collect();
-    let mut s = snap(types, (0..4).map(|i| Pod::new("ns", &format!("p{i}"), 900, GIB)).collect());
-    s.nodepools[0].requirements.push(Requirement { key: labels::INSTANCE_TYPE.into(), operator: Operator::Exists, values: vec![], min_values: Some(3) });
+    let types: Vec<InstanceType> = (1..=6)
+        .map(|i| it(&format!("t{i}"), i, 2 * i, 0.05 * i as f64, &["z1"]))
+        .collect();
+    let mut s = snap(
+        types,
+        (0..4)
+            .map(|i| Pod::new("ns", &format!("p{i}"), 900, GIB))
+            .collect(),
+    );
+    s.nodepools[0].requirements.push(Requirement {
+        key: labels::INSTANCE_TYPE.into(),
+        operator: Operator::Exists,
+        values: vec![],
+        min_values: Some(3),
+    });
     let r = run(&s);
     assert!(r.unschedulable.is_empty(), "{:?}", r.unschedulable);
     for c in &r.new_node_claims {
-        assert!(c.instance_type_options.len() >= 3, "{:?}", c.instance_type_options.len());
+        assert!(
+            c.instance_type_options.len() >= 3,
+            "{:?}",
+            c.instance_type_options.len()
+        );
     }
 }
 
 #[test]
 fn launch_is_the_cheapest_option_and_zone() {
     let mut t = it("m", 4, 8, 0.3, &["z1", "z2"]);
-    t.offerings.push(Offering::new("z3", CapacityType::Spot, 0.1));
+    t.offerings
+        .push(Offering::new("z3", CapacityType::Spot, 0.1));
     let mut unavailable = Offering::new("z2", CapacityType::Spot, 0.01);
     unavailable.available = false;
     t.offerings.push(unavailable);
     let r = run(&snap(vec![t], vec![Pod::new("ns", "a", 1000, GIB)]));
     let l = &r.new_node_claims[0].launch;
-    assert_eq!((l.zone.as_str(), l.capacity_type, l.price), ("z3", CapacityType::Spot, 0.1));
+    assert_eq!(
+        (l.zone.as_str(), l.capacity_type, l.price),
+        ("z3", CapacityType::Spot, 0.1)
+    );
 }
 
 #[test]
 fn cost_aware_does_not_grow_toward_the_largest_type() {
     // Karpenter #2457: the big type is dearer per vCPU, so ten 1-vCPU pods belong on small nodes.
-    let types = vec![it("small", 2, 8, 0.10, &["z1"]), it("huge", 64, 256, 4.0, &["z1"])];
-    let pods: Vec<Pod> = (0..10).map(|i| Pod::new("ns", &format!("p{i}"), 1000, GIB)).collect();
+    let types = vec![
+        it("small", 2, 8, 0.10, &["z1"]),
+        it("huge", 64, 256, 4.0, &["z1"]),
+    ];
+    let pods: Vec<Pod> = (0..10)
+        .map(|i| Pod::new("ns", &format!("p{i}"), 1000, GIB))
+        .collect();
     let s = snap(types, pods);
     let ours = schedule(&s, &SchedulingOptions::default());
-    let base = schedule(&s, &SchedulingOptions { strategy: Strategy::KarpenterBaseline, ..Default::default() });
-    assert!(ours.new_node_cost_per_hour < base.new_node_cost_per_hour, "{} vs {}", ours.new_node_cost_per_hour, base.new_node_cost_per_hour);
+    let base = schedule(
+        &s,
+        &SchedulingOptions {
+            strategy: Strategy::KarpenterBaseline,
+            ..Default::default()
+        },
+    );
+    assert!(
+        ours.new_node_cost_per_hour < base.new_node_cost_per_hour,
+        "{} vs {}",
+        ours.new_node_cost_per_hour,
+        base.new_node_cost_per_hour
+    );
     assert!((ours.new_node_cost_per_hour - 0.5).abs() < 1e-9);
 }
 
@@ -395,14 +594,22 @@ fn cost_aware_mixes_cpu_and_memory_heavy_pods() {
     // One 4 vCPU / 16 GiB type, two CPU-heavy (2 vCPU, 1 GiB) and two memory-heavy (0.25 vCPU,
     // 7 GiB) pods: the heuristic mixes them instead of keeping the kinds apart.
     let types = vec![it("m", 4, 16, 0.2, &["z1"])];
-    let mut pods: Vec<Pod> = (0..2).map(|i| Pod::new("ns", &format!("cpu{i}"), 2000, GIB)).collect();
+    let mut pods: Vec<Pod> = (0..2)
+        .map(|i| Pod::new("ns", &format!("cpu{i}"), 2000, GIB))
+        .collect();
     pods.extend((0..2).map(|i| Pod::new("ns", &format!("mem{i}"), 250, 7 * GIB)));
     let r = run(&snap(types, pods));
     assert_eq!(r.new_node_claims.len(), 2);
     assert!(
-        r.new_node_claims.iter().any(|c| c.pods.iter().any(|p| p.name.starts_with("cpu")) && c.pods.iter().any(|p| p.name.starts_with("mem"))),
+        r.new_node_claims
+            .iter()
+            .any(|c| c.pods.iter().any(|p| p.name.starts_with("cpu"))
+                && c.pods.iter().any(|p| p.name.starts_with("mem"))),
         "CPU-heavy and memory-heavy pods share a node: {:?}",
-        r.new_node_claims.iter().map(|c| &c.pods).collect::<Vec<_>>()
+        r.new_node_claims
+            .iter()
+            .map(|c| &c.pods)
+            .collect::<Vec<_>>()
     );
 }
 
@@ -425,8 +632,16 @@ fn result_round_trips_through_json() {
 #[test]
 fn consolidation_reuses_the_state() {
     let mut s = snap(zones3(), vec![]);
-    s.nodes.push(Node::new("n1", "z1", Resources::with_pods(2000, 4 * GIB, 110)));
-    s.nodes.push(Node::new("n2", "z1", Resources::with_pods(2000, 4 * GIB, 110)));
+    s.nodes.push(Node::new(
+        "n1",
+        "z1",
+        Resources::with_pods(2000, 4 * GIB, 110),
+    ));
+    s.nodes.push(Node::new(
+        "n2",
+        "z1",
+        Resources::with_pods(2000, 4 * GIB, 110),
+    ));
     s.pods.push(Pod::new("ns", "a", 500, GIB).on("n1"));
     s.pods.push(Pod::new("ns", "b", 500, GIB).on("n2"));
     let base = ClusterState::new(&s);

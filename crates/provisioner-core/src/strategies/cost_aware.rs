@@ -41,7 +41,13 @@ impl Policy for Uncapped {
     fn item_order(&self, problem: &PackingProblem) -> Vec<ItemId> {
         self.0.item_order(problem)
     }
-    fn cap(&self, _problem: &PackingProblem, _opener: &PackItem, fitting: Vec<ShapeId>, _demand: &Demand) -> Vec<ShapeId> {
+    fn cap(
+        &self,
+        _problem: &PackingProblem,
+        _opener: &PackItem,
+        fitting: Vec<ShapeId>,
+        _demand: &Demand,
+    ) -> Vec<ShapeId> {
         fitting
     }
 }
@@ -55,7 +61,9 @@ impl CostAwarePlanner {
 
 impl Default for CostAwarePlanner {
     fn default() -> Self {
-        CostAwarePlanner { fragmentation_allowance: 0.5 }
+        CostAwarePlanner {
+            fragmentation_allowance: 0.5,
+        }
     }
 }
 
@@ -80,24 +88,36 @@ impl Policy for CostAwarePlanner {
             let c = it.requests.cpu_milli.max(0) as f64 / tc;
             let m = it.requests.memory.max(0) as f64 / tm;
             // Items with extended resources or per-node limits go first: they are the hardest.
-            let hard = if it.requests.extended.values().any(|v| *v > 0) || !it.limits.is_empty() { 1.0 } else { 0.0 };
+            let hard = if it.requests.extended.values().any(|v| *v > 0) || !it.limits.is_empty() {
+                1.0
+            } else {
+                0.0
+            };
             if c >= m {
                 cpu_heavy.push((hard + c, i as ItemId));
             } else {
                 mem_heavy.push((hard + m, i as ItemId));
             }
         }
-        let by_size = |a: &(f64, ItemId), b: &(f64, ItemId)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+        let by_size =
+            |a: &(f64, ItemId), b: &(f64, ItemId)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
         cpu_heavy.sort_by(by_size);
         mem_heavy.sort_by(by_size);
         let mut out = Vec::with_capacity(problem.items.len());
-        let (mut a, mut b) = (cpu_heavy.into_iter().peekable(), mem_heavy.into_iter().peekable());
+        let (mut a, mut b) = (
+            cpu_heavy.into_iter().peekable(),
+            mem_heavy.into_iter().peekable(),
+        );
         let mut take_cpu = true;
         loop {
             // Hard items first, whichever list they are in.
             let next = match (a.peek(), b.peek()) {
                 (Some(x), Some(y)) if x.0 >= 1.0 || y.0 >= 1.0 => {
-                    if x.0 >= y.0 { a.next() } else { b.next() }
+                    if x.0 >= y.0 {
+                        a.next()
+                    } else {
+                        b.next()
+                    }
                 }
                 (Some(_), Some(_)) => {
                     take_cpu = !take_cpu;
@@ -115,26 +135,44 @@ impl Policy for CostAwarePlanner {
         out
     }
 
-    fn cap(&self, problem: &PackingProblem, opener: &PackItem, fitting: Vec<ShapeId>, demand: &Demand) -> Vec<ShapeId> {
+    fn cap(
+        &self,
+        problem: &PackingProblem,
+        opener: &PackItem,
+        fitting: Vec<ShapeId>,
+        demand: &Demand,
+    ) -> Vec<ShapeId> {
         let (mut r, n) = demand.around(opener.shape_set);
         // The opener itself was already taken out of the demand.
         r.cpu_milli += opener.requests.cpu_milli;
         r.memory += opener.requests.memory;
         r.pods += opener.requests.pods;
         let n = (n + 1) as f64;
-        let avg = [r.cpu_milli as f64 / n, r.memory as f64 / n, r.pods as f64 / n];
+        let avg = [
+            r.cpu_milli as f64 / n,
+            r.memory as f64 / n,
+            r.pods as f64 / n,
+        ];
         let want = [r.cpu_milli as f64, r.memory as f64, r.pods as f64];
         let mut best: Option<(f64, f64, ShapeId)> = None;
         for &s in &fitting {
-            let Some(sh) = problem.shapes.get(s as usize) else { continue };
-            let alloc = [sh.allocatable.cpu_milli as f64, sh.allocatable.memory as f64, sh.allocatable.pods as f64];
+            let Some(sh) = problem.shapes.get(s as usize) else {
+                continue;
+            };
+            let alloc = [
+                sh.allocatable.cpu_milli as f64,
+                sh.allocatable.memory as f64,
+                sh.allocatable.pods as f64,
+            ];
             let mut nodes: f64 = 1.0;
             for d in 0..3 {
                 let (w, a, g) = (want[d], alloc[d], avg[d]);
                 if w <= 0.0 {
                     continue;
                 }
-                let usable = (a - self.fragmentation_allowance * g).max(a * 0.05).max(1.0);
+                let usable = (a - self.fragmentation_allowance * g)
+                    .max(a * 0.05)
+                    .max(1.0);
                 nodes = nodes.max(w / usable);
             }
             let cost = sh.price * nodes;
@@ -142,16 +180,28 @@ impl Policy for CostAwarePlanner {
                 None => true,
                 Some((bc, bp, bs)) => {
                     let tol = 1e-9 * bc.abs().max(1e-12);
-                    cost < bc - tol || ((cost - bc).abs() <= tol && (sh.price < bp || (sh.price == bp && s < bs)))
+                    cost < bc - tol
+                        || ((cost - bc).abs() <= tol
+                            && (sh.price < bp || (sh.price == bp && s < bs)))
                 }
             };
             if better {
                 best = Some((cost, sh.price, s));
             }
         }
-        let Some((_, cap_price, _)) = best else { return fitting };
+        let Some((_, cap_price, _)) = best else {
+            return fitting;
+        };
         let tol = 1e-9 * cap_price.abs().max(1e-12);
-        fitting.into_iter().filter(|s| problem.shapes.get(*s as usize).is_some_and(|sh| sh.price <= cap_price + tol)).collect()
+        fitting
+            .into_iter()
+            .filter(|s| {
+                problem
+                    .shapes
+                    .get(*s as usize)
+                    .is_some_and(|sh| sh.price <= cap_price + tol)
+            })
+            .collect()
     }
 }
 
@@ -163,11 +213,21 @@ impl LaunchPlanner for CostAwarePlanner {
     fn plan(&self, problem: &PackingProblem, warm_start: Option<&LaunchPlan>) -> LaunchPlan {
         let (capped, (uncapped, karpenter)) = rayon::join(
             || greedy::run(problem, self),
-            || rayon::join(|| greedy::run(problem, &Uncapped(*self)), || greedy::run(problem, &super::karpenter::KarpenterPlanner)),
+            || {
+                rayon::join(
+                    || greedy::run(problem, &Uncapped(*self)),
+                    || greedy::run(problem, &super::karpenter::KarpenterPlanner),
+                )
+            },
         );
         let mut best = capped;
-        for cand in [Some(uncapped), Some(karpenter), warm_start.cloned()].into_iter().flatten() {
-            if (cand.unplaced.len(), cand.cost) < (best.unplaced.len(), best.cost) && cand.cost.is_finite() {
+        for cand in [Some(uncapped), Some(karpenter), warm_start.cloned()]
+            .into_iter()
+            .flatten()
+        {
+            if (cand.unplaced.len(), cand.cost) < (best.unplaced.len(), best.cost)
+                && cand.cost.is_finite()
+            {
                 best = cand;
             }
         }

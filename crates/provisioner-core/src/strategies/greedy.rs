@@ -3,7 +3,10 @@
 use std::collections::BTreeSet;
 
 use crate::model::Resources;
-use crate::packing::{ItemId, LaunchPlan, NodeBuilder, PackItem, PackingProblem, PlannedNode, Reject, ShapeId, limit_fits};
+use crate::packing::{
+    ItemId, LaunchPlan, NodeBuilder, PackItem, PackingProblem, PlannedNode, Reject, ShapeId,
+    limit_fits,
+};
 
 /// How open nodes are ordered when an item looks for one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +25,13 @@ pub trait Policy {
     fn item_order(&self, problem: &PackingProblem) -> Vec<ItemId>;
     /// Which of `fitting` (shapes of one pool that fit the opening item alone) the new node
     /// may grow into. `remaining` is the demand not yet placed, by shape set.
-    fn cap(&self, problem: &PackingProblem, opener: &PackItem, fitting: Vec<ShapeId>, demand: &Demand) -> Vec<ShapeId>;
+    fn cap(
+        &self,
+        problem: &PackingProblem,
+        opener: &PackItem,
+        fitting: Vec<ShapeId>,
+        demand: &Demand,
+    ) -> Vec<ShapeId>;
 }
 
 /// Remaining demand per shape set, kept up to date as items are placed.
@@ -52,14 +61,23 @@ impl Demand {
         let related = (0..n)
             .map(|a| {
                 (0..n as u32)
-                    .filter(|b| match (problem.shape_sets.get(a), problem.shape_sets.get(*b as usize)) {
-                        (Some(x), Some(y)) => x.intersects(y),
-                        _ => false,
+                    .filter(|b| {
+                        match (
+                            problem.shape_sets.get(a),
+                            problem.shape_sets.get(*b as usize),
+                        ) {
+                            (Some(x), Some(y)) => x.intersects(y),
+                            _ => false,
+                        }
                     })
                     .collect()
             })
             .collect();
-        Demand { per_set, items_per_set, related }
+        Demand {
+            per_set,
+            items_per_set,
+            related,
+        }
     }
 
     fn take(&mut self, item: &PackItem) {
@@ -101,13 +119,21 @@ struct OpenNode {
 }
 
 fn headroom(problem: &PackingProblem, b: &NodeBuilder) -> Resources {
-    let mut h = Resources { cpu_milli: i64::MIN, memory: i64::MIN, pods: i64::MIN, ephemeral_storage: i64::MIN, extended: Default::default() };
+    let mut h = Resources {
+        cpu_milli: i64::MIN,
+        memory: i64::MIN,
+        pods: i64::MIN,
+        ephemeral_storage: i64::MIN,
+        extended: Default::default(),
+    };
     for s in &b.candidates {
         if let Some(sh) = problem.shapes.get(*s as usize) {
             h.cpu_milli = h.cpu_milli.max(sh.allocatable.cpu_milli - b.used.cpu_milli);
             h.memory = h.memory.max(sh.allocatable.memory - b.used.memory);
             h.pods = h.pods.max(sh.allocatable.pods - b.used.pods);
-            h.ephemeral_storage = h.ephemeral_storage.max(sh.allocatable.ephemeral_storage - b.used.ephemeral_storage);
+            h.ephemeral_storage = h
+                .ephemeral_storage
+                .max(sh.allocatable.ephemeral_storage - b.used.ephemeral_storage);
         }
     }
     h
@@ -115,7 +141,10 @@ fn headroom(problem: &PackingProblem, b: &NodeBuilder) -> Resources {
 
 #[inline]
 fn may_fit(req: &Resources, h: &Resources) -> bool {
-    req.cpu_milli <= h.cpu_milli && req.memory <= h.memory && req.pods <= h.pods && req.ephemeral_storage <= h.ephemeral_storage
+    req.cpu_milli <= h.cpu_milli
+        && req.memory <= h.memory
+        && req.pods <= h.pods
+        && req.ephemeral_storage <= h.ephemeral_storage
 }
 
 /// Runs a greedy pass with `policy`.
@@ -124,7 +153,16 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     let mut demand = Demand::new(problem);
     // Suffix minimum of item sizes in placement order: a node whose headroom is below it in any
     // dimension can take no remaining item and is closed (this never changes a decision).
-    let mut suffix_min = vec![Resources { cpu_milli: i64::MAX, memory: i64::MAX, pods: i64::MAX, ephemeral_storage: i64::MAX, extended: Default::default() }; order.len() + 1];
+    let mut suffix_min = vec![
+        Resources {
+            cpu_milli: i64::MAX,
+            memory: i64::MAX,
+            pods: i64::MAX,
+            ephemeral_storage: i64::MAX,
+            extended: Default::default()
+        };
+        order.len() + 1
+    ];
     for (pos, id) in order.iter().enumerate().rev() {
         let next = suffix_min.get(pos + 1).cloned().unwrap_or_default();
         let r = problem.items.get(*id as usize).map(|i| &i.requests);
@@ -155,14 +193,19 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     let mut unplaced: Vec<(ItemId, String)> = Vec::new();
 
     for (pos, &id) in order.iter().enumerate() {
-        let Some(item) = problem.items.get(id as usize) else { continue };
+        let Some(item) = problem.items.get(id as usize) else {
+            continue;
+        };
         demand.take(item);
         let mut placed = false;
         let mut to_close = Vec::new();
         let min_next = suffix_min.get(pos + 1).cloned().unwrap_or_default();
         for &(k0, idx) in open.iter() {
             let Some(n) = nodes.get(idx) else { continue };
-            if !may_fit(&item.requests, &n.headroom) || n.b.check_groups(item).is_err() || !n.b.quick_fits(problem, item) {
+            if !may_fit(&item.requests, &n.headroom)
+                || n.b.check_groups(item).is_err()
+                || !n.b.quick_fits(problem, item)
+            {
                 continue;
             }
             if let Ok(surv) = n.b.check(problem, item) {
@@ -203,7 +246,10 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
                         match b.check(problem, item) {
                             Ok(s) => s,
                             Err(r) => {
-                                unplaced.push((id, format!("no launch shape can hold it ({})", describe(&r))));
+                                unplaced.push((
+                                    id,
+                                    format!("no launch shape can hold it ({})", describe(&r)),
+                                ));
                                 continue;
                             }
                         }
@@ -224,7 +270,12 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
                 let idx = nodes.len();
                 let pods = item.pods.len().max(1);
                 let closed = !may_fit(&min_next, &h);
-                nodes.push(OpenNode { b, headroom: h, pods, closed });
+                nodes.push(OpenNode {
+                    b,
+                    headroom: h,
+                    pods,
+                    closed,
+                });
                 if !closed {
                     open.insert(key(node_order, pods, idx));
                 }
@@ -235,24 +286,42 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
 
     let planned: Vec<PlannedNode> = nodes
         .into_iter()
-        .filter_map(|n| n.b.cheapest(problem).map(|s| PlannedNode { shape: s, items: n.b.items }))
+        .filter_map(|n| {
+            n.b.cheapest(problem).map(|s| PlannedNode {
+                shape: s,
+                items: n.b.items,
+            })
+        })
         .collect();
     LaunchPlan::from_nodes(problem, planned, unplaced)
 }
 
 /// Picks the highest-ranked pool with a shape that holds `item` alone within the pool's
 /// remaining limits, and the policy's cap of those shapes.
-fn open_node(problem: &PackingProblem, policy: &dyn Policy, item: &PackItem, demand: &Demand, reserved: &[Resources]) -> Result<(u32, Vec<ShapeId>, Vec<ShapeId>), String> {
+fn open_node(
+    problem: &PackingProblem,
+    policy: &dyn Policy,
+    item: &PackItem,
+    demand: &Demand,
+    reserved: &[Resources],
+) -> Result<(u32, Vec<ShapeId>, Vec<ShapeId>), String> {
     let set = problem.item_shapes(item);
     let mut pools: Vec<u32> = (0..problem.pools.len() as u32).collect();
-    pools.sort_by_key(|p| (problem.pools.get(*p as usize).map_or(u32::MAX, |x| x.rank), *p));
+    pools.sort_by_key(|p| {
+        (
+            problem.pools.get(*p as usize).map_or(u32::MAX, |x| x.rank),
+            *p,
+        )
+    });
     let mut reasons = Vec::new();
     for pool in pools {
         let mut any_compatible = false;
         let mut any_room = false;
         let mut fitting = Vec::new();
         for s in set.iter() {
-            let Some(sh) = problem.shapes.get(s as usize) else { continue };
+            let Some(sh) = problem.shapes.get(s as usize) else {
+                continue;
+            };
             if sh.pool != pool {
                 continue;
             }
@@ -261,16 +330,23 @@ fn open_node(problem: &PackingProblem, policy: &dyn Policy, item: &PackItem, dem
                 continue;
             }
             any_room = true;
-            let within = problem.pools.get(pool as usize).and_then(|p| p.remaining.as_ref()).is_none_or(|rem| {
-                let mut after = reserved.get(pool as usize).cloned().unwrap_or_default();
-                after.add_assign(&sh.capacity.clone().with_extended("nodes", 1));
-                limit_fits(&after, rem)
-            });
+            let within = problem
+                .pools
+                .get(pool as usize)
+                .and_then(|p| p.remaining.as_ref())
+                .is_none_or(|rem| {
+                    let mut after = reserved.get(pool as usize).cloned().unwrap_or_default();
+                    after.add_assign(&sh.capacity.clone().with_extended("nodes", 1));
+                    limit_fits(&after, rem)
+                });
             if within {
                 fitting.push(s);
             }
         }
-        let name = problem.pools.get(pool as usize).map_or("?", |p| p.name.as_str());
+        let name = problem
+            .pools
+            .get(pool as usize)
+            .map_or("?", |p| p.name.as_str());
         if !fitting.is_empty() {
             let capped = policy.cap(problem, item, fitting.clone(), demand);
             return Ok((pool, capped, fitting));
@@ -278,7 +354,9 @@ fn open_node(problem: &PackingProblem, policy: &dyn Policy, item: &PackItem, dem
         if any_room {
             reasons.push(format!("NodePool {name}: its limits are reached"));
         } else if any_compatible {
-            reasons.push(format!("NodePool {name}: no compatible instance type has room"));
+            reasons.push(format!(
+                "NodePool {name}: no compatible instance type has room"
+            ));
         }
     }
     if reasons.is_empty() {

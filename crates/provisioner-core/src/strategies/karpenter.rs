@@ -24,7 +24,11 @@ pub fn karpenter_order(requests: &[&Resources]) -> Vec<usize> {
     idx.sort_by(|a, b| {
         let (ra, rb) = (requests.get(*a), requests.get(*b));
         match (ra, rb) {
-            (Some(ra), Some(rb)) => rb.cpu_milli.cmp(&ra.cpu_milli).then(rb.memory.cmp(&ra.memory)).then(a.cmp(b)),
+            (Some(ra), Some(rb)) => rb
+                .cpu_milli
+                .cmp(&ra.cpu_milli)
+                .then(rb.memory.cmp(&ra.memory))
+                .then(a.cmp(b)),
             _ => a.cmp(b),
         }
     });
@@ -38,10 +42,19 @@ impl Policy for KarpenterPlanner {
 
     fn item_order(&self, problem: &PackingProblem) -> Vec<ItemId> {
         let reqs: Vec<&Resources> = problem.items.iter().map(|i| &i.requests).collect();
-        karpenter_order(&reqs).into_iter().map(|i| i as ItemId).collect()
+        karpenter_order(&reqs)
+            .into_iter()
+            .map(|i| i as ItemId)
+            .collect()
     }
 
-    fn cap(&self, _problem: &PackingProblem, _opener: &PackItem, fitting: Vec<ShapeId>, _demand: &Demand) -> Vec<ShapeId> {
+    fn cap(
+        &self,
+        _problem: &PackingProblem,
+        _opener: &PackItem,
+        fitting: Vec<ShapeId>,
+        _demand: &Demand,
+    ) -> Vec<ShapeId> {
         fitting
     }
 }

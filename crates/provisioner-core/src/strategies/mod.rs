@@ -27,7 +27,9 @@ impl Strategy {
     /// The planner for this strategy.
     pub fn planner(self) -> &'static dyn crate::packing::LaunchPlanner {
         match self {
-            Strategy::CostAware => &cost_aware::CostAwarePlanner { fragmentation_allowance: 0.5 },
+            Strategy::CostAware => &cost_aware::CostAwarePlanner {
+                fragmentation_allowance: 0.5,
+            },
             Strategy::KarpenterBaseline => &karpenter::KarpenterPlanner,
         }
     }
