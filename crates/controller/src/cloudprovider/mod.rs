@@ -127,18 +127,23 @@ impl Default for Config {
     }
 }
 
-/// Test seams. `after_scale_write` runs right after a successful replica write, before any
-/// binding: the restart tests stall there and drop the task to simulate a crash.
+/// An async callback the tests put between reads and writes.
+pub type Hook = Arc<dyn Fn(ResourceId, i32) -> BoxFuture<'static, ()> + Send + Sync>;
+
+/// Test seams. `before_scale_write` runs between reading the resource and writing its
+/// replicas (the conflict tests change replicas there, as another actor would);
+/// `after_scale_write` runs right after a successful replica write, before any binding (the
+/// restart tests stall there and drop the task to simulate a crash).
 #[derive(Clone, Default)]
 pub struct Hooks {
-    #[allow(clippy::type_complexity)]
-    pub after_scale_write:
-        Option<Arc<dyn Fn(ResourceId, i32) -> BoxFuture<'static, ()> + Send + Sync>>,
+    pub before_scale_write: Option<Hook>,
+    pub after_scale_write: Option<Hook>,
 }
 
 impl fmt::Debug for Hooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Hooks")
+            .field("before_scale_write", &self.before_scale_write.is_some())
             .field("after_scale_write", &self.after_scale_write.is_some())
             .finish()
     }
@@ -477,6 +482,9 @@ impl CloudProvider {
                 claims: &claims,
             });
             if let Some(to) = plan.scale_to {
+                if let Some(hook) = &self.inner.hooks.before_scale_write {
+                    hook(resource.clone(), to).await;
+                }
                 match apis.write_replicas(resource, &rv, to).await {
                     Ok(()) => {
                         tracing::info!(%resource, from = res.replicas, to, counts = ?plan.counts, "raised replicas");
