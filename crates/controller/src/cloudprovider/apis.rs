@@ -142,6 +142,20 @@ impl Apis {
         Ok(got)
     }
 
+    /// The MachineSets a MachineDeployment owns (by CAPI's deployment-name label).
+    pub(crate) async fn machinesets_of(
+        &self,
+        namespace: &str,
+        deployment: &str,
+    ) -> Result<Vec<capi::MachineSet>, Error> {
+        let lp = ListParams::default().labels(&format!(
+            "{}={}",
+            capi_adapter::keys::capi::DEPLOYMENT_NAME,
+            deployment
+        ));
+        Ok(self.ms(namespace).list(&lp).await?.items)
+    }
+
     /// The Machines of a resource (by CAPI's / OpenShift's owner label), any state.
     pub(crate) async fn list_machines(&self, id: &ResourceId) -> Result<Vec<MachineView>, Error> {
         let lp =

@@ -35,6 +35,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use capi_adapter::drift::{DriftReason, Revisions};
 use capi_adapter::failures::{LaunchFailure, launch_failures};
 use capi_adapter::objects::capi::CapiVersion;
 use capi_adapter::plan::{
@@ -757,6 +758,41 @@ impl CloudProvider {
         }
         self.inner.backoff.observe(&all, now);
         Ok(all)
+    }
+
+    /// Whether the Machine bound to a NodeClaim has drifted from its resource's template
+    /// (`None` when not bound, or under the `CAPIRollout` drift policy).
+    pub async fn drift(
+        &self,
+        claim: &str,
+        policy: capi_adapter::DriftPolicy,
+    ) -> Result<Option<DriftReason>, Error> {
+        let Some(nc) = self.claims_api().get_opt(claim).await? else {
+            return Err(Error::NodeClaimNotFound(claim.to_string()));
+        };
+        let view = ClaimView::from_meta(&nc.metadata);
+        let (Some(mk), Some(target)) = (view.machine, view.target) else {
+            return Ok(None);
+        };
+        let apis = &self.inner.apis;
+        let Some(machine) = apis.get_machine(target.kind.machine_api(), &mk).await? else {
+            return Ok(None);
+        };
+        let Some((resource, _)) = apis.get_resource(&target).await? else {
+            return Ok(None);
+        };
+        let revisions = if target.kind == ResourceKind::MachineDeployment {
+            let sets = apis.machinesets_of(&target.namespace, &target.name).await?;
+            Some(Revisions::of(&target.name, &target.namespace, &sets))
+        } else {
+            None
+        };
+        Ok(capi_adapter::drift::drift(
+            &machine,
+            &resource,
+            policy,
+            revisions.as_ref(),
+        ))
     }
 
     /// Starts the providerID index watches on the management cluster.
