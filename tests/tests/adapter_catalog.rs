@@ -12,11 +12,15 @@ use capi_adapter::objects::capi;
 use capi_adapter::{DriftPolicy, ProblemError, keys};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use karpenter_api::nodeclass::{ClusterAPINodeClass, ClusterAPINodeClassSpec};
 use karpenter_api::{
     NodeClaim, NodeClaimSpec, NodeClassReference, NodeSelectorRequirementWithMinValues, Operator,
 };
-use karpenter_capi_controller::cloudprovider::{CloudProvider, Launch, ProviderIdIndex};
+use karpenter_capi_controller::cloudprovider::{
+    CloudProvider, Config, Launch, ProviderIdIndex, nodeclass_status,
+};
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client};
@@ -228,6 +232,49 @@ async fn catalog_from_templates_and_annotations_with_problems() {
             .any(|p| matches!(p.error, ProblemError::TemplateNotFound { .. }))
     );
 
+    // The NodeClass status names the objects and keys at fault; the API server accepts it.
+    let status = nodeclass_status(
+        &catalog,
+        nodeclass.metadata.generation,
+        None,
+        Time(Timestamp::now()),
+    );
+    let ncs: Api<ClusterAPINodeClass> = Api::all(client.clone());
+    let written = ncs
+        .patch_status(
+            nodeclass.metadata.name.as_deref().unwrap_or_default(),
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .expect("write status")
+        .status
+        .expect("status");
+    let ready = &written.conditions.expect("conditions")[0];
+    assert_eq!(
+        (ready.type_.as_str(), ready.status.as_str()),
+        ("Ready", "False")
+    );
+    assert_eq!(ready.reason, "InvalidScalableResources");
+    assert!(
+        ready.message.contains(&format!("{ns}/bad-taints"))
+            && ready.message.contains(keys::cas::TAINTS)
+    );
+    let rows = written.scalable_resources.expect("rows");
+    assert_eq!(rows.len(), 4);
+    let bad = rows
+        .iter()
+        .find(|r| r.name == "bad-taints")
+        .expect("bad row");
+    assert!(
+        bad.instance_type.is_none()
+            && bad
+                .message
+                .as_deref()
+                .unwrap_or_default()
+                .contains("Sometimes")
+    );
+
     // A NodeClaim asking for the OpenShift instance type launches there.
     let claim = testenv::unique_name("catalog-claim");
     let nc = NodeClaim::new(
@@ -344,4 +391,40 @@ async fn a_template_change_is_reported_as_drift_unless_capi_rolls_out() {
             .expect("drift"),
         None
     );
+}
+
+/// Machines that get no providerID in time put their resource in back-off: its offering
+/// turns unavailable in the catalog for the configured window.
+#[tokio::test]
+async fn launch_failures_make_a_resource_unavailable_for_a_while() {
+    let client = testenv::client().await;
+    let ns = testenv::namespace(&client, "backoff").await;
+    let md = create_md(&client, &ns, "workers", 1, &[]).await;
+    ensure_template_crd(&client).await;
+    create_template(&client, &ns, "arm-gpu").await;
+    label_and_point(&client, &ns, "workers", &ns, "arm-gpu", false).await;
+    create_capi_machine(&client, &ns, "workers", "workers-a-0", "workers-a").await;
+    let nodeclass = create_nodeclass(&client, &ns).await;
+    let cp = CloudProvider::new(
+        client.clone(),
+        client.clone(),
+        Config {
+            provider_id_timeout_secs: -1,
+            backoff_window_secs: 600,
+            ..config()
+        },
+    );
+    let now = CloudProvider::now();
+    let before = cp.catalog(&nodeclass, now).await.expect("catalog");
+    assert!(before.resources[&md].available(), "{:?}", before.problems);
+    let failures = cp
+        .check_launch_failures(std::slice::from_ref(&md), now)
+        .await
+        .expect("check");
+    assert_eq!(failures.len(), 1);
+    let after = cp.catalog(&nodeclass, now).await.expect("catalog");
+    assert!(!after.resources[&md].available());
+    assert!(!after.instance_types[0].offerings[0].available);
+    let later = cp.catalog(&nodeclass, now + 601).await.expect("catalog");
+    assert!(later.resources[&md].available());
 }

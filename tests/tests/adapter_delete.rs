@@ -4,10 +4,12 @@
 
 mod adapter_support;
 
+use std::sync::Arc;
+
 use adapter_support::*;
 use capi_adapter::plan::{DeleteOutcome, DeleteRefusal};
 use capi_adapter::{MachineApi, keys};
-use karpenter_capi_controller::cloudprovider::Launch;
+use karpenter_capi_controller::cloudprovider::{Hooks, Launch};
 use kube::Client;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -205,4 +207,35 @@ async fn delete_claim_deletes_its_bound_machine() {
         .expect("delete"),
         DeleteOutcome::Gone
     );
+}
+
+/// The scale write fails (here: the MachineDeployment vanished under us): the delete
+/// annotations come off again, so CAPI never removes the Machine on some later scale-down.
+#[tokio::test]
+async fn a_failed_scale_write_removes_the_annotations() {
+    let client = testenv::client().await;
+    let ns = testenv::namespace(&client, "delete-fail").await;
+    let (_md, ms) = three_machines(&client, &ns, &[]).await;
+    let hooks = {
+        let (client, ns) = (client.clone(), ns.clone());
+        Hooks {
+            before_scale_write: Some(Arc::new(move |_, _| {
+                let (client, ns) = (client.clone(), ns.clone());
+                Box::pin(async move {
+                    kube::Api::<capi_adapter::objects::capi::MachineDeployment>::namespaced_with(
+                        client, &ns, &V,
+                    )
+                    .delete("workers", &Default::default())
+                    .await
+                    .expect("delete MachineDeployment");
+                })
+            })),
+            ..Hooks::default()
+        }
+    };
+    let cp = provider_with_hooks(&client, hooks);
+    assert!(cp.delete_machine(MachineApi::Capi, &ms[0]).await.is_err());
+    let a = annotations(&capi_machine(&client, &ms[0]).await);
+    assert!(!a.contains_key(keys::capi::DELETE_MACHINE));
+    assert!(!a.contains_key(keys::ours::DELETE_REQUESTED));
 }

@@ -210,7 +210,9 @@ pub fn instance_types(
         }
         match extract(r, templates, nodeclass, now, backoff) {
             Ok((shape, offer)) => shapes.push((shape, offer)),
-            Err(problems) => catalog.problems.extend(problems),
+            Err(problems) => catalog
+                .problems
+                .extend(problems.into_iter().map(|p| p.for_resource(&r.id))),
         }
     }
 

@@ -11,7 +11,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::parse::ValueError;
-use crate::resource::ObjectRef;
+use crate::resource::{ObjectRef, ResourceId};
 
 /// What is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -76,6 +76,9 @@ pub struct Problem {
     /// The annotation key or field path at fault.
     pub key: String,
     pub error: ProblemError,
+    /// The scalable resource left out because of it (the same as `object` unless the fault
+    /// is in its infrastructure template); `None` for NodeClass-level problems.
+    pub resource: Option<ResourceId>,
 }
 
 impl fmt::Display for Problem {
@@ -90,7 +93,14 @@ impl Problem {
             object,
             key: key.into(),
             error: error.into(),
+            resource: None,
         }
+    }
+
+    /// Names the scalable resource this problem leaves out.
+    pub fn for_resource(mut self, id: &ResourceId) -> Self {
+        self.resource = Some(id.clone());
+        self
     }
 
     pub fn reason(&self) -> &'static str {

@@ -28,6 +28,7 @@ mod backoff;
 mod convert;
 mod index;
 mod locks;
+mod status;
 mod templates;
 
 use std::collections::HashMap;
@@ -59,6 +60,7 @@ pub use backoff::BackoffCache;
 pub use convert::{nodeclass_settings, requirement};
 pub use index::{IndexWatches, IndexedMachine, ProviderIdIndex};
 pub use locks::ResourceLocks;
+pub use status::nodeclass_status;
 
 use apis::{Apis, WriteError, is_conflict, is_not_found};
 
@@ -699,6 +701,9 @@ impl CloudProvider {
             self.remove_delete_annotations(api, delete_key, &p.rollback)
                 .await;
             if let Some(to) = p.scale_to {
+                if let Some(hook) = &self.inner.hooks.before_scale_write {
+                    hook(resource.clone(), to).await;
+                }
                 match apis.write_replicas(resource, &rv, to).await {
                     Ok(()) => {
                         tracing::info!(%resource, from = res.replicas, to, machines = ?p.annotate, "lowered replicas");
