@@ -272,3 +272,54 @@ async fn max_size_caps_launches() {
     assert_eq!(answers, vec![Launch::AtMaxSize, Launch::Waiting]);
     assert_eq!(replicas(&client, &md).await, 1);
 }
+
+/// A crash between labelling the Machine and annotating the claim: the re-run completes the
+/// binding with the same Machine instead of taking another one or raising replicas.
+#[tokio::test]
+async fn a_crash_mid_binding_is_completed_with_the_same_machine() {
+    use capi_adapter::objects::capi;
+    use kube::api::{Patch, PatchParams};
+
+    let client = testenv::client().await;
+    let ns = testenv::namespace(&client, "launch-midbind").await;
+    let md = create_md(&client, &ns, "workers", 2, &[]).await;
+    create_capi_machine(&client, &ns, "workers", "workers-a-0", "workers-a").await;
+    let second = create_capi_machine(&client, &ns, "workers", "workers-a-1", "workers-a").await;
+    let claim = create_claim(&client, "midbind").await;
+    // What the crashed process left: the target on the claim, the label on the (second)
+    // Machine, no annotation on the claim.
+    kube::Api::<karpenter_api::NodeClaim>::all(client.clone())
+        .patch(
+            &claim,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                keys::ours::LAUNCH_TARGET: md.to_string()
+            }}})),
+        )
+        .await
+        .expect("annotate claim");
+    kube::Api::<capi::Machine>::namespaced_with(client.clone(), &ns, &V)
+        .patch(
+            &second.name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {
+                "labels": {keys::ours::NODECLAIM_LABEL: claim},
+                "annotations": {keys::ours::NODECLAIM_ANNOTATION: claim}
+            }})),
+        )
+        .await
+        .expect("label machine");
+    let cp = provider(&client);
+    assert_eq!(
+        cp.launch(&claim, &md).await.expect("launch"),
+        Launch::Bound {
+            machine: second.clone(),
+            provider_id: None
+        }
+    );
+    assert_eq!(
+        claim_annotations(&client, &claim).await[keys::capi::MACHINE_ANNOTATION],
+        second.to_string()
+    );
+    assert_eq!(replicas(&client, &md).await, 2);
+}
