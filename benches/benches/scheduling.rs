@@ -13,17 +13,27 @@ use kcapi_benches::karpenter_shapes::{Rng, diverse_pods, existing_nodes, generic
 use provisioner_core::{ClusterState, SchedulingOptions, Strategy, schedule, schedule_on};
 
 fn opts(strategy: Strategy) -> SchedulingOptions {
-    SchedulingOptions { strategy, ..SchedulingOptions::default() }
+    SchedulingOptions {
+        strategy,
+        ..SchedulingOptions::default()
+    }
 }
 
 fn diverse(c: &mut Criterion) {
     let mut g = c.benchmark_group("diverse");
-    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
-    for (name, strategy) in [("cost-aware", Strategy::CostAware), ("karpenter", Strategy::KarpenterBaseline)] {
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    for (name, strategy) in [
+        ("cost-aware", Strategy::CostAware),
+        ("karpenter", Strategy::KarpenterBaseline),
+    ] {
         for n in [1usize, 100, 1_000, 5_000, 20_000] {
             let snap = snapshot(diverse_pods(42, n));
             g.throughput(Throughput::Elements(n as u64));
-            g.bench_with_input(BenchmarkId::new(name, n), &snap, |b, s| b.iter(|| black_box(schedule(s, &opts(strategy)))));
+            g.bench_with_input(BenchmarkId::new(name, n), &snap, |b, s| {
+                b.iter(|| black_box(schedule(s, &opts(strategy))))
+            });
         }
     }
     g.finish();
@@ -31,12 +41,19 @@ fn diverse(c: &mut Criterion) {
 
 fn existing(c: &mut Criterion) {
     let mut g = c.benchmark_group("existing");
-    g.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
     let mut snap = snapshot(generic_pods(&mut Rng::new(7), 20_000, "g"));
     snap.nodes = existing_nodes(1_000, 31);
     g.throughput(Throughput::Elements(20_000));
-    for (name, strategy) in [("cost-aware", Strategy::CostAware), ("karpenter", Strategy::KarpenterBaseline)] {
-        g.bench_with_input(BenchmarkId::new(name, 20_000), &snap, |b, s| b.iter(|| black_box(schedule(s, &opts(strategy)))));
+    for (name, strategy) in [
+        ("cost-aware", Strategy::CostAware),
+        ("karpenter", Strategy::KarpenterBaseline),
+    ] {
+        g.bench_with_input(BenchmarkId::new(name, 20_000), &snap, |b, s| {
+            b.iter(|| black_box(schedule(s, &opts(strategy))))
+        });
     }
     g.finish();
 }
@@ -62,7 +79,11 @@ fn consolidation(c: &mut Criterion) {
             let name = format!("node-{k:05}");
             let mut trial = base.clone();
             let pods = trial.remove_nodes(&[name.as_str()]);
-            black_box(schedule_on(&mut trial, &pods, &SchedulingOptions::default()))
+            black_box(schedule_on(
+                &mut trial,
+                &pods,
+                &SchedulingOptions::default(),
+            ))
         })
     });
     g.finish();

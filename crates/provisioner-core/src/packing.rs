@@ -307,8 +307,7 @@ impl LaunchPlan {
         let cost = nodes
             .iter()
             .filter_map(|n| problem.shapes.get(n.shape as usize))
-            .map(|s| s.price)
-            .sum();
+            .fold(0.0, |acc, s| acc + s.price);
         LaunchPlan {
             nodes,
             unplaced,
@@ -348,8 +347,10 @@ pub struct NodeBuilder {
     pub candidates: Vec<ShapeId>,
     pub used: Resources,
     pub items: Vec<ItemId>,
-    group_counts: BTreeMap<GroupId, u32>,
-    group_caps: BTreeMap<GroupId, u32>,
+    /// Members per group on this node (dense by group id; grown on demand).
+    group_counts: Vec<u32>,
+    /// Smallest limit any item on the node puts on each group (`u32::MAX` = none).
+    group_caps: Vec<u32>,
 }
 
 impl NodeBuilder {
@@ -360,23 +361,26 @@ impl NodeBuilder {
             candidates,
             used: Resources::default(),
             items: Vec::new(),
-            group_counts: BTreeMap::new(),
-            group_caps: BTreeMap::new(),
+            group_counts: Vec::new(),
+            group_caps: Vec::new(),
         }
     }
 
     /// Group limits only (cheap; used before the resource scan).
     pub fn check_groups(&self, item: &PackItem) -> Result<(), Reject> {
         for g in &item.member_of {
-            let count = self.group_counts.get(g).copied().unwrap_or(0);
-            if let Some(cap) = self.group_caps.get(g)
-                && count + 1 > *cap
-            {
+            let count = self.group_counts.get(*g as usize).copied().unwrap_or(0);
+            let cap = self
+                .group_caps
+                .get(*g as usize)
+                .copied()
+                .unwrap_or(u32::MAX);
+            if count.saturating_add(1) > cap {
                 return Err(Reject::Group(*g));
             }
         }
         for (g, limit) in &item.limits {
-            let count = self.group_counts.get(g).copied().unwrap_or(0)
+            let count = self.group_counts.get(*g as usize).copied().unwrap_or(0)
                 + u32::from(item.member_of.contains(g));
             if count > *limit {
                 return Err(Reject::Group(*g));
@@ -457,11 +461,22 @@ impl NodeBuilder {
         self.candidates = survivors;
         self.items.push(id);
         for g in &item.member_of {
-            *self.group_counts.entry(*g).or_insert(0) += 1;
+            let g = *g as usize;
+            if self.group_counts.len() <= g {
+                self.group_counts.resize(g + 1, 0);
+            }
+            if let Some(c) = self.group_counts.get_mut(g) {
+                *c += 1;
+            }
         }
         for (g, limit) in &item.limits {
-            let cap = self.group_caps.entry(*g).or_insert(u32::MAX);
-            *cap = (*cap).min(*limit);
+            let g = *g as usize;
+            if self.group_caps.len() <= g {
+                self.group_caps.resize(g + 1, u32::MAX);
+            }
+            if let Some(cap) = self.group_caps.get_mut(g) {
+                *cap = (*cap).min(*limit);
+            }
         }
     }
 
@@ -521,14 +536,33 @@ pub fn verify(problem: &PackingProblem, plan: &LaunchPlan) -> Result<(), Vec<Pla
             });
             continue;
         };
-        let pool_shapes: Vec<ShapeId> = (0..problem.shapes.len() as u32)
-            .filter(|s| {
-                problem
-                    .shapes
-                    .get(*s as usize)
-                    .is_some_and(|sh| sh.pool == launch.pool)
-            })
-            .collect();
+        // Seed the builder with the shapes that hold all of the node's items (compatible with
+        // each, room for their sum): fitting the total implies fitting every prefix, so the
+        // item-by-item checks below decide exactly as they would from the whole pool.
+        let mut total = Resources::default();
+        let mut common: Option<ShapeSet> = None;
+        for &id in &node.items {
+            if let Some(item) = problem.items.get(id as usize) {
+                total.add_assign(&item.requests);
+                let set = problem.item_shapes(item);
+                match &mut common {
+                    Some(c) => c.intersect_with(set),
+                    None => common = Some(set.clone()),
+                }
+            }
+        }
+        let pool_shapes: Vec<ShapeId> = match &common {
+            Some(c) => {
+                c.iter()
+                    .filter(|s| {
+                        problem.shapes.get(*s as usize).is_some_and(|sh| {
+                            sh.pool == launch.pool && total.fits_in(&sh.allocatable)
+                        })
+                    })
+                    .collect()
+            }
+            None => Vec::new(),
+        };
         let mut b = NodeBuilder::new(launch.pool, pool_shapes);
         for &id in &node.items {
             let Some(item) = problem.items.get(id as usize) else {
@@ -586,8 +620,7 @@ pub fn verify(problem: &PackingProblem, plan: &LaunchPlan) -> Result<(), Vec<Pla
         .nodes
         .iter()
         .filter_map(|n| problem.shapes.get(n.shape as usize))
-        .map(|s| s.price)
-        .sum();
+        .fold(0.0, |acc, s| acc + s.price);
     if (actual - plan.cost).abs() > 1e-6 * actual.abs().max(1.0) {
         errors.push(PlanViolation::Cost {
             claimed: format!("{:.6}", plan.cost),

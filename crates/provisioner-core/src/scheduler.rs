@@ -974,7 +974,7 @@ impl<'a> Run<'a> {
                 })
             })
             .collect();
-        result.new_node_cost_per_hour = claims.iter().map(|c| c.launch.price).sum();
+        result.new_node_cost_per_hour = claims.iter().fold(0.0, |acc, c| acc + c.launch.price);
         result.new_node_claims = claims;
         result.cost_lower_bound = plan.lower_bound;
     }

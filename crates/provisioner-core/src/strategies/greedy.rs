@@ -257,7 +257,11 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
                 };
                 b.add(id, item, surv);
                 // Reserve the largest capacity the node could launch as (Karpenter's rule).
-                if let Some(r) = reserved.get_mut(pool as usize) {
+                let limited = problem
+                    .pools
+                    .get(pool as usize)
+                    .is_some_and(|p| p.remaining.is_some());
+                if limited && let Some(r) = reserved.get_mut(pool as usize) {
                     let mut max = Resources::default();
                     for s in &b.candidates {
                         if let Some(sh) = problem.shapes.get(*s as usize) {
