@@ -2,7 +2,23 @@
 //!
 //! Invariant: no IO, no async, no kube or CAPI types. Input is a plain-data [`Snapshot`]-style
 //! value and output plain-data decisions, both serde-serializable, so any decision can be
-//! replayed from a file.
+//! replayed from a file. Deterministic: the same input gives the same output whatever the
+//! rayon thread count.
+//!
+//! # Scheduling
+//! - [`schedule`]`(&Snapshot, &SchedulingOptions) -> SchedulingResult`: the one entry point
+//!   for provisioning. Pending pods go to existing and in-flight nodes first, then to new
+//!   NodeClaims planned by the [`Strategy`] (cost-aware by default, or the Karpenter baseline).
+//! - [`ClusterState`] + [`schedule_on`]: the same simulation on a prepared, cheaply cloneable
+//!   state, for callers that simulate many times (consolidation: clone, `remove_nodes`,
+//!   `schedule_on` with the evicted pods).
+//! - [`schedule_with`]: the same with any [`packing::LaunchPlanner`] (an optimiser).
+//!
+//! Modules: [`resources`] (arithmetic, pod requests), [`requirements`] (label matching and the
+//! requirements algebra), [`taints`], [`selectors`], [`topology`] (spread and pod
+//! (anti-)affinity groups), [`shapes`] (NodePool x instance type x offering, daemonset
+//! overhead), [`state`], [`scheduler`], [`packing`] (the planner interface and its
+//! verification), [`strategies`] (the shipped planners), [`result`].
 
 pub mod builders;
 pub mod disruption;
