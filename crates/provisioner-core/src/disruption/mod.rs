@@ -82,6 +82,9 @@ pub struct DisruptionOptions {
     /// Upper bound on the simulations the multi-node consolidation search runs (a
     /// deterministic work bound instead of Karpenter's wall-clock timeouts).
     pub max_simulations: usize,
+    /// A greedy growth stops after this many candidates in a row failed to join: by then the
+    /// remaining room is mostly used, and each further try costs a simulation.
+    pub greedy_patience: usize,
     /// Run the search on the rayon pool (results are the same either way).
     pub parallel: bool,
     /// How the simulations schedule pods (planner for replacements, relaxation).
@@ -99,6 +102,7 @@ impl Default for DisruptionOptions {
             evict_uncontrolled_pods: false,
             pdb_per_command: true,
             max_simulations: 20_000,
+            greedy_patience: 32,
             parallel: true,
             scheduling: SchedulingOptions::default(),
         }

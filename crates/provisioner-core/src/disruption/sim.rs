@@ -9,15 +9,16 @@
 //! new NodeClaims (the replacements) come back exactly as provisioning would decide them, with
 //! every constraint the scheduler checks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::candidates::{Candidate, is_reschedulable};
 use super::command::{Destination, PodMove};
 use crate::model::{Pod, Snapshot};
 use crate::result::{NewNodeClaim, PodRef, Unschedulable};
-use crate::scheduler::{SchedulingOptions, schedule_on};
+use crate::scheduler::{SchedulingOptions, effective_term, schedule_on};
 use crate::state::ClusterState;
+use crate::topology::owned_terms;
 
 /// Where the candidates' pods went in one simulation.
 #[derive(Debug, Clone, Default)]
@@ -77,6 +78,21 @@ impl<'a> Sim<'a> {
             // Their new nodes are the provisioner's business; only their placements on
             // existing nodes matter here.
             let _ = schedule_on(&mut base, &homeless, &sched);
+        }
+        // Create every topology group the bound pods take part in once, here: the scheduler
+        // creates a group on first use by counting over the whole cluster, and on a clone
+        // that work would be redone by every simulation.
+        let mut seen = BTreeSet::new();
+        for p in snapshot
+            .pods
+            .iter()
+            .filter(|p| p.node_name.is_some() && is_reschedulable(p))
+        {
+            for t in owned_terms(p, &snapshot.namespaces, &effective_term(p)) {
+                if seen.insert(t.key.clone()) {
+                    base.group(&t);
+                }
+            }
         }
         Sim {
             snapshot,
