@@ -226,7 +226,11 @@ fn go(dir: &Path, args: &[&str], output: Option<&Path>, package: &str) -> Result
         .current_dir(dir)
         .env("GOTOOLCHAIN", "local")
         .env("GOFLAGS", "-buildvcs=false");
-    eprintln!("xtask: go {}", args.join(" "));
+    eprintln!(
+        "xtask: go {} {} {package}",
+        args.join(" "),
+        output.map(|o| o.display().to_string()).unwrap_or_default()
+    );
     let status = command
         .status()
         .with_context(|| format!("running go {}", args.join(" ")))?;
