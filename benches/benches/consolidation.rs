@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use consolidation_cluster::{ClusterSpec, cluster};
+use consolidation_cluster::{ClusterSpec, cluster, cluster_price};
 use criterion::{Criterion, criterion_group, criterion_main};
 use provisioner_core::disruption::karpenter_baseline::karpenter_consolidation;
 use provisioner_core::disruption::sim::Sim;
@@ -55,8 +55,9 @@ fn report() {
     let (os, on, or) = saving(&d.command);
     let (ks, kn, kr) = saving(&b.command);
     eprintln!(
-        "consolidation report: {} nodes; ours {:.0} ms for {cands} candidates ({:.2} ms/candidate, {} simulations): {on} node(s) -> {or} replacement(s), {os:.2}/h; karpenter-faithful {:.0} ms ({} simulations, {}): {kn} -> {kr}, {ks:.2}/h; ratio {:.2}x",
+        "consolidation report: {} nodes at {:.2}/h; ours {:.0} ms for {cands} candidates ({:.2} ms/candidate, {} simulations): {on} node(s) -> {or} replacement(s), {os:.2}/h; karpenter-faithful {:.0} ms ({} simulations, {}): {kn} -> {kr}, {ks:.2}/h; ratio {:.2}x",
         snap.nodes.len(),
+        cluster_price(&snap),
         ours_t.as_secs_f64() * 1e3,
         ours_t.as_secs_f64() * 1e3 / cands as f64,
         m.map_or(0, |m| m.sets_evaluated),
