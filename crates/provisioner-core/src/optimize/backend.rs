@@ -8,8 +8,15 @@
 
 use serde::{Deserialize, Serialize};
 
-#[cfg(not(any(feature = "solver-microlp", feature = "solver-highs", feature = "solver-cbc", feature = "solver-clarabel")))]
-compile_error!("provisioner-core needs at least one solver feature: solver-microlp (default), solver-highs, solver-cbc or solver-clarabel");
+#[cfg(not(any(
+    feature = "solver-microlp",
+    feature = "solver-highs",
+    feature = "solver-cbc",
+    feature = "solver-clarabel"
+)))]
+compile_error!(
+    "provisioner-core needs at least one solver feature: solver-microlp (default), solver-highs, solver-cbc or solver-clarabel"
+);
 
 /// An LP/MIP backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -27,7 +34,12 @@ pub enum Backend {
 
 impl Backend {
     /// Every backend, compiled in or not.
-    pub const ALL: [Backend; 4] = [Backend::Microlp, Backend::Clarabel, Backend::Highs, Backend::Cbc];
+    pub const ALL: [Backend; 4] = [
+        Backend::Microlp,
+        Backend::Clarabel,
+        Backend::Highs,
+        Backend::Cbc,
+    ];
 
     /// Whether this backend was compiled in.
     pub fn is_compiled(self) -> bool {
@@ -46,17 +58,28 @@ impl Backend {
 
     /// The compiled-in backends, in preference order.
     pub fn compiled() -> Vec<Backend> {
-        Self::preference().into_iter().filter(|b| b.is_compiled()).collect()
+        Self::preference()
+            .into_iter()
+            .filter(|b| b.is_compiled())
+            .collect()
     }
 
     /// Preference when several are compiled in: HiGHS solves best, then CBC, then microlp.
     fn preference() -> [Backend; 4] {
-        [Backend::Highs, Backend::Cbc, Backend::Microlp, Backend::Clarabel]
+        [
+            Backend::Highs,
+            Backend::Cbc,
+            Backend::Microlp,
+            Backend::Clarabel,
+        ]
     }
 
     /// The backend used for the column-generation LP by default: the best compiled in.
     pub fn default_lp() -> Backend {
-        Self::compiled().first().copied().unwrap_or(Backend::Microlp)
+        Self::compiled()
+            .first()
+            .copied()
+            .unwrap_or(Backend::Microlp)
     }
 
     /// The backend used for the integer pass by default: the best compiled-in MIP solver.
@@ -84,7 +107,10 @@ pub enum BackendError {
     #[error("backend {0} cannot solve integer programs")]
     NoMip(&'static str),
     #[error("{backend}: {message}")]
-    Solver { backend: &'static str, message: String },
+    Solver {
+        backend: &'static str,
+        message: String,
+    },
 }
 
 /// A variable of a [`LinearProgram`].
@@ -121,7 +147,12 @@ pub(crate) struct LpSolution {
 
 /// Solves `lp` with `backend`. `warm` is a feasible assignment to start from (MIP backends that
 /// take one); `time_limit` in seconds caps the solve (MIP only; LPs here are small).
-pub(crate) fn solve(backend: Backend, lp: &LinearProgram, warm: Option<&[f64]>, time_limit: Option<f64>) -> Result<LpSolution, BackendError> {
+pub(crate) fn solve(
+    backend: Backend,
+    lp: &LinearProgram,
+    warm: Option<&[f64]>,
+    time_limit: Option<f64>,
+) -> Result<LpSolution, BackendError> {
     if !backend.is_compiled() {
         return Err(BackendError::NotCompiled(backend.name()));
     }
@@ -149,7 +180,9 @@ pub(crate) fn solve(backend: Backend, lp: &LinearProgram, warm: Option<&[f64]>, 
 mod imp {
     #![allow(dead_code)]
 
-    use good_lp::{Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, Variable, variable};
+    use good_lp::{
+        Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, Variable, variable,
+    };
 
     use super::{BackendError, LinearProgram, LpSolution};
 
@@ -187,15 +220,29 @@ mod imp {
                     e.add_mul(*c, *v);
                 }
             }
-            let c = if row.at_least { e.geq(row.rhs) } else { e.leq(row.rhs) };
+            let c = if row.at_least {
+                e.geq(row.rhs)
+            } else {
+                e.leq(row.rhs)
+            };
             model.add_constraint(c);
         }
     }
 
-    fn finish<S: Solution>(backend: &'static str, sol: Result<S, good_lp::ResolutionError>, vars: &[Variable]) -> Result<LpSolution, BackendError> {
-        let sol = sol.map_err(|e| BackendError::Solver { backend, message: e.to_string() })?;
+    fn finish<S: Solution>(
+        backend: &'static str,
+        sol: Result<S, good_lp::ResolutionError>,
+        vars: &[Variable],
+    ) -> Result<LpSolution, BackendError> {
+        let sol = sol.map_err(|e| BackendError::Solver {
+            backend,
+            message: e.to_string(),
+        })?;
         let proven_optimal = matches!(sol.status(), SolutionStatus::Optimal);
-        Ok(LpSolution { values: vars.iter().map(|v| sol.value(*v)).collect(), proven_optimal })
+        Ok(LpSolution {
+            values: vars.iter().map(|v| sol.value(*v)).collect(),
+            proven_optimal,
+        })
     }
 
     fn warm_pairs(vars: &[Variable], warm: Option<&[f64]>) -> Option<Vec<(Variable, f64)>> {
@@ -203,10 +250,19 @@ mod imp {
     }
 
     #[cfg(feature = "solver-microlp")]
-    pub(super) fn microlp(lp: &LinearProgram, warm: Option<&[f64]>, time_limit: Option<f64>) -> Result<LpSolution, BackendError> {
+    pub(super) fn microlp(
+        lp: &LinearProgram,
+        warm: Option<&[f64]>,
+        time_limit: Option<f64>,
+    ) -> Result<LpSolution, BackendError> {
         use good_lp::{WithInitialSolution, WithTimeLimit};
         let (pv, vars, obj) = build(lp);
-        let mut model = if lp.maximise { pv.maximise(obj) } else { pv.minimise(obj) }.using(good_lp::microlp);
+        let mut model = if lp.maximise {
+            pv.maximise(obj)
+        } else {
+            pv.minimise(obj)
+        }
+        .using(good_lp::microlp);
         add_rows(&mut model, lp, &vars);
         if let Some(t) = time_limit {
             model = model.with_time_limit(t.max(0.001));
@@ -220,17 +276,31 @@ mod imp {
     #[cfg(feature = "solver-clarabel")]
     pub(super) fn clarabel(lp: &LinearProgram) -> Result<LpSolution, BackendError> {
         let (pv, vars, obj) = build(lp);
-        let mut model = if lp.maximise { pv.maximise(obj) } else { pv.minimise(obj) }.using(good_lp::clarabel);
+        let mut model = if lp.maximise {
+            pv.maximise(obj)
+        } else {
+            pv.minimise(obj)
+        }
+        .using(good_lp::clarabel);
         add_rows(&mut model, lp, &vars);
         finish("clarabel", model.solve(), &vars)
     }
 
     #[cfg(feature = "solver-highs")]
-    pub(super) fn highs(lp: &LinearProgram, warm: Option<&[f64]>, time_limit: Option<f64>) -> Result<LpSolution, BackendError> {
+    pub(super) fn highs(
+        lp: &LinearProgram,
+        warm: Option<&[f64]>,
+        time_limit: Option<f64>,
+    ) -> Result<LpSolution, BackendError> {
         use good_lp::WithInitialSolution;
         use good_lp::solvers::highs::HighsParallelType;
         let (pv, vars, obj) = build(lp);
-        let mut model = if lp.maximise { pv.maximise(obj) } else { pv.minimise(obj) }.using(good_lp::highs);
+        let mut model = if lp.maximise {
+            pv.maximise(obj)
+        } else {
+            pv.minimise(obj)
+        }
+        .using(good_lp::highs);
         add_rows(&mut model, lp, &vars);
         // One thread: deterministic, and the machine is shared with the controller's loops.
         model = model.set_parallel(HighsParallelType::Off).set_threads(1);
@@ -244,10 +314,19 @@ mod imp {
     }
 
     #[cfg(feature = "solver-cbc")]
-    pub(super) fn cbc(lp: &LinearProgram, warm: Option<&[f64]>, time_limit: Option<f64>) -> Result<LpSolution, BackendError> {
+    pub(super) fn cbc(
+        lp: &LinearProgram,
+        warm: Option<&[f64]>,
+        time_limit: Option<f64>,
+    ) -> Result<LpSolution, BackendError> {
         use good_lp::WithInitialSolution;
         let (pv, vars, obj) = build(lp);
-        let mut model = if lp.maximise { pv.maximise(obj) } else { pv.minimise(obj) }.using(good_lp::coin_cbc);
+        let mut model = if lp.maximise {
+            pv.maximise(obj)
+        } else {
+            pv.minimise(obj)
+        }
+        .using(good_lp::coin_cbc);
         add_rows(&mut model, lp, &vars);
         model.set_parameter("threads", "1");
         if let Some(t) = time_limit {

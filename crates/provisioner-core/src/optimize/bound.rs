@@ -56,8 +56,17 @@ pub(crate) fn price_per_unit(pp: &PatternProblem) -> f64 {
             .shapes
             .iter()
             .map(|sh| {
-                let units: f64 = sh.cap.iter().zip(w).map(|(c, w)| (*c).max(0) as f64 * w).sum();
-                if units > 0.0 { sh.price / units } else { f64::INFINITY }
+                let units: f64 = sh
+                    .cap
+                    .iter()
+                    .zip(w)
+                    .map(|(c, w)| (*c).max(0) as f64 * w)
+                    .sum();
+                if units > 0.0 {
+                    sh.price / units
+                } else {
+                    f64::INFINITY
+                }
             })
             .collect();
         let mut lb = 0.0;
@@ -66,7 +75,13 @@ pub(crate) fn price_per_unit(pp: &PatternProblem) -> f64 {
             if units <= 0.0 {
                 continue;
             }
-            let r = class_shapes.get(ci).into_iter().flatten().filter_map(|s| rate.get(*s)).copied().fold(f64::INFINITY, f64::min);
+            let r = class_shapes
+                .get(ci)
+                .into_iter()
+                .flatten()
+                .filter_map(|s| rate.get(*s))
+                .copied()
+                .fold(f64::INFINITY, f64::min);
             if r.is_finite() {
                 lb += c.count() as f64 * units * r;
             }

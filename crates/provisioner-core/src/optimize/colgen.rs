@@ -52,7 +52,14 @@ pub(crate) struct Priced {
 }
 
 /// Prices `duals`: finds improving patterns and bounds the best ratio.
-pub(crate) fn price(pp: &PatternProblem, duals: &[f64], sizes: Sizes, want: usize, knapsack_nodes: u64) -> Priced {
+pub(crate) fn price(
+    pp: &PatternProblem,
+    duals: &[f64],
+    sizes: Sizes,
+    want: usize,
+    knapsack_nodes: u64,
+    deadline: Instant,
+) -> Priced {
     let group_caps: Vec<u32> = pp.groups.iter().map(|g| g.cap).collect();
     // Per shape: knapsack items and the relaxation bound of the ratio.
     let mut per_shape: Vec<(usize, Vec<KItem>, f64)> = Vec::with_capacity(pp.shapes.len());
@@ -74,7 +81,13 @@ pub(crate) fn price(pp: &PatternProblem, duals: &[f64], sizes: Sizes, want: usiz
                     Sizes::Hi => c.size_hi.clone(),
                     Sizes::Lo => c.size_lo.clone(),
                 };
-                Some(KItem { class: ci, value: v, size, max: c.count(), groups: c.groups.clone() })
+                Some(KItem {
+                    class: ci,
+                    value: v,
+                    size,
+                    max: c.count(),
+                    groups: c.groups.clone(),
+                })
             })
             .collect();
         if items.is_empty() || sh.price <= 0.0 {
@@ -91,48 +104,88 @@ pub(crate) fn price(pp: &PatternProblem, duals: &[f64], sizes: Sizes, want: usiz
     per_shape.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
 
     let mut columns: Vec<(f64, Pattern)> = Vec::new();
-    let mut best_exact: f64 = 1.0;
     let mut rho: f64 = 1.0;
     let mut stopped_at = per_shape.len();
     for (k, (s, items, root)) in per_shape.iter().enumerate() {
-        if *root <= 1.0 + 1e-9 || (columns.len() >= want && *root <= best_exact) {
+        // Past `want` columns, stop: the bound from this pass is still valid (the next root
+        // bound caps every shape not solved), only weaker; the final pass has no `want`.
+        if *root <= 1.0 + 1e-9 || columns.len() >= want || (k > 0 && Instant::now() >= deadline) {
             stopped_at = k;
             break;
         }
-        let Some(sh) = pp.shapes.get(*s) else { continue };
+        let Some(sh) = pp.shapes.get(*s) else {
+            continue;
+        };
         let r = knapsack::solve(items, &sh.cap, &group_caps, knapsack_nodes);
         let price = sh.price.max(1e-12);
         let ratio = r.value / price;
         rho = rho.max(r.upper_bound / price);
-        if r.complete {
-            best_exact = best_exact.max(ratio);
-        }
         if ratio > 1.0 + 1e-7 && !r.counts.is_empty() {
-            columns.push((ratio, Pattern { shape: *s as u32, counts: r.counts }));
+            columns.push((
+                ratio,
+                Pattern {
+                    shape: *s as u32,
+                    counts: r.counts,
+                },
+            ));
         }
     }
     if let Some((_, _, root)) = per_shape.get(stopped_at) {
         rho = rho.max(*root);
     }
     columns.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    Priced { columns: columns.into_iter().map(|(_, p)| p).collect(), rho }
+    Priced {
+        columns: columns.into_iter().map(|(_, p)| p).collect(),
+        rho,
+    }
 }
 
 /// Solves the dual of the restricted master over `columns`: per-class duals and the LP value.
-pub(crate) fn solve_master_dual(pp: &PatternProblem, columns: &[Pattern], backend: Backend) -> Result<(Vec<f64>, f64), backend::BackendError> {
+pub(crate) fn solve_master_dual(
+    pp: &PatternProblem,
+    columns: &[Pattern],
+    backend: Backend,
+) -> Result<(Vec<f64>, f64), backend::BackendError> {
     let n = pp.classes.len();
-    let vars = pp.classes.iter().map(|c| Var { lo: 0.0, hi: f64::INFINITY, integer: false, objective: c.count() as f64 }).collect();
+    let vars = pp
+        .classes
+        .iter()
+        .map(|c| Var {
+            lo: 0.0,
+            hi: f64::INFINITY,
+            integer: false,
+            objective: c.count() as f64,
+        })
+        .collect();
     let rows = columns
         .iter()
         .filter_map(|p| {
             let price = pp.shapes.get(p.shape as usize)?.price;
-            Some(Row { coefs: p.counts.iter().map(|(c, k)| (*c as usize, *k as f64)).collect(), at_least: false, rhs: price })
+            Some(Row {
+                coefs: p
+                    .counts
+                    .iter()
+                    .map(|(c, k)| (*c as usize, *k as f64))
+                    .collect(),
+                at_least: false,
+                rhs: price,
+            })
         })
         .collect();
-    let lp = LinearProgram { maximise: true, vars, rows };
+    let lp = LinearProgram {
+        maximise: true,
+        vars,
+        rows,
+    };
     let sol = backend::solve(backend, &lp, None, None)?;
-    let duals: Vec<f64> = (0..n).map(|i| sol.values.get(i).copied().unwrap_or(0.0).max(0.0)).collect();
-    let value = duals.iter().zip(&pp.classes).map(|(d, c)| d * c.count() as f64).sum();
+    let duals: Vec<f64> = (0..n)
+        .map(|i| sol.values.get(i).copied().unwrap_or(0.0).max(0.0))
+        .collect();
+    let value = duals
+        .iter()
+        .zip(&pp.classes)
+        .map(|(d, c)| d * c.count() as f64)
+        .sum();
     Ok((duals, value))
 }
 
@@ -151,10 +204,18 @@ pub(crate) struct ColGen {
     pub converged: bool,
     /// Why it stopped early, if it did.
     pub stopped: Option<String>,
+    /// Time in the master LP and in pricing, milliseconds.
+    pub lp_ms: f64,
+    pub pricing_ms: f64,
 }
 
 /// Runs column generation from `initial` columns (they must cover every class).
-pub(crate) fn run(pp: &PatternProblem, initial: Vec<Pattern>, backend: Backend, limits: Limits) -> ColGen {
+pub(crate) fn run(
+    pp: &PatternProblem,
+    initial: Vec<Pattern>,
+    backend: Backend,
+    limits: Limits,
+) -> ColGen {
     let mut seen: HashSet<Pattern> = HashSet::new();
     let mut columns = Vec::new();
     for p in initial {
@@ -162,7 +223,17 @@ pub(crate) fn run(pp: &PatternProblem, initial: Vec<Pattern>, backend: Backend, 
             columns.push(p);
         }
     }
-    let mut out = ColGen { columns: Vec::new(), duals: vec![0.0; pp.classes.len()], bound: 0.0, lp_value: 0.0, iterations: 0, converged: false, stopped: None };
+    let mut out = ColGen {
+        columns: Vec::new(),
+        duals: vec![0.0; pp.classes.len()],
+        bound: 0.0,
+        lp_value: 0.0,
+        iterations: 0,
+        converged: false,
+        stopped: None,
+        lp_ms: 0.0,
+        pricing_ms: 0.0,
+    };
     loop {
         if out.iterations >= limits.max_iterations {
             out.stopped = Some(format!("iteration limit {}", limits.max_iterations));
@@ -173,7 +244,10 @@ pub(crate) fn run(pp: &PatternProblem, initial: Vec<Pattern>, backend: Backend, 
             break;
         }
         out.iterations += 1;
-        let (duals, value) = match solve_master_dual(pp, &columns, backend) {
+        let t = Instant::now();
+        let lp = solve_master_dual(pp, &columns, backend);
+        out.lp_ms += t.elapsed().as_secs_f64() * 1e3;
+        let (duals, value) = match lp {
             Ok(x) => x,
             Err(e) => {
                 out.stopped = Some(format!("master LP failed: {e}"));
@@ -182,7 +256,29 @@ pub(crate) fn run(pp: &PatternProblem, initial: Vec<Pattern>, backend: Backend, 
         };
         out.lp_value = value;
         // Pricing with the largest sizes finds columns; with exact classes it also certifies.
-        let priced = price(pp, &duals, Sizes::Hi, limits.columns_per_iteration, limits.knapsack_nodes);
+        let t = Instant::now();
+        // A quick pass (few columns, small searches) first; a full pass only when it finds
+        // nothing, which certifies convergence (or finds what the quick pass missed).
+        let quick_nodes = (limits.knapsack_nodes / 50).max(100);
+        let mut priced = price(
+            pp,
+            &duals,
+            Sizes::Hi,
+            limits.columns_per_iteration,
+            quick_nodes,
+            limits.deadline,
+        );
+        if priced.columns.is_empty() {
+            priced = price(
+                pp,
+                &duals,
+                Sizes::Hi,
+                usize::MAX,
+                limits.knapsack_nodes,
+                limits.deadline,
+            );
+        }
+        out.pricing_ms += t.elapsed().as_secs_f64() * 1e3;
         if !pp.coarsened {
             out.bound = out.bound.max(value / priced.rho);
         }
@@ -201,8 +297,21 @@ pub(crate) fn run(pp: &PatternProblem, initial: Vec<Pattern>, backend: Backend, 
     }
     if pp.coarsened && out.iterations > 0 {
         // Certify with the smallest members: a full pricing pass of the relaxation.
-        let cert = price(pp, &out.duals, Sizes::Lo, usize::MAX, limits.knapsack_nodes);
-        let value: f64 = out.duals.iter().zip(&pp.classes).map(|(d, c)| d * c.count() as f64).sum();
+        // Small searches only: an unfinished one still bounds its shape by the root relaxation.
+        let cert = price(
+            pp,
+            &out.duals,
+            Sizes::Lo,
+            usize::MAX,
+            (limits.knapsack_nodes / 100).max(100),
+            limits.deadline,
+        );
+        let value: f64 = out
+            .duals
+            .iter()
+            .zip(&pp.classes)
+            .map(|(d, c)| d * c.count() as f64)
+            .sum();
         out.bound = out.bound.max(value / cert.rho);
     }
     out.columns = columns;

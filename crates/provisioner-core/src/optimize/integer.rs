@@ -8,10 +8,16 @@
 
 use std::collections::BTreeMap;
 
+use crate::model::Resources;
 use crate::packing::{ItemId, LaunchPlan, PackingProblem, PlannedNode, limit_fits};
 
 use super::backend::{self, Backend, LinearProgram, Row, Var};
 use super::pattern::{Checker, Pattern, PatternProblem};
+
+/// How much of one limited resource a node's capacity uses.
+type Amount = Box<dyn Fn(&Resources) -> i64>;
+/// A first-class field of [`Resources`].
+type Field = fn(&Resources) -> i64;
 
 /// Outcome of the integer solve: how many of each column.
 pub(crate) struct IntegerSolution {
@@ -20,18 +26,37 @@ pub(crate) struct IntegerSolution {
 }
 
 /// Solves the integer restricted master over `columns`, starting from `warm` (column -> count).
-pub(crate) fn solve(problem: &PackingProblem, pp: &PatternProblem, columns: &[Pattern], warm: &BTreeMap<usize, u32>, backend: Backend, time_limit: f64) -> Result<IntegerSolution, backend::BackendError> {
+pub(crate) fn solve(
+    problem: &PackingProblem,
+    pp: &PatternProblem,
+    columns: &[Pattern],
+    warm: &BTreeMap<usize, u32>,
+    backend: Backend,
+    time_limit: f64,
+) -> Result<IntegerSolution, backend::BackendError> {
     let mut vars = Vec::with_capacity(columns.len());
     for p in columns {
-        let price = pp.shapes.get(p.shape as usize).map_or(f64::INFINITY, |s| s.price);
+        let price = pp
+            .shapes
+            .get(p.shape as usize)
+            .map_or(f64::INFINITY, |s| s.price);
         // No column is worth more copies than its most-demanded class needs.
         let hi = p
             .counts
             .iter()
-            .filter_map(|(c, n)| pp.classes.get(*c as usize).map(|cl| cl.count().div_ceil((*n).max(1))))
+            .filter_map(|(c, n)| {
+                pp.classes
+                    .get(*c as usize)
+                    .map(|cl| cl.count().div_ceil((*n).max(1)))
+            })
             .max()
             .unwrap_or(0);
-        vars.push(Var { lo: 0.0, hi: hi as f64, integer: true, objective: price });
+        vars.push(Var {
+            lo: 0.0,
+            hi: hi as f64,
+            integer: true,
+            objective: price,
+        });
     }
     let mut cover: Vec<Vec<(usize, f64)>> = vec![Vec::new(); pp.classes.len()];
     for (j, p) in columns.iter().enumerate() {
@@ -41,17 +66,45 @@ pub(crate) fn solve(problem: &PackingProblem, pp: &PatternProblem, columns: &[Pa
             }
         }
     }
-    let mut rows: Vec<Row> = cover.into_iter().zip(&pp.classes).map(|(coefs, c)| Row { coefs, at_least: true, rhs: c.count() as f64 }).collect();
+    let mut rows: Vec<Row> = cover
+        .into_iter()
+        .zip(&pp.classes)
+        .map(|(coefs, c)| Row {
+            coefs,
+            at_least: true,
+            rhs: c.count() as f64,
+        })
+        .collect();
     // NodePool limits: capacity of launched nodes within what each pool has left.
     let mut pools: Vec<u32> = pp.shapes.iter().map(|s| s.pool).collect();
     pools.sort_unstable();
     pools.dedup();
     for pool in pools {
-        let Some(rem) = problem.pools.get(pool as usize).and_then(|p| p.remaining.as_ref()) else { continue };
-        let cap_of = |p: &Pattern| pp.shapes.get(p.shape as usize).and_then(|s| problem.shapes.get(s.id as usize)).map(|s| &s.capacity);
-        let in_pool = |p: &Pattern| pp.shapes.get(p.shape as usize).is_some_and(|s| s.pool == pool);
-        let mut limit_rows: Vec<(Box<dyn Fn(&crate::model::Resources) -> i64>, i64)> = Vec::new();
-        let firsts: [(fn(&crate::model::Resources) -> i64, i64); 4] = [(|r| r.cpu_milli, rem.cpu_milli), (|r| r.memory, rem.memory), (|r| r.pods, rem.pods), (|r| r.ephemeral_storage, rem.ephemeral_storage)];
+        let Some(rem) = problem
+            .pools
+            .get(pool as usize)
+            .and_then(|p| p.remaining.as_ref())
+        else {
+            continue;
+        };
+        let cap_of = |p: &Pattern| {
+            pp.shapes
+                .get(p.shape as usize)
+                .and_then(|s| problem.shapes.get(s.id as usize))
+                .map(|s| &s.capacity)
+        };
+        let in_pool = |p: &Pattern| {
+            pp.shapes
+                .get(p.shape as usize)
+                .is_some_and(|s| s.pool == pool)
+        };
+        let mut limit_rows: Vec<(Amount, i64)> = Vec::new();
+        let firsts: [(Field, i64); 4] = [
+            (|r| r.cpu_milli, rem.cpu_milli),
+            (|r| r.memory, rem.memory),
+            (|r| r.pods, rem.pods),
+            (|r| r.ephemeral_storage, rem.ephemeral_storage),
+        ];
         for (f, lim) in firsts {
             if lim < i64::MAX {
                 limit_rows.push((Box::new(f), lim));
@@ -62,38 +115,221 @@ pub(crate) fn solve(problem: &PackingProblem, pp: &PatternProblem, columns: &[Pa
             if k == "nodes" {
                 limit_rows.push((Box::new(|_| 1), *lim));
             } else {
-                limit_rows.push((Box::new(move |r: &crate::model::Resources| r.extended.get(&k).copied().unwrap_or(0)), *lim));
+                limit_rows.push((
+                    Box::new(move |r: &Resources| r.extended.get(&k).copied().unwrap_or(0)),
+                    *lim,
+                ));
             }
         }
         for (f, lim) in limit_rows {
-            let coefs: Vec<(usize, f64)> = columns.iter().enumerate().filter(|(_, p)| in_pool(p)).filter_map(|(j, p)| cap_of(p).map(|c| (j, f(c) as f64))).filter(|(_, v)| *v != 0.0).collect();
+            let coefs: Vec<(usize, f64)> = columns
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| in_pool(p))
+                .filter_map(|(j, p)| cap_of(p).map(|c| (j, f(c) as f64)))
+                .filter(|(_, v)| *v != 0.0)
+                .collect();
             if !coefs.is_empty() {
-                rows.push(Row { coefs, at_least: false, rhs: lim as f64 });
+                rows.push(Row {
+                    coefs,
+                    at_least: false,
+                    rhs: lim as f64,
+                });
             }
         }
     }
-    let lp = LinearProgram { maximise: false, vars, rows };
-    let warm_values: Vec<f64> = (0..columns.len()).map(|j| warm.get(&j).copied().unwrap_or(0) as f64).collect();
+    let lp = LinearProgram {
+        maximise: false,
+        vars,
+        rows,
+    };
+    let warm_values: Vec<f64> = (0..columns.len())
+        .map(|j| warm.get(&j).copied().unwrap_or(0) as f64)
+        .collect();
     let sol = backend::solve(backend, &lp, Some(&warm_values), Some(time_limit))?;
-    let counts = sol.values.iter().enumerate().filter_map(|(j, v)| if *v > 0.5 { Some((j, v.round() as u32)) } else { None }).collect();
-    Ok(IntegerSolution { counts, proven_optimal: sol.proven_optimal })
+    let counts = sol
+        .values
+        .iter()
+        .enumerate()
+        .filter_map(|(j, v)| {
+            if *v > 0.5 {
+                Some((j, v.round() as u32))
+            } else {
+                None
+            }
+        })
+        .collect();
+    Ok(IntegerSolution {
+        counts,
+        proven_optimal: sol.proven_optimal,
+    })
+}
+
+/// LP diving: solves the restricted master LP over `columns` for the demand not yet covered,
+/// fixes the integer part of every column (or, when all are fractional below one, one copy of
+/// the largest), and repeats; past `deadline` the rest is covered greedily (the column covering
+/// the most dual value of the remaining demand per unit of price first). Cheap and, on
+/// cutting-stock-like problems, usually within a node or two of the LP bound; the integer pass
+/// starts from the better of this and the heuristic. `None` when a pool has limits (the dive
+/// ignores them) or an LP fails.
+pub(crate) fn dive(
+    problem: &PackingProblem,
+    pp: &PatternProblem,
+    columns: &[Pattern],
+    duals: &[f64],
+    backend: Backend,
+    deadline: std::time::Instant,
+) -> Option<BTreeMap<usize, u32>> {
+    if pp.shapes.iter().any(|s| {
+        problem
+            .pools
+            .get(s.pool as usize)
+            .is_some_and(|p| p.remaining.is_some())
+    }) {
+        return None;
+    }
+    let price_of = |p: &Pattern| {
+        pp.shapes
+            .get(p.shape as usize)
+            .map_or(f64::INFINITY, |s| s.price)
+    };
+    let mut counts: BTreeMap<usize, u32> = BTreeMap::new();
+    let mut residual: Vec<i64> = pp.classes.iter().map(|c| c.count() as i64).collect();
+    let take = |counts: &mut BTreeMap<usize, u32>, residual: &mut Vec<i64>, j: usize, k: u32| {
+        *counts.entry(j).or_insert(0) += k;
+        if let Some(p) = columns.get(j) {
+            for (c, n) in &p.counts {
+                if let Some(r) = residual.get_mut(*c as usize) {
+                    *r -= (*n * k) as i64;
+                }
+            }
+        }
+    };
+    // Bounded: every round fixes at least one node.
+    let total: i64 = residual.iter().sum();
+    for _ in 0..total.max(1) {
+        if residual.iter().all(|r| *r <= 0) || std::time::Instant::now() >= deadline {
+            break;
+        }
+        let vars = columns
+            .iter()
+            .map(|p| Var {
+                lo: 0.0,
+                hi: f64::INFINITY,
+                integer: false,
+                objective: price_of(p),
+            })
+            .collect();
+        let mut cover: Vec<Vec<(usize, f64)>> = vec![Vec::new(); pp.classes.len()];
+        for (j, p) in columns.iter().enumerate() {
+            for (c, n) in &p.counts {
+                if let Some(row) = cover.get_mut(*c as usize) {
+                    row.push((j, *n as f64));
+                }
+            }
+        }
+        let rows = cover
+            .into_iter()
+            .zip(&residual)
+            .filter(|(_, r)| **r > 0)
+            .map(|(coefs, r)| Row {
+                coefs,
+                at_least: true,
+                rhs: *r as f64,
+            })
+            .collect();
+        let sol = backend::solve(
+            backend,
+            &LinearProgram {
+                maximise: false,
+                vars,
+                rows,
+            },
+            None,
+            None,
+        )
+        .ok()?;
+        let floors: Vec<(usize, u32)> = sol
+            .values
+            .iter()
+            .enumerate()
+            .filter_map(|(j, x)| {
+                let k = (x + 1e-6).floor();
+                (k >= 1.0).then_some((j, k as u32))
+            })
+            .collect();
+        if floors.is_empty() {
+            let j = sol
+                .values
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| **x > 1e-9)
+                .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)))
+                .map(|(j, _)| j)?;
+            take(&mut counts, &mut residual, j, 1);
+        } else {
+            for (j, k) in floors {
+                take(&mut counts, &mut residual, j, k);
+            }
+        }
+    }
+    // Whatever is left: greedy cover, weighted by the duals (or 1 when all are zero).
+    let weight = |c: usize| duals.get(c).copied().filter(|d| *d > 0.0).unwrap_or(1e-6);
+    while residual.iter().any(|r| *r > 0) {
+        let mut best: Option<(f64, usize)> = None;
+        for (j, p) in columns.iter().enumerate() {
+            let gain: f64 = p
+                .counts
+                .iter()
+                .map(|(c, n)| {
+                    (*n as i64).min(residual.get(*c as usize).copied().unwrap_or(0).max(0)) as f64
+                        * weight(*c as usize)
+                })
+                .sum();
+            if gain <= 0.0 {
+                continue;
+            }
+            let score = gain / price_of(p).max(1e-12);
+            if best.is_none_or(|(b, _)| score > b) {
+                best = Some((score, j));
+            }
+        }
+        let (_, j) = best?;
+        take(&mut counts, &mut residual, j, 1);
+    }
+    Some(counts)
 }
 
 /// Turns chosen columns into planned nodes: assigns concrete items class by class, drops
 /// surplus slots, and relaunches each node as the cheapest shape that still holds it (never
 /// dearer than the pattern's). Fails when some item finds no slot or a node fails the shared
 /// checks.
-pub(crate) fn to_nodes(problem: &PackingProblem, pp: &PatternProblem, columns: &[Pattern], counts: &[(usize, u32)]) -> Result<Vec<PlannedNode>, String> {
+pub(crate) fn to_nodes(
+    problem: &PackingProblem,
+    pp: &PatternProblem,
+    columns: &[Pattern],
+    counts: &[(usize, u32)],
+) -> Result<Vec<PlannedNode>, String> {
     let checker = Checker::new(problem);
-    let mut queues: Vec<std::collections::VecDeque<ItemId>> = pp.classes.iter().map(|c| c.items.iter().copied().collect()).collect();
+    let mut queues: Vec<std::collections::VecDeque<ItemId>> = pp
+        .classes
+        .iter()
+        .map(|c| c.items.iter().copied().collect())
+        .collect();
     let mut nodes = Vec::new();
     for (j, n) in counts {
-        let Some(p) = columns.get(*j) else { return Err(format!("column {j} does not exist")) };
-        let Some(shape) = pp.shapes.get(p.shape as usize) else { return Err(format!("pattern shape {} does not exist", p.shape)) };
+        let Some(p) = columns.get(*j) else {
+            return Err(format!("column {j} does not exist"));
+        };
+        let Some(shape) = pp.shapes.get(p.shape as usize) else {
+            return Err(format!("pattern shape {} does not exist", p.shape));
+        };
         for _ in 0..*n {
             let mut items = Vec::new();
             for (c, k) in &p.counts {
-                let Some(q) = queues.get_mut(*c as usize) else { continue };
+                let Some(q) = queues.get_mut(*c as usize) else {
+                    continue;
+                };
                 for _ in 0..*k {
                     match q.pop_front() {
                         Some(id) => items.push(id),
@@ -105,18 +341,35 @@ pub(crate) fn to_nodes(problem: &PackingProblem, pp: &PatternProblem, columns: &
                 continue;
             }
             items.sort_unstable();
-            let Some(mut b) = checker.builder(shape.id) else { return Err("no builder".into()) };
+            let Some(mut b) = checker.builder(shape.id) else {
+                return Err("no builder".into());
+            };
             for &id in &items {
-                let Some(item) = problem.items.get(id as usize) else { return Err(format!("item {id} does not exist")) };
+                let Some(item) = problem.items.get(id as usize) else {
+                    return Err(format!("item {id} does not exist"));
+                };
                 if !checker.try_add(&mut b, id, item, shape.id) {
-                    return Err(format!("item {id} fails the shared checks on a {} node", shape.id));
+                    return Err(format!(
+                        "item {id} fails the shared checks on a {} node",
+                        shape.id
+                    ));
                 }
             }
             // Relaunch as the cheapest survivor, unless the pool has limits (a cheaper shape may
             // have more capacity, which the integer solve did not account for).
-            let limited = problem.pools.get(shape.pool as usize).is_some_and(|p| p.remaining.is_some());
-            let launch = if limited { shape.id } else { b.cheapest(problem).unwrap_or(shape.id) };
-            nodes.push(PlannedNode { shape: launch, items });
+            let limited = problem
+                .pools
+                .get(shape.pool as usize)
+                .is_some_and(|p| p.remaining.is_some());
+            let launch = if limited {
+                shape.id
+            } else {
+                b.cheapest(problem).unwrap_or(shape.id)
+            };
+            nodes.push(PlannedNode {
+                shape: launch,
+                items,
+            });
         }
     }
     if let Some((c, _)) = queues.iter().enumerate().find(|(_, q)| !q.is_empty()) {
@@ -127,13 +380,21 @@ pub(crate) fn to_nodes(problem: &PackingProblem, pp: &PatternProblem, columns: &
 
 /// Whether launching `nodes` stays within every NodePool's remaining limits.
 pub(crate) fn within_pool_limits(problem: &PackingProblem, nodes: &[PlannedNode]) -> bool {
-    let mut used: BTreeMap<u32, crate::model::Resources> = BTreeMap::new();
+    let mut used: BTreeMap<u32, Resources> = BTreeMap::new();
     for n in nodes {
         if let Some(s) = problem.shapes.get(n.shape as usize) {
-            used.entry(s.pool).or_default().add_assign(&s.capacity.clone().with_extended("nodes", 1));
+            used.entry(s.pool)
+                .or_default()
+                .add_assign(&s.capacity.clone().with_extended("nodes", 1));
         }
     }
-    used.iter().all(|(p, u)| problem.pools.get(*p as usize).and_then(|p| p.remaining.as_ref()).is_none_or(|rem| limit_fits(u, rem)))
+    used.iter().all(|(p, u)| {
+        problem
+            .pools
+            .get(*p as usize)
+            .and_then(|p| p.remaining.as_ref())
+            .is_none_or(|rem| limit_fits(u, rem))
+    })
 }
 
 /// The plan's cost.

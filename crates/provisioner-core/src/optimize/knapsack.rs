@@ -6,10 +6,9 @@
 //! short the answer still carries a proven upper bound (the root relaxation), which is all the
 //! lower bound needs to stay valid.
 //!
-//! The relaxation is the minimum over resources of the fractional single-resource knapsack:
-//! each is an upper bound on the multi-resource optimum, so their minimum is too. Per-node group
-//! caps (anti-affinity) are enforced in the search but not in the relaxation, which only makes
-//! the relaxation weaker, never wrong.
+//! The relaxation is a surrogate one (see [`Relaxation`]). Per-node group caps (anti-affinity)
+//! are enforced in the search but not in the relaxation, which only makes the relaxation
+//! weaker, never wrong.
 
 /// One class as the knapsack sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,94 +37,160 @@ pub(crate) struct KResult {
     pub complete: bool,
 }
 
-/// Upper bound from the fractional single-resource relaxations (and the sum-normalised
-/// surrogate) of `items[from..]` with `residual` capacity.
+/// The surrogate relaxation: all resources folded into one with weights `w >= 0`
+/// (`Σ_d w_d · size_d <= Σ_d w_d · residual_d` holds for every feasible pattern), then solved
+/// fractionally, with each class also capped by what fits of it alone. Any weights give an
+/// upper bound; the weights are tuned once per knapsack (a short coordinate search starting
+/// from each single resource and from the capacity-normalised sum) to make it tight, which is
+/// what keeps the branch and bound small when several resources bind at once.
 struct Relaxation<'a> {
     items: &'a [KItem],
-    /// Per resource: item indices by value per unit of that resource, best first.
-    orders: Vec<Vec<usize>>,
-    /// Surrogate weights: size of each item summed over resources, each scaled by the
-    /// node's capacity in it.
-    surrogate: Vec<f64>,
-    cap: &'a [i64],
+    /// Folded size of each item.
+    folded: Vec<f64>,
+    weights: Vec<f64>,
+    /// Items by value per folded unit, best first (the search order too).
+    order: Vec<usize>,
+}
+
+/// Most copies of `it` that fit `residual` alone, capped by its count.
+fn fit_alone(it: &KItem, residual: &[i64]) -> u32 {
+    let mut m = it.max;
+    for (s, r) in it.size.iter().zip(residual) {
+        if *s > 0 {
+            m = m.min(((*r).max(0) / s).min(u32::MAX as i64) as u32);
+        }
+    }
+    m
+}
+
+fn folded(items: &[KItem], w: &[f64]) -> Vec<f64> {
+    items
+        .iter()
+        .map(|it| {
+            it.size
+                .iter()
+                .zip(w)
+                .map(|(s, w)| (*s).max(0) as f64 * w)
+                .sum()
+        })
+        .collect()
+}
+
+fn order_by(items: &[KItem], folded: &[f64]) -> Vec<usize> {
+    let eff = |i: usize| {
+        let f = folded[i];
+        if f <= 0.0 {
+            f64::INFINITY
+        } else {
+            items[i].value / f
+        }
+    };
+    let mut o: Vec<usize> = (0..items.len()).collect();
+    o.sort_by(|a, b| eff(*b).total_cmp(&eff(*a)).then(a.cmp(b)));
+    o
+}
+
+/// Fractional bound of `order[from..]` within `residual`, folded with `w`.
+fn surrogate_bound(
+    items: &[KItem],
+    folded: &[f64],
+    w: &[f64],
+    order: &[usize],
+    from: usize,
+    residual: &[i64],
+) -> f64 {
+    let mut room: f64 = residual
+        .iter()
+        .zip(w)
+        .map(|(r, w)| (*r).max(0) as f64 * w)
+        .sum();
+    let mut v = 0.0;
+    for &i in order.iter().skip(from) {
+        let it = &items[i];
+        let cap = fit_alone(it, residual) as f64;
+        if cap <= 0.0 {
+            continue;
+        }
+        let f = folded[i];
+        if f <= 0.0 {
+            v += it.value * cap;
+            continue;
+        }
+        if room <= 0.0 {
+            break;
+        }
+        let take = (room / f).min(cap);
+        v += take * it.value;
+        room -= take * f;
+    }
+    v
 }
 
 impl<'a> Relaxation<'a> {
-    fn new(items: &'a [KItem], cap: &'a [i64]) -> Relaxation<'a> {
+    fn new(items: &'a [KItem], cap: &[i64]) -> Relaxation<'a> {
         let dims = cap.len();
-        let orders = (0..dims)
-            .map(|d| {
-                let mut o: Vec<usize> = (0..items.len()).collect();
-                let ratio = |i: usize| {
-                    let it = &items[i];
-                    let s = it.size.get(d).copied().unwrap_or(0);
-                    if s <= 0 { f64::INFINITY } else { it.value / s as f64 }
-                };
-                o.sort_by(|a, b| ratio(*b).total_cmp(&ratio(*a)).then(a.cmp(b)));
-                o
-            })
-            .collect();
-        let surrogate = items
-            .iter()
-            .map(|it| (0..dims).map(|d| it.size.get(d).copied().unwrap_or(0).max(0) as f64 / cap.get(d).copied().unwrap_or(1).max(1) as f64).sum())
-            .collect();
-        Relaxation { items, orders, surrogate, cap }
+        let eval = |w: &[f64]| {
+            let f = folded(items, w);
+            let o = order_by(items, &f);
+            surrogate_bound(items, &f, w, &o, 0, cap)
+        };
+        let norm: Vec<f64> = cap.iter().map(|c| 1.0 / (*c).max(1) as f64).collect();
+        let mut best_w = norm.clone();
+        let mut best = eval(&best_w);
+        for d in 0..dims {
+            let mut w = vec![0.0; dims];
+            w[d] = norm[d];
+            let b = eval(&w);
+            if b < best {
+                best = b;
+                best_w = w;
+            }
+        }
+        for _round in 0..2 {
+            for d in 0..dims {
+                for factor in [0.0, 0.5, 0.8, 1.25, 2.0] {
+                    let mut w = best_w.clone();
+                    w[d] = if w[d] == 0.0 {
+                        norm[d] * factor * 0.25
+                    } else {
+                        w[d] * factor
+                    };
+                    if w.iter().all(|x| *x <= 0.0) {
+                        continue;
+                    }
+                    let b = eval(&w);
+                    if b < best - 1e-12 {
+                        best = b;
+                        best_w = w;
+                    }
+                }
+            }
+        }
+        let f = folded(items, &best_w);
+        let order = order_by(items, &f);
+        Relaxation {
+            items,
+            folded: f,
+            weights: best_w,
+            order,
+        }
     }
 
-    /// Bound on the value addable from items with index >= `from` (in search order) within
-    /// `residual`. `pos` maps an item to its search position.
-    fn bound(&self, from: usize, residual: &[i64], pos: &[usize], search: &[usize]) -> f64 {
-        let mut best = f64::INFINITY;
-        for (d, order) in self.orders.iter().enumerate() {
-            let mut room = residual.get(d).copied().unwrap_or(0).max(0) as f64;
-            let mut v = 0.0;
-            for &i in order {
-                if pos.get(i).copied().unwrap_or(0) < from {
-                    continue;
-                }
-                let it = &self.items[i];
-                let s = it.size.get(d).copied().unwrap_or(0);
-                if s <= 0 {
-                    v += it.value * it.max as f64;
-                    continue;
-                }
-                if room <= 0.0 {
-                    break;
-                }
-                let take = (room / s as f64).min(it.max as f64);
-                v += take * it.value;
-                room -= take * s as f64;
-            }
-            best = best.min(v);
-        }
-        // Surrogate: all resources at once, each as a fraction of the node. Items are in search
-        // order, which sorts by value per surrogate unit.
-        let mut room: f64 = residual.iter().zip(self.cap).map(|(r, c)| (*r).max(0) as f64 / (*c).max(1) as f64).sum();
-        let mut v = 0.0;
-        for &i in search.iter().skip(from) {
-            let it = &self.items[i];
-            let w = self.surrogate[i];
-            if w <= 0.0 {
-                v += it.value * it.max as f64;
-                continue;
-            }
-            if room <= 0.0 {
-                break;
-            }
-            let take = (room / w).min(it.max as f64);
-            v += take * it.value;
-            room -= take * w;
-        }
-        best.min(v)
+    fn bound(&self, from: usize, residual: &[i64]) -> f64 {
+        surrogate_bound(
+            self.items,
+            &self.folded,
+            &self.weights,
+            &self.order,
+            from,
+            residual,
+        )
     }
 }
 
 struct Search<'a> {
     items: &'a [KItem],
     relax: Relaxation<'a>,
-    /// Item indices in search order.
-    order: Vec<usize>,
-    pos: Vec<usize>,
     group_caps: &'a [u32],
     group_used: Vec<u32>,
     counts: Vec<u32>,
@@ -147,22 +212,15 @@ impl Search<'_> {
             self.best_value = value;
             self.best_counts.clone_from(&self.counts);
         }
-        if depth >= self.order.len() {
+        let Some(&i) = self.relax.order.get(depth) else {
             return;
-        }
-        let ub = value + self.relax.bound(depth, residual, &self.pos, &self.order);
+        };
+        let ub = value + self.relax.bound(depth, residual);
         if ub <= self.best_value * (1.0 + 1e-12) + 1e-12 {
             return;
         }
-        let i = self.order[depth];
         let it = &self.items[i];
-        let mut m = it.max;
-        for (d, s) in it.size.iter().enumerate() {
-            if *s > 0 {
-                let r = residual.get(d).copied().unwrap_or(0).max(0);
-                m = m.min((r / s) as u32);
-            }
-        }
+        let mut m = fit_alone(it, residual);
         for g in &it.groups {
             let cap = self.group_caps.get(*g).copied().unwrap_or(u32::MAX);
             let used = self.group_used.get(*g).copied().unwrap_or(0);
@@ -207,32 +265,16 @@ impl Search<'_> {
 
 /// The upper bound of the relaxation alone (cheap: used to order and skip shapes).
 pub(crate) fn relaxation_bound(items: &[KItem], cap: &[i64]) -> f64 {
-    let relax = Relaxation::new(items, cap);
-    let order: Vec<usize> = (0..items.len()).collect();
-    let pos: Vec<usize> = (0..items.len()).collect();
-    relax.bound(0, cap, &pos, &order)
+    Relaxation::new(items, cap).bound(0, cap)
 }
 
 /// Solves the knapsack; `group_caps[g]` caps the pods of group `g` on the node.
 pub(crate) fn solve(items: &[KItem], cap: &[i64], group_caps: &[u32], node_limit: u64) -> KResult {
     let relax = Relaxation::new(items, cap);
-    // Search order: value per unit of surrogate size, best first.
-    let mut order: Vec<usize> = (0..items.len()).collect();
-    let eff = |i: usize| {
-        let w = relax.surrogate[i];
-        if w <= 0.0 { f64::INFINITY } else { items[i].value / w }
-    };
-    order.sort_by(|a, b| eff(*b).total_cmp(&eff(*a)).then(a.cmp(b)));
-    let mut pos = vec![0usize; items.len()];
-    for (p, i) in order.iter().enumerate() {
-        pos[*i] = p;
-    }
-    let root = relax.bound(0, cap, &pos, &order);
+    let root = relax.bound(0, cap);
     let mut s = Search {
         items,
         relax,
-        order,
-        pos,
         group_caps,
         group_used: vec![0; group_caps.len()],
         counts: vec![0; items.len()],
@@ -244,10 +286,24 @@ pub(crate) fn solve(items: &[KItem], cap: &[i64], group_caps: &[u32], node_limit
     };
     let mut residual = cap.to_vec();
     s.dfs(0, &mut residual, 0.0);
-    let counts: Vec<(u32, u32)> = items.iter().zip(&s.best_counts).filter(|(_, c)| **c > 0).map(|(it, c)| (it.class, *c)).collect();
+    let counts: Vec<(u32, u32)> = items
+        .iter()
+        .zip(&s.best_counts)
+        .filter(|(_, c)| **c > 0)
+        .map(|(it, c)| (it.class, *c))
+        .collect();
     let complete = !s.aborted;
-    let upper_bound = if complete { s.best_value } else { root.max(s.best_value) };
-    KResult { counts, value: s.best_value, upper_bound, complete }
+    let upper_bound = if complete {
+        s.best_value
+    } else {
+        root.max(s.best_value)
+    };
+    KResult {
+        counts,
+        value: s.best_value,
+        upper_bound,
+        complete,
+    }
 }
 
 #[cfg(test)]
@@ -255,19 +311,38 @@ mod tests {
     use super::*;
 
     fn item(class: u32, value: f64, size: &[i64], max: u32) -> KItem {
-        KItem { class, value, size: size.to_vec(), max, groups: Vec::new() }
+        KItem {
+            class,
+            value,
+            size: size.to_vec(),
+            max,
+            groups: Vec::new(),
+        }
     }
 
     /// Exhaustive search for small instances.
     fn brute(items: &[KItem], cap: &[i64], caps: &[u32]) -> f64 {
-        fn rec(items: &[KItem], i: usize, res: &mut Vec<i64>, used: &mut Vec<u32>, caps: &[u32], v: f64, best: &mut f64) {
+        fn rec(
+            items: &[KItem],
+            i: usize,
+            res: &mut Vec<i64>,
+            used: &mut Vec<u32>,
+            caps: &[u32],
+            v: f64,
+            best: &mut f64,
+        ) {
             if i == items.len() {
                 *best = best.max(v);
                 return;
             }
             let it = &items[i];
             for c in 0..=it.max {
-                let fits = it.size.iter().zip(res.iter()).all(|(s, r)| s * c as i64 <= *r) && it.groups.iter().all(|g| used[*g] + c <= caps[*g]);
+                let fits = it
+                    .size
+                    .iter()
+                    .zip(res.iter())
+                    .all(|(s, r)| s * c as i64 <= *r)
+                    && it.groups.iter().all(|g| used[*g] + c <= caps[*g]);
                 if !fits {
                     break;
                 }
@@ -287,14 +362,26 @@ mod tests {
             }
         }
         let mut best = 0.0;
-        rec(items, 0, &mut cap.to_vec(), &mut vec![0; caps.len()], caps, 0.0, &mut best);
+        rec(
+            items,
+            0,
+            &mut cap.to_vec(),
+            &mut vec![0; caps.len()],
+            caps,
+            0.0,
+            &mut best,
+        );
         best
     }
 
     #[test]
     fn two_dimensions_exact() {
         // cpu-heavy and memory-heavy items that pack best together.
-        let items = vec![item(0, 1.0, &[4, 1], 10), item(1, 1.0, &[1, 4], 10), item(2, 1.5, &[3, 3], 10)];
+        let items = vec![
+            item(0, 1.0, &[4, 1], 10),
+            item(1, 1.0, &[1, 4], 10),
+            item(2, 1.5, &[3, 3], 10),
+        ];
         let cap = [8, 8];
         let r = solve(&items, &cap, &[], 1_000_000);
         assert!(r.complete);
@@ -315,7 +402,16 @@ mod tests {
 
     #[test]
     fn node_limit_keeps_a_valid_upper_bound() {
-        let items: Vec<KItem> = (0..12).map(|i| item(i, 1.0 + (i as f64) * 0.37 % 1.3, &[3 + i as i64 % 5, 2 + (i as i64 * 7) % 6], 3)).collect();
+        let items: Vec<KItem> = (0..12)
+            .map(|i| {
+                item(
+                    i,
+                    1.0 + (i as f64) * 0.37 % 1.3,
+                    &[3 + i as i64 % 5, 2 + (i as i64 * 7) % 6],
+                    3,
+                )
+            })
+            .collect();
         let cap = [40, 40];
         let exact = brute(&items, &cap, &[]);
         let r = solve(&items, &cap, &[], 5);

@@ -83,10 +83,10 @@ impl Default for OptimizerConfig {
             lp_backend: None,
             mip_backend: None,
             max_iterations: 100,
-            columns_per_iteration: 20,
-            knapsack_nodes: 20_000,
+            columns_per_iteration: 10,
+            knapsack_nodes: 5_000,
             max_classes: 150,
-            max_integer_columns: 300,
+            max_integer_columns: 150,
         }
     }
 }
@@ -136,6 +136,9 @@ pub struct Stats {
     pub integer_columns: usize,
     pub iterations: u32,
     pub bound_ms: f64,
+    /// Of `bound_ms`: master LP solves and pricing.
+    pub lp_ms: f64,
+    pub pricing_ms: f64,
     pub integer_ms: f64,
     pub total_ms: f64,
     /// The time budget, not a work limit, ended some phase.
@@ -164,7 +167,13 @@ pub struct Optimized {
 
 /// `(cost - bound) / bound` in percent.
 pub fn gap_pct(cost: f64, bound: f64) -> Option<f64> {
-    if bound > 0.0 { Some((cost - bound) / bound * 100.0) } else if cost <= 0.0 { Some(0.0) } else { None }
+    if bound > 0.0 {
+        Some((cost - bound) / bound * 100.0)
+    } else if cost <= 0.0 {
+        Some(0.0)
+    } else {
+        None
+    }
 }
 
 /// The optimisation pass, a [`LaunchPlanner`].
@@ -198,6 +207,8 @@ struct Part {
     shapes_kept: usize,
     shapes: usize,
     bound_ms: f64,
+    lp_ms: f64,
+    pricing_ms: f64,
     integer_ms: f64,
 }
 
@@ -217,7 +228,10 @@ impl Optimizer {
         let heuristic = match warm_start {
             Some(w) if verify(problem, w).is_ok() => w.clone(),
             Some(_) => {
-                notes.push("the warm start failed verification; the cost-aware plan was used instead".to_string());
+                notes.push(
+                    "the warm start failed verification; the cost-aware plan was used instead"
+                        .to_string(),
+                );
                 CostAwarePlanner::default().plan(problem, None)
             }
             None => CostAwarePlanner::default().plan(problem, None),
@@ -234,11 +248,15 @@ impl Optimizer {
             .nodes
             .iter()
             .flat_map(|n| {
-                let rank = problem.shapes.get(n.shape as usize).and_then(|s| problem.pools.get(s.pool as usize)).map_or(0, |p| p.rank);
+                let rank = problem
+                    .shapes
+                    .get(n.shape as usize)
+                    .and_then(|s| problem.pools.get(s.pool as usize))
+                    .map_or(0, |p| p.rank);
                 n.items.iter().map(move |i| (*i, rank))
             })
             .collect();
-        let exact = PatternProblem::build(problem, &placed, None);
+        let exact = PatternProblem::build(problem, &placed, None, None);
         let simple = bound::price_per_unit(&exact);
         let classes_exact = exact.classes.len();
         let (pp, steps, coarsened) = if exact.classes.len() <= self.config.max_classes {
@@ -249,18 +267,49 @@ impl Optimizer {
                 None => (None, None, false),
             }
         };
-        let mut decomposition = Decomposition { components: 0, classes: classes_exact, classes_exact, coarsened };
-        let finish = |plan: LaunchPlan, bound: f64, bound_method: BoundMethod, method: Method, decomposition: Decomposition, mut stats: Stats| {
+        let mut decomposition = Decomposition {
+            components: 0,
+            classes: classes_exact,
+            classes_exact,
+            coarsened,
+        };
+        let finish = |plan: LaunchPlan,
+                      bound: f64,
+                      bound_method: BoundMethod,
+                      method: Method,
+                      decomposition: Decomposition,
+                      mut stats: Stats| {
             stats.total_ms = start.elapsed().as_secs_f64() * 1e3;
             let mut plan = plan;
-            // Never report a bound above the plan actually returned (solver tolerance).
-            let bound = bound.min(plan.cost).max(0.0);
+            let bound = bound.max(0.0);
             plan.lower_bound = Some(bound);
-            Optimized { heuristic_cost: heuristic.cost, cost: plan.cost, lower_bound: bound, bound_method, gap_pct: gap_pct(plan.cost, bound), method, decomposition, stats, plan }
+            Optimized {
+                heuristic_cost: heuristic.cost,
+                cost: plan.cost,
+                lower_bound: bound,
+                bound_method,
+                gap_pct: gap_pct(plan.cost, bound),
+                method,
+                decomposition,
+                stats,
+                plan,
+            }
         };
         let Some(pp) = pp else {
-            notes.push(format!("{classes_exact} classes could not be coarsened under {}; heuristic plan kept", self.config.max_classes));
-            return finish(heuristic.clone(), simple, BoundMethod::PricePerUnit, Method::Heuristic { reason: notes.join("; ") }, decomposition, stats);
+            notes.push(format!(
+                "{classes_exact} classes could not be coarsened under {}; heuristic plan kept",
+                self.config.max_classes
+            ));
+            return finish(
+                heuristic.clone(),
+                simple,
+                BoundMethod::PricePerUnit,
+                Method::Heuristic {
+                    reason: notes.join("; "),
+                },
+                decomposition,
+                stats,
+            );
         };
         decomposition.classes = pp.classes.len();
 
@@ -283,7 +332,13 @@ impl Optimizer {
         }
         let mut heur_nodes: Vec<Vec<PlannedNode>> = vec![Vec::new(); comps.len()];
         for n in &heuristic.nodes {
-            let k = n.items.first().and_then(|i| class_of.get(i)).and_then(|c| comp_of_class.get(*c)).copied().unwrap_or(0);
+            let k = n
+                .items
+                .first()
+                .and_then(|i| class_of.get(i))
+                .and_then(|c| comp_of_class.get(*c))
+                .copied()
+                .unwrap_or(0);
             if let Some(v) = heur_nodes.get_mut(k) {
                 v.push(n.clone());
             }
@@ -305,14 +360,32 @@ impl Optimizer {
                 .flat_map(|c| c.items.iter().copied())
                 .filter_map(|i| rank_of_item.get(&i).map(|r| (i, *r)))
                 .collect();
-            let sub = if comps.len() == 1 { pp.clone() } else { PatternProblem::build(problem, &items, steps.as_deref()) };
+            let sub = if comps.len() == 1 {
+                pp.clone()
+            } else {
+                PatternProblem::build(problem, &items, steps.as_deref(), None)
+            };
             let nodes = heur_nodes.get(k).cloned().unwrap_or_default();
-            parts.push(self.solve_part(problem, &sub, nodes, comp_deadline, lp_backend, mip_backend));
+            parts.push(self.solve_part(
+                problem,
+                &sub,
+                nodes,
+                comp_deadline,
+                lp_backend,
+                mip_backend,
+            ));
         }
 
         let cg_bound: f64 = parts.iter().map(|p| p.bound).sum();
         let iterations = parts.iter().map(|p| p.iterations).max().unwrap_or(0);
-        let bound_method = if parts.iter().any(|p| p.iterations > 0) { BoundMethod::ColumnGeneration { converged: parts.iter().all(|p| p.converged), iterations } } else { BoundMethod::PricePerUnit };
+        let bound_method = if parts.iter().any(|p| p.iterations > 0) {
+            BoundMethod::ColumnGeneration {
+                converged: parts.iter().all(|p| p.converged),
+                iterations,
+            }
+        } else {
+            BoundMethod::PricePerUnit
+        };
         let bound = cg_bound.max(simple);
         stats.iterations = iterations;
         stats.columns = parts.iter().map(|p| p.columns).sum();
@@ -321,6 +394,8 @@ impl Optimizer {
         stats.shapes = parts.iter().map(|p| p.shapes).sum();
         stats.shapes_kept = parts.iter().map(|p| p.shapes_kept).sum();
         stats.bound_ms = parts.iter().map(|p| p.bound_ms).sum();
+        stats.lp_ms = parts.iter().map(|p| p.lp_ms).sum();
+        stats.pricing_ms = parts.iter().map(|p| p.pricing_ms).sum();
         stats.integer_ms = parts.iter().map(|p| p.integer_ms).sum();
         for p in &parts {
             if let Some(n) = &p.note {
@@ -333,25 +408,67 @@ impl Optimizer {
             if notes.is_empty() {
                 notes.push("no cheaper plan found".into());
             }
-            return finish(heuristic.clone(), bound, bound_method, Method::Heuristic { reason: notes.join("; ") }, decomposition, stats);
+            return finish(
+                heuristic.clone(),
+                bound,
+                bound_method,
+                Method::Heuristic {
+                    reason: notes.join("; "),
+                },
+                decomposition,
+                stats,
+            );
         }
         let proven_optimal = parts.iter().all(|p| p.proven_optimal);
         let nodes: Vec<PlannedNode> = parts.into_iter().flat_map(|p| p.nodes).collect();
         let plan = LaunchPlan::from_nodes(problem, nodes, heuristic.unplaced.clone());
         if plan.cost >= heuristic.cost - 1e-9 {
             notes.push("no cheaper plan found".into());
-            return finish(heuristic.clone(), bound, bound_method, Method::Heuristic { reason: notes.join("; ") }, decomposition, stats);
+            return finish(
+                heuristic.clone(),
+                bound,
+                bound_method,
+                Method::Heuristic {
+                    reason: notes.join("; "),
+                },
+                decomposition,
+                stats,
+            );
         }
         if let Err(errs) = verify(problem, &plan) {
             let first = errs.first().map(ToString::to_string).unwrap_or_default();
             notes.push(format!("the optimised plan failed verification ({} problems, first: {first}); heuristic plan kept", errs.len()));
-            return finish(heuristic.clone(), bound, bound_method, Method::Heuristic { reason: notes.join("; ") }, decomposition, stats);
+            return finish(
+                heuristic.clone(),
+                bound,
+                bound_method,
+                Method::Heuristic {
+                    reason: notes.join("; "),
+                },
+                decomposition,
+                stats,
+            );
         }
-        finish(plan, bound, bound_method, Method::Optimised { proven_optimal }, decomposition, stats)
+        finish(
+            plan,
+            bound,
+            bound_method,
+            Method::Optimised { proven_optimal },
+            decomposition,
+            stats,
+        )
     }
 
     /// Bound and integer pass for one independent component.
-    fn solve_part(&self, problem: &PackingProblem, pp: &PatternProblem, heur_nodes: Vec<PlannedNode>, deadline: Instant, lp_backend: Backend, mip_backend: Option<Backend>) -> Part {
+    fn solve_part(
+        &self,
+        problem: &PackingProblem,
+        pp: &PatternProblem,
+        heur_nodes: Vec<PlannedNode>,
+        deadline: Instant,
+        lp_backend: Backend,
+        mip_backend: Option<Backend>,
+    ) -> Part {
         let start = Instant::now();
         let heuristic_cost = integer::cost(problem, &heur_nodes);
         let mut part = Part {
@@ -368,6 +485,8 @@ impl Optimizer {
             shapes_kept: pp.shapes.len(),
             shapes: pp.shapes_before,
             bound_ms: 0.0,
+            lp_ms: 0.0,
+            pricing_ms: 0.0,
             integer_ms: 0.0,
         };
         if pp.classes.is_empty() {
@@ -383,14 +502,19 @@ impl Optimizer {
         // The heuristic's nodes as patterns (on their representative shape).
         let mut heur_patterns: Vec<Pattern> = Vec::new();
         for n in &heur_nodes {
-            let Some(&shape) = pp.representative.get(&n.shape) else { continue };
+            let Some(&shape) = pp.representative.get(&n.shape) else {
+                continue;
+            };
             let mut counts: BTreeMap<u32, u32> = BTreeMap::new();
             for i in &n.items {
                 if let Some(c) = class_of.get(i) {
                     *counts.entry(*c).or_insert(0) += 1;
                 }
             }
-            heur_patterns.push(Pattern { shape, counts: counts.into_iter().collect() });
+            heur_patterns.push(Pattern {
+                shape,
+                counts: counts.into_iter().collect(),
+            });
         }
         // Every class alone on its cheapest shape, as full as it fits: the master is feasible
         // from the start even if some heuristic node maps to nothing.
@@ -404,26 +528,56 @@ impl Optimizer {
                 .filter_map(|(s, _)| pp.shapes.get(s).map(|sh| (s, sh)))
                 .min_by(|a, b| a.1.price.total_cmp(&b.1.price).then(a.0.cmp(&b.0)));
             if let Some((s, sh)) = best {
-                let fit = c.size_hi.iter().zip(&sh.cap).filter(|(a, _)| **a > 0).map(|(a, b)| (b / a).max(0) as u32).min().unwrap_or(c.count());
+                let fit = c
+                    .size_hi
+                    .iter()
+                    .zip(&sh.cap)
+                    .filter(|(a, _)| **a > 0)
+                    .map(|(a, b)| (b / a).max(0) as u32)
+                    .min()
+                    .unwrap_or(c.count());
                 let mut n = fit.min(c.count()).max(1);
-                if let Some(cap) = c.groups.iter().filter_map(|g| pp.groups.get(*g)).map(|g| g.cap).min() {
+                if let Some(cap) = c
+                    .groups
+                    .iter()
+                    .filter_map(|g| pp.groups.get(*g))
+                    .map(|g| g.cap)
+                    .min()
+                {
                     n = n.min(cap.max(1));
                 }
-                initial.push(Pattern { shape: s as u32, counts: vec![(ci as u32, n)] });
+                initial.push(Pattern {
+                    shape: s as u32,
+                    counts: vec![(ci as u32, n)],
+                });
             }
         }
 
-        let cg_deadline = start + deadline.saturating_duration_since(start).mul_f64(self.config.column_generation_share.clamp(0.05, 0.95));
-        let limits = colgen::Limits { max_iterations: self.config.max_iterations, columns_per_iteration: self.config.columns_per_iteration, knapsack_nodes: self.config.knapsack_nodes, deadline: cg_deadline };
+        let cg_deadline = start
+            + deadline
+                .saturating_duration_since(start)
+                .mul_f64(self.config.column_generation_share.clamp(0.05, 0.95));
+        let limits = colgen::Limits {
+            max_iterations: self.config.max_iterations,
+            columns_per_iteration: self.config.columns_per_iteration,
+            knapsack_nodes: self.config.knapsack_nodes,
+            deadline: cg_deadline,
+        };
         let cg = colgen::run(pp, initial, lp_backend, limits);
         part.iterations = cg.iterations;
         part.converged = cg.converged;
         part.bound = part.bound.max(cg.bound);
         part.columns = cg.columns.len();
+        part.lp_ms = cg.lp_ms;
+        part.pricing_ms = cg.pricing_ms;
         if cg.stopped.as_deref() == Some("time budget") {
             part.budget_hit = true;
         }
-        if let Some(s) = cg.stopped.as_ref().filter(|s| s.starts_with("master LP failed")) {
+        if let Some(s) = cg
+            .stopped
+            .as_ref()
+            .filter(|s| s.starts_with("master LP failed"))
+        {
             part.note = Some(s.clone());
         }
         part.bound_ms = start.elapsed().as_secs_f64() * 1e3;
@@ -460,15 +614,26 @@ impl Optimizer {
             *warm.entry(j).or_insert(0) += 1;
         }
         let reduced_cost = |p: &Pattern| -> f64 {
-            let price = pp.shapes.get(p.shape as usize).map_or(f64::INFINITY, |s| s.price);
-            price - p.counts.iter().map(|(c, n)| cg.duals.get(*c as usize).copied().unwrap_or(0.0) * *n as f64).sum::<f64>()
+            let price = pp
+                .shapes
+                .get(p.shape as usize)
+                .map_or(f64::INFINITY, |s| s.price);
+            price
+                - p.counts
+                    .iter()
+                    .map(|(c, n)| cg.duals.get(*c as usize).copied().unwrap_or(0.0) * *n as f64)
+                    .sum::<f64>()
         };
         let mut others: Vec<(f64, Pattern)> = Vec::new();
         for p in &cg.columns {
             if index.contains_key(p) {
                 continue;
             }
-            let ok = if checker.pattern_ok(pp, p) { Some(p.clone()) } else { checker.repair(pp, p, &priority) };
+            let ok = if checker.pattern_ok(pp, p) {
+                Some(p.clone())
+            } else {
+                checker.repair(pp, p, &priority)
+            };
             if let Some(q) = ok
                 && !index.contains_key(&q)
             {
@@ -477,52 +642,128 @@ impl Optimizer {
         }
         others.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         others.dedup_by(|a, b| a.1 == b.1);
-        for (_, p) in others {
-            if cols.len() >= self.config.max_integer_columns.max(heur_patterns.len()) {
-                break;
+        let cap = self.config.max_integer_columns.max(heur_patterns.len());
+        let mut rest = Vec::new();
+        for (rc, p) in others {
+            if cols.len() >= cap {
+                rest.push((rc, p));
+                continue;
             }
             index.insert(p.clone(), cols.len());
             cols.push(p);
         }
-        // Each class needs some column.
-        let covered = |ci: usize| cols.iter().any(|p| p.counts.iter().any(|(c, _)| *c as usize == ci));
-        if let Some(ci) = (0..pp.classes.len()).find(|ci| !covered(*ci)) {
-            part.note = Some(format!("class {ci} has no checked pattern; heuristic plan kept for its component"));
-            return part;
+        // Each class needs some column: add the best left-out one covering it.
+        for ci in 0..pp.classes.len() as u32 {
+            if cols.iter().any(|p| p.counts.iter().any(|(c, _)| *c == ci)) {
+                continue;
+            }
+            if let Some((_, p)) = rest
+                .iter()
+                .find(|(_, p)| p.counts.iter().any(|(c, _)| *c == ci))
+            {
+                cols.push(p.clone());
+            } else {
+                part.note = Some(format!(
+                    "class {ci} has no checked pattern; heuristic plan kept for its component"
+                ));
+                return part;
+            }
         }
         part.integer_columns = cols.len();
-        let left = deadline.saturating_duration_since(Instant::now()).as_secs_f64();
-        if left <= 0.002 {
-            part.budget_hit = true;
-            part.note = Some("no time left for the integer pass".into());
-            return part;
-        }
         // A partial warm start may be infeasible, which some solvers reject: only a whole one.
         if !warm_ok {
             warm.clear();
         }
+        let mut best_cost = heuristic_cost;
+        let consider =
+            |part: &mut Part, counts: &[(usize, u32)], proven: bool, best_cost: &mut f64| -> bool {
+                match integer::to_nodes(problem, pp, &cols, counts) {
+                    Ok(nodes) => {
+                        let c = integer::cost(problem, &nodes);
+                        if c < *best_cost - 1e-9 && integer::within_pool_limits(problem, &nodes) {
+                            *best_cost = c;
+                            part.nodes = nodes;
+                            part.optimised = true;
+                            part.proven_optimal = proven;
+                            return true;
+                        }
+                        false
+                    }
+                    Err(e) => {
+                        part.note = Some(format!(
+                            "integer solution could not be turned into nodes: {e}"
+                        ));
+                        false
+                    }
+                }
+            };
+        // LP diving first (up to half the time left): cheap, and a better start for the
+        // integer solve.
+        let dive_deadline = Instant::now()
+            + deadline
+                .saturating_duration_since(Instant::now())
+                .mul_f64(0.5);
+        if let Some(rounded) =
+            integer::dive(problem, pp, &cols, &cg.duals, lp_backend, dive_deadline)
+        {
+            let counts: Vec<(usize, u32)> = rounded.iter().map(|(j, n)| (*j, *n)).collect();
+            let rounded_cost: f64 = counts
+                .iter()
+                .filter_map(|(j, n)| {
+                    cols.get(*j)
+                        .and_then(|p| pp.shapes.get(p.shape as usize))
+                        .map(|s| s.price * *n as f64)
+                })
+                .sum();
+            let warm_cost: f64 = warm
+                .iter()
+                .filter_map(|(j, n)| {
+                    cols.get(*j)
+                        .and_then(|p| pp.shapes.get(p.shape as usize))
+                        .map(|s| s.price * *n as f64)
+                })
+                .sum();
+            consider(&mut part, &counts, false, &mut best_cost);
+            if warm.is_empty() || rounded_cost < warm_cost {
+                warm = rounded;
+            }
+        }
+        if best_cost <= part.bound * (1.0 + 1e-9) {
+            part.proven_optimal = true;
+            part.integer_ms = int_start.elapsed().as_secs_f64() * 1e3;
+            return part;
+        }
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .as_secs_f64();
+        if left <= 0.002 {
+            part.budget_hit = true;
+            if !part.optimised {
+                part.note = Some("no time left for the integer pass".into());
+            }
+            part.integer_ms = int_start.elapsed().as_secs_f64() * 1e3;
+            return part;
+        }
         let sol = integer::solve(problem, pp, &cols, &warm, mip_backend, left);
         part.integer_ms = int_start.elapsed().as_secs_f64() * 1e3;
-        let sol = match sol {
-            Ok(s) => s,
-            Err(e) => {
-                part.note = Some(format!("integer pass failed: {e}"));
-                return part;
-            }
-        };
-        if !sol.proven_optimal && Instant::now() >= deadline {
-            part.budget_hit = true;
-        }
-        match integer::to_nodes(problem, pp, &cols, &sol.counts) {
-            Ok(nodes) => {
-                let c = integer::cost(problem, &nodes);
-                if c < heuristic_cost - 1e-9 && integer::within_pool_limits(problem, &nodes) {
-                    part.nodes = nodes;
-                    part.optimised = true;
-                    part.proven_optimal = sol.proven_optimal;
+        match sol {
+            Ok(sol) => {
+                if !sol.proven_optimal && Instant::now() >= deadline {
+                    part.budget_hit = true;
+                }
+                if !consider(&mut part, &sol.counts, sol.proven_optimal, &mut best_cost)
+                    && sol.proven_optimal
+                    && part.optimised
+                {
+                    // The rounding was already optimal over these patterns.
+                    part.proven_optimal = true;
                 }
             }
-            Err(e) => part.note = Some(format!("integer solution could not be turned into nodes: {e}")),
+            Err(e) => {
+                if !part.optimised {
+                    part.note = Some(format!("integer pass failed: {e}"));
+                }
+            }
         }
         part
     }
@@ -554,7 +795,10 @@ fn components(problem: &PackingProblem, pp: &PatternProblem) -> Vec<Vec<usize>> 
             union(&mut parent, *first as usize, *c as usize);
         }
         if let Some(sh) = pp.shapes.get(s)
-            && problem.pools.get(sh.pool as usize).is_some_and(|p| p.remaining.is_some())
+            && problem
+                .pools
+                .get(sh.pool as usize)
+                .is_some_and(|p| p.remaining.is_some())
         {
             let anchor = *limited_first.entry(sh.pool).or_insert(*first as usize);
             union(&mut parent, anchor, *first as usize);
@@ -570,12 +814,27 @@ fn components(problem: &PackingProblem, pp: &PatternProblem) -> Vec<Vec<usize>> 
 
 /// Buckets requests on ever coarser grids until the class count fits; every class must still
 /// fit some shape with its largest member. Returns the problem and the grid steps.
-fn coarsen(problem: &PackingProblem, placed: &[(ItemId, u32)], exact: &PatternProblem, max_classes: usize) -> Option<(PatternProblem, Vec<i64>)> {
-    let max_size: Vec<i64> = (0..exact.dims.len()).map(|d| exact.classes.iter().map(|c| c.size_hi.get(d).copied().unwrap_or(0)).max().unwrap_or(0)).collect();
-    let mut q: i64 = 512;
+fn coarsen(
+    problem: &PackingProblem,
+    placed: &[(ItemId, u32)],
+    exact: &PatternProblem,
+    max_classes: usize,
+) -> Option<(PatternProblem, Vec<i64>)> {
+    let max_size: Vec<i64> = (0..exact.dims.len())
+        .map(|d| {
+            exact
+                .classes
+                .iter()
+                .map(|c| c.size_hi.get(d).copied().unwrap_or(0))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let frontier = pattern::Frontier::new(problem, placed);
+    let mut q: i64 = 64;
     while q >= 2 {
         let steps: Vec<i64> = max_size.iter().map(|m| (m / q).max(1)).collect();
-        let pp = PatternProblem::build(problem, placed, Some(&steps));
+        let pp = PatternProblem::build(problem, placed, Some(&steps), Some(&frontier));
         let mut covered = vec![false; pp.classes.len()];
         for list in &pp.compat_hi {
             for c in list {

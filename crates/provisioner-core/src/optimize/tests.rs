@@ -1,1 +1,328 @@
-//! Property tests of the optimiser.
+//! Property tests of the optimiser: never dearer than the heuristic, every plan passes the
+//! shared checks, the bound is below the optimum (checked against brute force on tiny rounds)
+//! and the time budget holds with a generous margin.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::model::Resources;
+use crate::packing::{
+    NodeBuilder, PackItem, PackPool, PackingProblem, Shape, ShapeId, ShapeSet, verify,
+};
+use crate::strategies::karpenter::KarpenterPlanner;
+
+const GIB: i64 = 1 << 30;
+
+/// A random round: shapes of two pools (the second ranked lower, sometimes with limits), items
+/// from a few request sizes, some in an anti-affinity group, some restricted to a shape subset.
+#[derive(Debug, Clone)]
+struct Round {
+    problem: PackingProblem,
+}
+
+fn round_strategy(max_items: usize) -> impl Strategy<Value = Round> {
+    let shape = (1i64..=16, 1i64..=8, 50u32..=200, 0u32..2);
+    let item = (0usize..6, 0u8..10);
+    (
+        prop::collection::vec(shape, 2..8),
+        prop::collection::vec(item, 1..=max_items),
+        any::<bool>(),
+        0u64..u64::MAX,
+    )
+        .prop_map(|(shapes, items, limited, _seed)| {
+            let sizes: [(i64, i64); 6] = [
+                (500, GIB / 2),
+                (1000, 4 * GIB),
+                (2000, GIB),
+                (3000, 6 * GIB),
+                (250, 3 * GIB),
+                (4000, 2 * GIB),
+            ];
+            let shapes: Vec<Shape> = shapes
+                .iter()
+                .map(|(cpu, gib_per, price_pct, pool)| {
+                    let alloc = Resources::with_pods(cpu * 1000, cpu * gib_per * GIB, 110);
+                    // Price roughly per resource, with noise so shapes differ in efficiency.
+                    let price = (*cpu as f64 * 0.03 + (*cpu * gib_per) as f64 * 0.004)
+                        * (*price_pct as f64 / 100.0);
+                    let mut s = Shape::for_test(*pool, alloc, price);
+                    s.instance_type_name = format!("t{cpu}x{gib_per}p{price_pct}");
+                    s
+                })
+                .collect();
+            let n = shapes.len();
+            let all = ShapeSet::from_ids(n, 0..n as u32);
+            let even = ShapeSet::from_ids(n, (0..n as u32).filter(|i| i % 2 == 0));
+            let items: Vec<PackItem> = items
+                .iter()
+                .map(|(size, kind)| {
+                    let (cpu, mem) = sizes[*size];
+                    let mut it = PackItem {
+                        pods: Vec::new(),
+                        requests: Resources::with_pods(cpu, mem, 1),
+                        shape_set: 0,
+                        member_of: Vec::new(),
+                        limits: Vec::new(),
+                    };
+                    match kind {
+                        // Hostname anti-affinity among themselves.
+                        0 | 1 => {
+                            it.member_of = vec![0];
+                            it.limits = vec![(0, 1)];
+                        }
+                        // Restricted to every other shape.
+                        2 => it.shape_set = 1,
+                        _ => {}
+                    }
+                    it
+                })
+                .collect();
+            let mut second = PackPool::unlimited("second");
+            second.rank = 1;
+            if limited {
+                second.remaining = Some(crate::packing::unlimited_where_zero(
+                    &Resources::default().with_extended("nodes", 2),
+                ));
+            }
+            let problem = PackingProblem {
+                shapes,
+                pools: vec![PackPool::unlimited("first"), second],
+                shape_sets: vec![all, even],
+                items,
+                groups: 1,
+            };
+            Round { problem }
+        })
+}
+
+fn config(budget_ms: u64) -> OptimizerConfig {
+    OptimizerConfig {
+        time_budget_ms: budget_ms,
+        max_iterations: 30,
+        ..OptimizerConfig::default()
+    }
+}
+
+/// The cheapest cost of placing `items` on one node, or None if no shape can hold them. An
+/// item may only use pools ranked at least as high as `max_rank[item]` (the optimiser's rule).
+fn node_cost(p: &PackingProblem, items: &[u32], max_rank: &BTreeMap<u32, u32>) -> Option<f64> {
+    let mut best: Option<f64> = None;
+    for (sid, sh) in p.shapes.iter().enumerate() {
+        let rank = p.pools[sh.pool as usize].rank;
+        if items
+            .iter()
+            .any(|i| max_rank.get(i).is_some_and(|r| rank > *r))
+        {
+            continue;
+        }
+        let pool_shapes: Vec<ShapeId> = (0..p.shapes.len() as u32)
+            .filter(|s| p.shapes[*s as usize].pool == sh.pool)
+            .collect();
+        let mut b = NodeBuilder::new(sh.pool, pool_shapes);
+        let mut ok = true;
+        for &i in items {
+            let item = &p.items[i as usize];
+            match b.check(p, item) {
+                Ok(surv) if surv.contains(&(sid as u32)) => b.add(i, item, surv),
+                _ => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if ok {
+            best = Some(best.map_or(sh.price, |b: f64| b.min(sh.price)));
+        }
+    }
+    best
+}
+
+/// Exact optimum over all set partitions of `items` (tiny rounds only), ignoring pool limits
+/// (a relaxation of what the optimiser may do, so still at least any valid lower bound).
+fn brute_force(p: &PackingProblem, items: &[u32], max_rank: &BTreeMap<u32, u32>) -> f64 {
+    #[allow(clippy::too_many_arguments)]
+    fn rec(
+        p: &PackingProblem,
+        items: &[u32],
+        max_rank: &BTreeMap<u32, u32>,
+        k: usize,
+        blocks: &mut Vec<Vec<u32>>,
+        memo: &mut BTreeMap<Vec<u32>, Option<f64>>,
+        best: &mut f64,
+    ) {
+        if k == items.len() {
+            let mut total = 0.0;
+            for b in blocks.iter() {
+                let c = *memo
+                    .entry(b.clone())
+                    .or_insert_with(|| node_cost(p, b, max_rank));
+                match c {
+                    Some(c) => total += c,
+                    None => return,
+                }
+            }
+            *best = best.min(total);
+            return;
+        }
+        for i in 0..blocks.len() {
+            blocks[i].push(items[k]);
+            rec(p, items, max_rank, k + 1, blocks, memo, best);
+            blocks[i].pop();
+        }
+        blocks.push(vec![items[k]]);
+        rec(p, items, max_rank, k + 1, blocks, memo, best);
+        blocks.pop();
+    }
+    let mut best = f64::INFINITY;
+    rec(
+        p,
+        items,
+        max_rank,
+        0,
+        &mut Vec::new(),
+        &mut BTreeMap::new(),
+        &mut best,
+    );
+    best
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Optimised cost <= heuristic cost; the plan passes the shared checks; bound <= cost.
+    #[test]
+    fn never_worse_always_valid(round in round_strategy(40)) {
+        let p = &round.problem;
+        for warm in [CostAwarePlanner::default().plan(p, None), KarpenterPlanner.plan(p, None)] {
+            prop_assert!(verify(p, &warm).is_ok());
+            let out = Optimizer::new(config(1_000)).optimize(p, Some(&warm));
+            prop_assert!(verify(p, &out.plan).is_ok(), "{:?}", verify(p, &out.plan));
+            prop_assert!(out.cost <= warm.cost + 1e-9, "optimised {} > warm start {}", out.cost, warm.cost);
+            prop_assert!(out.lower_bound <= out.cost * (1.0 + 1e-7) + 1e-9, "bound {} > cost {}", out.lower_bound, out.cost);
+            prop_assert_eq!(out.plan.unplaced.len(), warm.unplaced.len());
+            if let Some(g) = out.gap_pct {
+                prop_assert!(g >= -1e-5);
+            }
+        }
+    }
+
+    /// On rounds small enough to enumerate, the bound is below the true optimum.
+    #[test]
+    fn bound_below_brute_force_optimum(round in round_strategy(7)) {
+        let p = &round.problem;
+        let warm = CostAwarePlanner::default().plan(p, None);
+        let placed: Vec<u32> = warm.nodes.iter().flat_map(|n| n.items.iter().copied()).collect();
+        let max_rank: BTreeMap<u32, u32> = warm.nodes.iter().flat_map(|n| {
+            let rank = p.pools[p.shapes[n.shape as usize].pool as usize].rank;
+            n.items.iter().map(move |i| (*i, rank))
+        }).collect();
+        let out = Optimizer::new(config(1_000)).optimize(p, Some(&warm));
+        let opt = brute_force(p, &placed, &max_rank);
+        prop_assert!(out.lower_bound <= opt * (1.0 + 1e-7) + 1e-9, "bound {} > optimum {}", out.lower_bound, opt);
+        prop_assert!(out.cost + 1e-9 >= opt || p.pools.iter().any(|x| x.remaining.is_some()), "cost {} below the optimum {}?", out.cost, opt);
+    }
+}
+
+/// The time budget holds, measured with a generous margin (not a speed assertion).
+#[test]
+fn time_budget_is_respected() {
+    // A round large enough that the work limits would take longer than the budget.
+    let mut shapes = Vec::new();
+    for i in 1..=60i64 {
+        let cpu = 2 + i * 3;
+        let gib = cpu * (1 + i % 8);
+        shapes.push(Shape::for_test(
+            0,
+            Resources::with_pods(cpu * 1000, gib * GIB, 110),
+            cpu as f64 * 0.04 + gib as f64 * 0.005 + (i % 7) as f64 * 0.01,
+        ));
+    }
+    let items: Vec<PackItem> = (0..3000i64)
+        .map(|i| {
+            PackItem::for_test(
+                Resources::new(
+                    100 + (i * 7919) % 7900,
+                    (128 + (i * 104_729) % 30_000) << 20,
+                ),
+                &[],
+            )
+        })
+        .collect();
+    let p = PackingProblem::new(shapes, vec![PackPool::unlimited("default")], items);
+    let warm = CostAwarePlanner::default().plan(&p, None);
+    let budget = 100;
+    let cfg = OptimizerConfig {
+        time_budget_ms: budget,
+        max_iterations: 10_000,
+        knapsack_nodes: 1_000_000,
+        ..OptimizerConfig::default()
+    };
+    let t = Instant::now();
+    let out = Optimizer::new(cfg).optimize(&p, Some(&warm));
+    let took = t.elapsed();
+    assert!(verify(&p, &out.plan).is_ok());
+    assert!(out.cost <= warm.cost + 1e-9);
+    // Generous: the budget plus what class building and verification may add on a busy machine.
+    assert!(
+        took < Duration::from_millis(budget) + Duration::from_secs(5),
+        "took {took:?}"
+    );
+}
+
+/// The result is the same on repeated runs when the work limits, not the budget, end the search.
+#[test]
+fn deterministic_under_work_limits() {
+    let sizes = [(500, GIB), (1500, 3 * GIB), (3000, 2 * GIB), (250, 4 * GIB)];
+    let items: Vec<PackItem> = (0..60)
+        .map(|i| {
+            let (c, m) = sizes[i % sizes.len()];
+            PackItem::for_test(Resources::new(c, m), &[])
+        })
+        .collect();
+    let shapes = vec![
+        Shape::for_test(0, Resources::with_pods(2000, 8 * GIB, 110), 0.096),
+        Shape::for_test(0, Resources::with_pods(4000, 8 * GIB, 110), 0.17),
+        Shape::for_test(0, Resources::with_pods(4000, 32 * GIB, 110), 0.25),
+        Shape::for_test(0, Resources::with_pods(16000, 64 * GIB, 110), 0.77),
+    ];
+    let p = PackingProblem::new(shapes, vec![PackPool::unlimited("default")], items);
+    let cfg = OptimizerConfig {
+        time_budget_ms: 60_000,
+        ..OptimizerConfig::default()
+    };
+    let a = Optimizer::new(cfg.clone()).optimize(&p, None);
+    let b = Optimizer::new(cfg).optimize(&p, None);
+    assert!(!a.stats.budget_hit);
+    assert_eq!(a.plan, b.plan);
+    assert_eq!(a.lower_bound, b.lower_bound);
+    assert!(verify(&p, &a.plan).is_ok());
+    assert!(a.cost <= a.heuristic_cost + 1e-9);
+    assert!(a.lower_bound <= a.cost + 1e-9);
+}
+
+/// A pattern-friendly round the heuristic gets wrong: the optimiser closes the gap.
+#[test]
+fn improves_a_known_case() {
+    // Two shapes: small (2 cpu) at 0.1 and large (4 cpu) at 0.15. Items of 1.5 cpu: a large
+    // node holds two (0.075 each), a small one holds one (0.1 each).
+    let shapes = vec![
+        Shape::for_test(0, Resources::with_pods(2000, 8 * GIB, 110), 0.10),
+        Shape::for_test(0, Resources::with_pods(4000, 16 * GIB, 110), 0.15),
+    ];
+    let items: Vec<PackItem> = (0..10)
+        .map(|_| PackItem::for_test(Resources::new(1500, GIB), &[]))
+        .collect();
+    let p = PackingProblem::new(shapes, vec![PackPool::unlimited("default")], items);
+    let out = Optimizer::new(config(5_000)).optimize(&p, None);
+    assert!(verify(&p, &out.plan).is_ok());
+    assert!((out.cost - 0.75).abs() < 1e-9, "cost {}", out.cost);
+    assert!(
+        (out.lower_bound - 0.75).abs() < 1e-6,
+        "bound {}",
+        out.lower_bound
+    );
+    assert_eq!(out.gap_pct.map(|g| g.abs() < 1e-3), Some(true));
+}
