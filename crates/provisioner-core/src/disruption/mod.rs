@@ -128,6 +128,20 @@ pub fn disrupt(snapshot: &Snapshot, options: &DisruptionOptions) -> DisruptionDe
         return decision;
     }
     // The simulation base is built only when a method needs it.
+    let wanted = |c: &Candidate| c.expired || c.drifted || (c.for_consolidation() && !c.empty);
+    if !set.candidates.iter().any(wanted) {
+        for method in [Method::Expiration, Method::Drift, Method::Consolidation] {
+            decision.methods.push(MethodReport {
+                method,
+                eligible: 0,
+                within_budget: 0,
+                sets_evaluated: 0,
+                produced_command: false,
+                note: Some("no candidates for this method".into()),
+            });
+        }
+        return decision;
+    }
     let sim = sim::Sim::new(snapshot, options.scheduling.clone());
     for method in [Method::Expiration, Method::Drift] {
         let (cmd, report) = drift::replace_method(method, &sim, &set.candidates, &budgets, options);
