@@ -58,10 +58,12 @@ impl Instance {
         Self { dir }
     }
 
-    /// A private instance for one `cargo xtask test` run.
+    /// A private instance for one `cargo xtask test` run. Private instances left behind by
+    /// runs that were killed (their xtask PID is gone) are stopped and removed first.
     pub fn private() -> Self {
+        cleanup_orphans();
         Self {
-            dir: testenv::cache_dir().join(format!("control-plane-test-{}", std::process::id())),
+            dir: testenv::cache_dir().join(format!("{PRIVATE_PREFIX}{}", std::process::id())),
         }
     }
 
@@ -268,6 +270,33 @@ impl Instance {
         let _ = std::fs::remove_file(self.state_path());
         let _ = std::fs::remove_file(self.kubeconfig());
         stopped
+    }
+}
+
+const PRIVATE_PREFIX: &str = "control-plane-test-";
+
+fn cleanup_orphans() {
+    let Ok(entries) = std::fs::read_dir(testenv::cache_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(owner) = name
+            .strip_prefix(PRIVATE_PREFIX)
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let owner_alive = std::fs::read(format!("/proc/{owner}/cmdline"))
+            .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("xtask"));
+        if !owner_alive {
+            let orphan = Instance { dir: entry.path() };
+            let stopped = orphan.down_quiet();
+            if !stopped.is_empty() {
+                eprintln!("xtask: stopped orphaned control plane {name} (PIDs {stopped:?})");
+            }
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
