@@ -558,6 +558,58 @@ fn validation_catches_what_changed() {
     assert!(!validate(&cmd, &newer, &opts).valid);
 }
 
+#[test]
+fn decisions_and_commands_survive_a_round_trip_through_json() {
+    let s = snapshot(vec![od("big", "xlarge")], vec![pod("a", 1500, "big")]);
+    let d = disrupt(&s, &DisruptionOptions::default());
+    assert!(d.command.is_some());
+    let json = serde_json::to_string(&d).expect("serializes");
+    let back: DisruptionDecision = serde_json::from_str(&json).expect("deserializes");
+    assert_eq!(back, d);
+    // A replayed command validates the same way.
+    let cmd = back.command.expect("command");
+    assert!(validate(&cmd, &s, &DisruptionOptions::default()).valid);
+    let opts: DisruptionOptions =
+        serde_json::from_str("{\"min_saving_per_hour\": 0.5}").expect("options with defaults");
+    assert_eq!(opts.min_saving_per_hour, 0.5);
+    assert_eq!(
+        opts.greedy_patience,
+        DisruptionOptions::default().greedy_patience
+    );
+}
+
+#[test]
+fn drift_commands_are_invalid_once_the_node_is_no_longer_drifted() {
+    let mut n = od("old", "medium");
+    n.drifted = true;
+    let s = snapshot(vec![n], vec![pod("a", 3500, "old")]);
+    let opts = DisruptionOptions::default();
+    let cmd = disrupt(&s, &opts).command.expect("a command");
+    let mut newer = s.clone();
+    newer.nodes[0].drifted = false;
+    let v = validate(&cmd, &newer, &opts);
+    assert!(!v.valid, "{v:?}");
+}
+
+#[test]
+fn nodes_not_ours_are_never_touched() {
+    let mut foreign = od("foreign", "xlarge");
+    foreign.nodepool = None;
+    foreign.labels.remove(labels::NODEPOOL);
+    let s = snapshot(
+        vec![foreign, od("ours", "large")],
+        vec![pod("a", 1000, "ours")],
+    );
+    let d = disrupt(&s, &DisruptionOptions::default());
+    let cmd = d.command.expect("ours can move onto the foreign node");
+    assert_eq!(names(&cmd), vec!["ours"]);
+    assert!(
+        d.rejected
+            .iter()
+            .any(|r| r.node == "foreign" && r.reason == Ineligible::NotManaged)
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Property tests over random clusters.
 
