@@ -610,6 +610,75 @@ fn nodes_not_ours_are_never_touched() {
     );
 }
 
+#[test]
+fn no_hundred_candidate_cap_unlike_karpenter() {
+    // 130 small nodes with one small pod each, and room for all of them on two big nodes that
+    // do-not-disrupt keeps. Karpenter's multi-node search looks at 100 candidates at most
+    // (its binary search tops out at a prefix of 101).
+    let mut nodes = Vec::new();
+    let mut pods = Vec::new();
+    for i in 0..2 {
+        let mut n = od(&format!("big-{i}"), "xxlarge");
+        n.annotations
+            .insert(protect::DO_NOT_DISRUPT.into(), "true".into());
+        nodes.push(n);
+    }
+    for i in 0..130 {
+        let name = format!("small-{i:03}");
+        pods.push(pod(&format!("p{i:03}"), 400, &name));
+        nodes.push(od(&name, "small"));
+    }
+    let s = snapshot(nodes, pods);
+    let cmd = disrupt(&s, &DisruptionOptions::default())
+        .command
+        .expect("a command");
+    assert_eq!(cmd.candidates.len(), 130, "{}", cmd.rationale.summary);
+    assert!(cmd.is_delete());
+    let base = karpenter_consolidation(&s, &DisruptionOptions::default());
+    let b = base.command.expect("Karpenter finds the prefix");
+    assert_eq!(base.found_by, "multi-node");
+    assert_eq!(b.candidates.len(), 101);
+    assert!(validate(&cmd, &s, &DisruptionOptions::default()).valid);
+}
+
+#[test]
+fn karpenter_baseline_keeps_the_longest_valid_prefix() {
+    // Sorted by disruption cost: c1 (1 pod), c2 (2 pods), c3 (3 pods). c1's and c2's pods fit
+    // on the anchor; c3's are pinned to zone-c, where nothing can launch, so every prefix
+    // with c3 fails and the search keeps [c1, c2].
+    let mut anchor = od("anchor", "large");
+    anchor
+        .annotations
+        .insert(protect::DO_NOT_DISRUPT.into(), "true".into());
+    let c3 = node_of(
+        &types(),
+        "c3",
+        "medium",
+        "zone-c",
+        CapacityType::OnDemand,
+        "default",
+    );
+    let mut c3_pods: Vec<Pod> = (1..=3).map(|i| pod(&format!("d{i}"), 300, "c3")).collect();
+    for p in &mut c3_pods {
+        p.node_selector.insert(labels::ZONE.into(), "zone-c".into());
+    }
+    let mut pods = vec![
+        pod("x", 3000, "anchor"),
+        pod("a", 1000, "c1"),
+        pod("b1", 1000, "c2"),
+        pod("b2", 1000, "c2"),
+    ];
+    pods.extend(c3_pods);
+    let s = snapshot(
+        vec![anchor, od("c1", "medium"), od("c2", "medium"), c3],
+        pods,
+    );
+    let base = karpenter_consolidation(&s, &DisruptionOptions::default());
+    let b = base.command.expect("a prefix");
+    assert_eq!(base.found_by, "multi-node");
+    assert_eq!(b.candidate_names(), vec!["c1", "c2"]);
+}
+
 // ---------------------------------------------------------------------------------------
 // Property tests over random clusters.
 
