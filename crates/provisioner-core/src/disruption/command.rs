@@ -140,6 +140,15 @@ pub struct Command {
     pub worst_case_saving_per_hour: f64,
     /// Summed disruption cost of the candidates.
     pub disruption_cost: f64,
+    /// A proven lower bound on the cost of any set of new nodes for the moved pods, when the
+    /// optimiser planned the replacements (the gap to `replacements_price` is what could
+    /// still be gained).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacements_lower_bound: Option<f64>,
+    /// The launch planner that planned the replacements (`"optimiser"` when the optimiser's
+    /// plan beat the heuristic's); re-validation plans with the same one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement_planner: Option<String>,
     pub budget: Vec<BudgetUse>,
     pub rationale: Rationale,
 }

@@ -43,6 +43,8 @@ use super::make_command;
 use super::replace::{PriceRule, replacements};
 use super::sim::Sim;
 use crate::model::{DisruptionReason, Snapshot};
+use crate::optimize::Optimizer;
+use crate::packing::LaunchPlanner;
 use crate::result::PodRef;
 
 /// A candidate set that yields a valid command.
@@ -496,10 +498,37 @@ pub fn consolidation(
     };
     let (found, sets) = search.run();
     report.sets_evaluated = sets;
-    let Some(best) = found.first() else {
+    let Some(first) = found.first() else {
         report.note = Some("no candidate set saves money with every pod placed".into());
         return (None, report);
     };
+    let mut best = first.clone();
+    let mut planner: Option<String> = None;
+    let mut lower_bound: Option<f64> = None;
+    let mut optimised = String::new();
+    if options.optimize_replacements && !best.replacements.is_empty() {
+        let opt = Optimizer::new(options.optimizer.clone());
+        let chosen: Vec<&Candidate> = best
+            .members
+            .iter()
+            .filter_map(|m| search.cands.get(*m).copied())
+            .collect();
+        let (_, out) = sim.remove_with(&sim.base, &chosen, &BTreeMap::new(), Some(&opt));
+        lower_bound = out.lower_bound;
+        if out.feasible()
+            && let Ok(e) = search.score(&best.members, out.moves, &out.claims, best.found_by)
+            && e.worst_saving > best.worst_saving + 1e-9
+        {
+            optimised = format!(
+                "; the optimiser re-planned the replacements: {:.4}/h -> {:.4}/h worst case",
+                best.candidates_price - best.worst_saving,
+                e.candidates_price - e.worst_saving
+            );
+            best = e;
+            planner = Some(opt.name().to_string());
+        }
+    }
+    let best = &best;
     let runner_up = found.get(1).map(|e| Alternative {
         candidates: search.names(&e.members),
         replacements: e.replacements.len(),
@@ -550,7 +579,7 @@ pub fn consolidation(
         best.disruption,
         found.len(),
         best.found_by
-    );
+    ) + &optimised;
     let cmd = make_command(
         Method::Consolidation,
         &chosen,
@@ -565,6 +594,9 @@ pub fn consolidation(
             summary,
         },
     );
+    let mut cmd = cmd;
+    cmd.replacements_lower_bound = lower_bound;
+    cmd.replacement_planner = planner;
     debug_assert!(cmd.moves.iter().all(|m| !matches!(&m.to, Destination::Existing(n) if cmd.candidates.iter().any(|c| &c.name == n))));
     report.produced_command = true;
     (Some(cmd), report)

@@ -47,6 +47,7 @@ pub use command::{
 pub use validate::{Validation, validate, validate_with};
 
 use crate::model::Snapshot;
+use crate::optimize::OptimizerConfig;
 use crate::scheduler::SchedulingOptions;
 
 /// Knobs of the disruption decision. The defaults follow Karpenter where Karpenter has a
@@ -89,6 +90,12 @@ pub struct DisruptionOptions {
     pub parallel: bool,
     /// How the simulations schedule pods (planner for replacements, relaxation).
     pub scheduling: SchedulingOptions,
+    /// Re-plan the chosen consolidation command's replacements with the optimiser (ILP over
+    /// node patterns, warm-started from the heuristic) and keep its plan when it saves more
+    /// in the worst case; the command then also carries the optimiser's lower bound. Only
+    /// the winning command is re-planned, so the search stays fast.
+    pub optimize_replacements: bool,
+    pub optimizer: OptimizerConfig,
 }
 
 impl Default for DisruptionOptions {
@@ -105,6 +112,8 @@ impl Default for DisruptionOptions {
             greedy_patience: 32,
             parallel: true,
             scheduling: SchedulingOptions::default(),
+            optimize_replacements: true,
+            optimizer: OptimizerConfig::default(),
         }
     }
 }
@@ -196,6 +205,8 @@ pub(crate) fn make_command(
         saving_per_hour: candidates_price - replacements_price,
         worst_case_saving_per_hour: candidates_price - replacements_worst_case_price,
         disruption_cost,
+        replacements_lower_bound: None,
+        replacement_planner: None,
         budget,
         rationale,
     }

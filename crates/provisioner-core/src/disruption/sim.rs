@@ -15,14 +15,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::candidates::{Candidate, is_reschedulable};
 use super::command::{Destination, PodMove};
 use crate::model::{Pod, Snapshot};
+use crate::packing::LaunchPlanner;
 use crate::result::{NewNodeClaim, PodRef, Unschedulable};
-use crate::scheduler::{SchedulingOptions, effective_term, schedule_on};
+use crate::scheduler::{SchedulingOptions, effective_term, schedule_on, schedule_with};
 use crate::state::ClusterState;
 use crate::topology::owned_terms;
 
 /// Where the candidates' pods went in one simulation.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
+    /// A lower bound on the replacements' cost, when the planner proves one.
+    pub lower_bound: Option<f64>,
     pub moves: Vec<PodMove>,
     pub claims: Vec<NewNodeClaim>,
     pub unschedulable: Vec<Unschedulable>,
@@ -116,6 +119,17 @@ impl<'a> Sim<'a> {
         candidates: &[&Candidate],
         origin: &BTreeMap<PodRef, String>,
     ) -> (ClusterState, Outcome) {
+        self.remove_with(from, candidates, origin, None)
+    }
+
+    /// [`Sim::remove`] with another launch planner for the replacements (the optimiser).
+    pub fn remove_with(
+        &self,
+        from: &ClusterState,
+        candidates: &[&Candidate],
+        origin: &BTreeMap<PodRef, String>,
+        planner: Option<&dyn LaunchPlanner>,
+    ) -> (ClusterState, Outcome) {
         self.runs.fetch_add(1, Ordering::Relaxed);
         let mut state = from.clone();
         let names: Vec<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
@@ -133,7 +147,10 @@ impl<'a> Sim<'a> {
                 }
             }
         }
-        let result = schedule_on(&mut state, &pods, &self.sched);
+        let result = match planner {
+            Some(p) => schedule_with(&mut state, &pods, &self.sched, p),
+            None => schedule_on(&mut state, &pods, &self.sched),
+        };
         let origin_of = |r: &PodRef| {
             origin
                 .get(r)
@@ -160,9 +177,11 @@ impl<'a> Sim<'a> {
             }
         }
         moves.sort();
+        let lower_bound = result.cost_lower_bound;
         (
             state,
             Outcome {
+                lower_bound,
                 moves,
                 claims: result.new_node_claims,
                 unschedulable: result.unschedulable,

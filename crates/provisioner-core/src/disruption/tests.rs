@@ -198,6 +198,13 @@ fn oversized_node_is_replaced_by_a_cheaper_one() {
             to: Destination::Replacement(r.name.clone())
         }]
     );
+    // The optimiser re-planned the replacement and bounds its cost.
+    let bound = cmd.replacements_lower_bound.expect("a lower bound");
+    assert!(
+        bound <= cmd.replacements_price + 1e-9,
+        "{bound} > {}",
+        cmd.replacements_price
+    );
     // Every option keeps the command saving money whatever launches.
     assert!(
         r.instance_type_options

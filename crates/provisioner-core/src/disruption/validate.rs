@@ -18,6 +18,8 @@ use super::command::{Command, Method};
 use super::replace::{PriceRule, replacements};
 use super::sim::Sim;
 use crate::model::Snapshot;
+use crate::optimize::Optimizer;
+use crate::packing::LaunchPlanner;
 use crate::scheduler::SchedulingOptions;
 
 /// The answer: valid, or every reason it is not.
@@ -105,7 +107,16 @@ pub fn validate_with(
 
     if command.method != Method::Emptiness {
         let sim = Sim::new(snapshot, sched.clone());
-        let (_, out) = sim.remove(&sim.base, &chosen, &BTreeMap::new());
+        // Plan with the planner that made the command, so an optimised plan is not judged
+        // against the heuristic's.
+        let opt = Optimizer::new(options.optimizer.clone());
+        let planner: Option<&dyn LaunchPlanner> =
+            if command.replacement_planner.as_deref() == Some(opt.name()) {
+                Some(&opt)
+            } else {
+                None
+            };
+        let (_, out) = sim.remove_with(&sim.base, &chosen, &BTreeMap::new(), planner);
         if !out.feasible() {
             for u in out.unschedulable.iter().take(5) {
                 failures.push(format!("pod {} no longer fits: {}", u.pod, u.reason));
