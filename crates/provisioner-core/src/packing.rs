@@ -190,6 +190,37 @@ impl ShapeSet {
         self.words.iter().zip(&other.words).any(|(a, b)| a & b != 0)
     }
 
+    /// Size of the intersection with `other`.
+    pub fn intersection_len(&self, other: &ShapeSet) -> usize {
+        self.words
+            .iter()
+            .zip(&other.words)
+            .map(|(a, b)| (a & b).count_ones() as usize)
+            .sum()
+    }
+
+    /// Ids in both sets, in increasing order.
+    pub fn iter_intersection<'a>(
+        &'a self,
+        other: &'a ShapeSet,
+    ) -> impl Iterator<Item = ShapeId> + 'a {
+        self.words
+            .iter()
+            .zip(&other.words)
+            .enumerate()
+            .flat_map(|(wi, (a, b))| {
+                let mut bits = a & b;
+                std::iter::from_fn(move || {
+                    if bits == 0 {
+                        return None;
+                    }
+                    let bit = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    Some(wi as u32 * 64 + bit)
+                })
+            })
+    }
+
     pub fn intersect_with(&mut self, other: &ShapeSet) {
         for (i, w) in self.words.iter_mut().enumerate() {
             *w &= other.words.get(i).copied().unwrap_or(0);

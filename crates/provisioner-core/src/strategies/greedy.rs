@@ -1,11 +1,12 @@
 //! The greedy packing engine shared by the shipped planners.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use crate::model::Resources;
 use crate::packing::{
     ItemId, LaunchPlan, NodeBuilder, PackItem, PackingProblem, PlannedNode, Reject, ShapeId,
-    limit_fits,
+    ShapeSet, limit_fits,
 };
 
 /// How open nodes are ordered when an item looks for one.
@@ -110,33 +111,182 @@ impl Demand {
     }
 }
 
+/// A node's initial shapes, largest first, with suffix maxima of their allocatable so a scan
+/// stops once no remaining shape can hold the request. Shared by every node opened with the
+/// same shapes (most nodes), so it is built and sorted once.
+struct CandList {
+    ids: Vec<ShapeId>,
+    /// `suffix_max[i]`: per-dimension maximum (cpu, memory, pods, ephemeral) over `ids[i..]`.
+    suffix_max: Vec<[i64; 4]>,
+}
+
+impl CandList {
+    fn new(problem: &PackingProblem, mut ids: Vec<ShapeId>) -> CandList {
+        let alloc = |s: ShapeId| problem.shapes.get(s as usize).map(|sh| &sh.allocatable);
+        ids.sort_by(|a, b| match (alloc(*a), alloc(*b)) {
+            (Some(x), Some(y)) => y
+                .cpu_milli
+                .cmp(&x.cpu_milli)
+                .then(y.memory.cmp(&x.memory))
+                .then(a.cmp(b)),
+            _ => a.cmp(b),
+        });
+        let mut suffix_max = vec![[i64::MIN; 4]; ids.len()];
+        let mut acc = [i64::MIN; 4];
+        for (i, s) in ids.iter().enumerate().rev() {
+            if let Some(a) = alloc(*s) {
+                acc = [
+                    acc[0].max(a.cpu_milli),
+                    acc[1].max(a.memory),
+                    acc[2].max(a.pods),
+                    acc[3].max(a.ephemeral_storage),
+                ];
+            }
+            if let Some(slot) = suffix_max.get_mut(i) {
+                *slot = acc;
+            }
+        }
+        CandList { ids, suffix_max }
+    }
+
+    fn max_alloc(&self) -> [i64; 4] {
+        self.suffix_max.first().copied().unwrap_or([i64::MIN; 4])
+    }
+}
+
 struct OpenNode {
+    /// Usage, items and group limits (its own candidate list is used only in exact mode).
     b: NodeBuilder,
-    /// Per-dimension maximum of (allocatable - used) over candidates: a fast reject.
-    headroom: Resources,
+    /// The node's initial shapes; `compat` (the intersection of the items' shape sets) says
+    /// which are still compatible. Shapes that stopped fitting are not pruned: scans stop at
+    /// the suffix maxima instead.
+    cands: Arc<CandList>,
+    compat: ShapeSet,
+    /// The pool has `minValues`: use the exact (pruning) checks of [`NodeBuilder`].
+    exact: bool,
     pods: usize,
     closed: bool,
 }
 
-fn headroom(problem: &PackingProblem, b: &NodeBuilder) -> Resources {
-    let mut h = Resources {
-        cpu_milli: i64::MIN,
-        memory: i64::MIN,
-        pods: i64::MIN,
-        ephemeral_storage: i64::MIN,
-        extended: Default::default(),
-    };
-    for s in &b.candidates {
-        if let Some(sh) = problem.shapes.get(*s as usize) {
-            h.cpu_milli = h.cpu_milli.max(sh.allocatable.cpu_milli - b.used.cpu_milli);
-            h.memory = h.memory.max(sh.allocatable.memory - b.used.memory);
-            h.pods = h.pods.max(sh.allocatable.pods - b.used.pods);
-            h.ephemeral_storage = h
-                .ephemeral_storage
-                .max(sh.allocatable.ephemeral_storage - b.used.ephemeral_storage);
+impl OpenNode {
+    fn open(problem: &PackingProblem, pool: u32, cands: Arc<CandList>) -> OpenNode {
+        let compat = ShapeSet::from_ids(problem.shapes.len(), cands.ids.iter().copied());
+        let exact = problem
+            .pools
+            .get(pool as usize)
+            .is_some_and(|p| !p.min_values.is_empty());
+        let initial = if exact { cands.ids.clone() } else { Vec::new() };
+        OpenNode {
+            b: NodeBuilder::new(pool, initial),
+            cands,
+            compat,
+            exact,
+            pods: 0,
+            closed: false,
         }
     }
-    h
+
+    fn headroom(&self) -> Resources {
+        let u = &self.b.used;
+        let m = self.cands.max_alloc();
+        Resources {
+            cpu_milli: m[0].saturating_sub(u.cpu_milli),
+            memory: m[1].saturating_sub(u.memory),
+            pods: m[2].saturating_sub(u.pods),
+            ephemeral_storage: m[3].saturating_sub(u.ephemeral_storage),
+            extended: Default::default(),
+        }
+    }
+
+    /// Tries to add `item`; the same decision [`NodeBuilder::check`] makes.
+    fn try_add(
+        &mut self,
+        problem: &PackingProblem,
+        id: ItemId,
+        item: &PackItem,
+    ) -> Result<(), Reject> {
+        self.b.check_groups(item)?;
+        if self.exact {
+            let surv = self.b.check(problem, item)?;
+            self.b.add(id, item, surv);
+        } else {
+            let set = problem.item_shapes(item);
+            let used = &self.b.used;
+            let need = [
+                used.cpu_milli.saturating_add(item.requests.cpu_milli),
+                used.memory.saturating_add(item.requests.memory),
+                used.pods.saturating_add(item.requests.pods),
+                used.ephemeral_storage
+                    .saturating_add(item.requests.ephemeral_storage),
+            ];
+            let common = self.compat.intersection_len(set);
+            if common == 0 {
+                return Err(Reject::NoCompatibleShape);
+            }
+            let fits = |s: ShapeId| {
+                problem
+                    .shapes
+                    .get(s as usize)
+                    .is_some_and(|sh| used.fits_with(&item.requests, &sh.allocatable))
+            };
+            let ok = if common <= 64 {
+                // Few compatible shapes (a zone-pinned node or item): check just those.
+                self.compat.iter_intersection(set).any(fits)
+            } else {
+                // Many: scan largest first and stop once nothing left is large enough.
+                let mut found = false;
+                for (i, &s) in self.cands.ids.iter().enumerate() {
+                    if let Some(m) = self.cands.suffix_max.get(i)
+                        && (m[0] < need[0] || m[1] < need[1] || m[2] < need[2] || m[3] < need[3])
+                    {
+                        break;
+                    }
+                    if self.compat.contains(s) && set.contains(s) && fits(s) {
+                        found = true;
+                        break;
+                    }
+                }
+                found
+            };
+            if !ok {
+                return Err(Reject::NoRoom);
+            }
+            self.b.add(id, item, Vec::new());
+        }
+        self.compat.intersect_with(problem.item_shapes(item));
+        self.pods += item.pods.len().max(1);
+        Ok(())
+    }
+
+    /// The cheapest shape that launches this node with everything on it.
+    fn launch(&self, problem: &PackingProblem) -> Option<ShapeId> {
+        let used = &self.b.used;
+        let list: &[ShapeId] = if self.exact {
+            &self.b.candidates
+        } else {
+            &self.cands.ids
+        };
+        list.iter()
+            .copied()
+            .filter(|s| {
+                self.compat.contains(*s)
+                    && problem
+                        .shapes
+                        .get(*s as usize)
+                        .is_some_and(|sh| used.fits_in(&sh.allocatable))
+            })
+            .min_by(|a, b| {
+                let pa = problem
+                    .shapes
+                    .get(*a as usize)
+                    .map_or(f64::INFINITY, |s| s.price);
+                let pb = problem
+                    .shapes
+                    .get(*b as usize)
+                    .map_or(f64::INFINITY, |s| s.price);
+                pa.total_cmp(&pb).then(a.cmp(b))
+            })
+    }
 }
 
 #[inline]
@@ -151,7 +301,7 @@ fn may_fit(req: &Resources, h: &Resources) -> bool {
 pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     let order = policy.item_order(problem);
     let mut demand = Demand::new(problem);
-    // Suffix minimum of item sizes in placement order: a node whose headroom is below it in any
+    // Suffix minimum of item sizes in placement order: a node whose room is below it in any
     // dimension can take no remaining item and is closed (this never changes a decision).
     let mut suffix_min = vec![
         Resources {
@@ -165,8 +315,7 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     ];
     for (pos, id) in order.iter().enumerate().rev() {
         let next = suffix_min.get(pos + 1).cloned().unwrap_or_default();
-        let r = problem.items.get(*id as usize).map(|i| &i.requests);
-        let cur = match r {
+        let cur = match problem.items.get(*id as usize).map(|i| &i.requests) {
             Some(r) => Resources {
                 cpu_milli: next.cpu_milli.min(r.cpu_milli),
                 memory: next.memory.min(r.memory),
@@ -182,80 +331,69 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     }
 
     let mut nodes: Vec<OpenNode> = Vec::new();
-    // Open (not closed) nodes keyed for iteration order.
     let mut open: BTreeSet<(usize, usize)> = BTreeSet::new();
-    let key = |order: NodeOrder, pods: usize, idx: usize| match order {
+    let node_order = policy.node_order();
+    let key = |pods: usize, idx: usize| match node_order {
         NodeOrder::Creation => (0, idx),
         NodeOrder::FewestPods => (pods, idx),
     };
-    let node_order = policy.node_order();
     let mut reserved: Vec<Resources> = vec![Resources::default(); problem.pools.len()];
     let mut unplaced: Vec<(ItemId, String)> = Vec::new();
+    let mut lists: HashMap<(u32, Vec<ShapeId>), Arc<CandList>> = HashMap::new();
+    let mut list_for = |pool: u32, ids: Vec<ShapeId>| -> Arc<CandList> {
+        let key = (pool, ids);
+        if let Some(l) = lists.get(&key) {
+            return Arc::clone(l);
+        }
+        let l = Arc::new(CandList::new(problem, key.1.clone()));
+        lists.insert(key, Arc::clone(&l));
+        l
+    };
 
     for (pos, &id) in order.iter().enumerate() {
         let Some(item) = problem.items.get(id as usize) else {
             continue;
         };
         demand.take(item);
-        let mut placed = false;
-        let mut to_close = Vec::new();
         let min_next = suffix_min.get(pos + 1).cloned().unwrap_or_default();
+        let mut joined: Option<(usize, usize)> = None;
         for &(k0, idx) in open.iter() {
-            let Some(n) = nodes.get(idx) else { continue };
-            if !may_fit(&item.requests, &n.headroom)
-                || n.b.check_groups(item).is_err()
-                || !n.b.quick_fits(problem, item)
-            {
+            let Some(n) = nodes.get_mut(idx) else {
+                continue;
+            };
+            if !may_fit(&item.requests, &n.headroom()) {
                 continue;
             }
-            if let Ok(surv) = n.b.check(problem, item) {
-                let n = match nodes.get_mut(idx) {
-                    Some(n) => n,
-                    None => continue,
-                };
-                n.b.add(id, item, surv);
-                n.pods += item.pods.len().max(1);
-                n.headroom = headroom(problem, &n.b);
-                if !may_fit(&min_next, &n.headroom) {
-                    n.closed = true;
-                }
-                to_close.push((k0, idx));
-                placed = true;
+            if n.try_add(problem, id, item).is_ok() {
+                joined = Some((k0, idx));
                 break;
             }
         }
-        for (k0, idx) in to_close {
+        if let Some((k0, idx)) = joined {
             open.remove(&(k0, idx));
-            if let Some(n) = nodes.get(idx)
-                && !n.closed
-            {
-                open.insert(key(node_order, n.pods, idx));
+            if let Some(n) = nodes.get_mut(idx) {
+                if may_fit(&min_next, &n.headroom()) {
+                    open.insert(key(n.pods, idx));
+                } else {
+                    n.closed = true;
+                }
             }
-        }
-        if placed {
             continue;
         }
         match open_node(problem, policy, item, &demand, &reserved) {
             Ok((pool, capped, fitting)) => {
-                // The capped set may be too narrow for minValues; fall back to every fitting shape.
-                let mut b = NodeBuilder::new(pool, capped);
-                let surv = match b.check(problem, item) {
-                    Ok(s) => s,
-                    Err(_) => {
-                        b = NodeBuilder::new(pool, fitting);
-                        match b.check(problem, item) {
-                            Ok(s) => s,
-                            Err(r) => {
-                                unplaced.push((
-                                    id,
-                                    format!("no launch shape can hold it ({})", describe(&r)),
-                                ));
-                                continue;
-                            }
-                        }
+                // The capped set may be too narrow (minValues); fall back to every fitting shape.
+                let mut n = OpenNode::open(problem, pool, list_for(pool, capped));
+                if let Err(first) = n.try_add(problem, id, item) {
+                    n = OpenNode::open(problem, pool, list_for(pool, fitting));
+                    if n.try_add(problem, id, item).is_err() {
+                        unplaced.push((
+                            id,
+                            format!("no launch shape can hold it ({})", describe(&first)),
+                        ));
+                        continue;
                     }
-                };
-                b.add(id, item, surv);
+                }
                 // Reserve the largest capacity the node could launch as (Karpenter's rule).
                 let limited = problem
                     .pools
@@ -263,26 +401,20 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
                     .is_some_and(|p| p.remaining.is_some());
                 if limited && let Some(r) = reserved.get_mut(pool as usize) {
                     let mut max = Resources::default();
-                    for s in &b.candidates {
+                    for s in &n.cands.ids {
                         if let Some(sh) = problem.shapes.get(*s as usize) {
                             max = max.max(&sh.capacity);
                         }
                     }
                     r.add_assign(&max.with_extended("nodes", 1));
                 }
-                let h = headroom(problem, &b);
                 let idx = nodes.len();
-                let pods = item.pods.len().max(1);
-                let closed = !may_fit(&min_next, &h);
-                nodes.push(OpenNode {
-                    b,
-                    headroom: h,
-                    pods,
-                    closed,
-                });
-                if !closed {
-                    open.insert(key(node_order, pods, idx));
+                if may_fit(&min_next, &n.headroom()) {
+                    open.insert(key(n.pods, idx));
+                } else {
+                    n.closed = true;
                 }
+                nodes.push(n);
             }
             Err(reason) => unplaced.push((id, reason)),
         }
@@ -291,7 +423,7 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     let planned: Vec<PlannedNode> = nodes
         .into_iter()
         .filter_map(|n| {
-            n.b.cheapest(problem).map(|s| PlannedNode {
+            n.launch(problem).map(|s| PlannedNode {
                 shape: s,
                 items: n.b.items,
             })
