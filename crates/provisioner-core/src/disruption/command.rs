@@ -2,7 +2,7 @@
 //!
 //! A command is plain data the controller executes later (taint, launch replacements, wait
 //! until they are initialized, drain and delete the candidates) after re-validating it against
-//! a newer snapshot ([`super::validate`]). It carries everything a person needs to judge it:
+//! a newer snapshot ([`super::validate()`]). It carries everything a person needs to judge it:
 //! what goes, what comes, where every pod moves, the money, the disruption, the budget it uses
 //! and why it beat the alternatives.
 

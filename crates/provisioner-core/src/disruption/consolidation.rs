@@ -21,7 +21,7 @@
 //!    price keeps it saving money ([`super::replace`]).
 //!
 //! Every multi-node set that is kept is re-simulated from scratch (all its pods at once), so
-//! the command's moves are exactly what [`super::validate`] will re-check; a set whose fresh
+//! the command's moves are exactly what [`super::validate()`] will re-check; a set whose fresh
 //! simulation fails is trimmed from the end until it passes.
 //!
 //! Commands are ranked by `worst-case saving - disruption_cost_weight * disruption cost`, then

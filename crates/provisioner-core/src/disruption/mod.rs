@@ -13,14 +13,24 @@
 //!    any number of replacements when the repacked cluster is cheaper (#1442).
 //!
 //! Module map: [`candidates`] (who may be disrupted, with reasons for those who may not),
-//! [`protect`] (do-not-disrupt with durations, PDB matching), [`budgets`] (NodePool budgets
-//! with cron windows), [`cost`] (disruption cost), [`command`] (the output types),
-//! [`validate`] (re-validation against a newer snapshot), and [`karpenter_baseline`] (a
+//! [`protect`] (do-not-disrupt with durations, PDB matching), [`duration`] (Go durations),
+//! [`budgets`] (NodePool budgets with cron windows), [`cost`] (disruption cost), [`sim`] (the
+//! "remove these nodes" simulation on the shared scheduler and one base [`ClusterState`]),
+//! [`replace`] (replacements and the worst-case price rule), [`command`] (the output types),
+//! [`validate()`] (re-validation against a newer snapshot), and [`karpenter_baseline`] (a
 //! faithful re-implementation of Karpenter's single-node and prefix multi-node search, for
 //! comparison).
 //!
+//! The winning consolidation command's replacements are re-planned by the optimiser
+//! ([`crate::optimize`]) and the command carries its lower bound on their cost.
+//!
 //! Everything is deterministic: the same snapshot and options give the same decision, also
 //! when the search runs on many threads (results are collected and sorted by a total order).
+//! The one caveat is the optimiser's wall-clock safety net: if its time budget, not its work
+//! limits, ends a re-plan (huge replacement sets on a slow machine), its plan may differ
+//! between runs; it is still verified and never worse than the heuristic's.
+//!
+//! [`ClusterState`]: crate::state::ClusterState
 
 pub mod budgets;
 pub mod candidates;
