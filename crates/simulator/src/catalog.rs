@@ -8,7 +8,9 @@ use provisioner_core as core;
 
 use crate::error::{Result, SimError};
 use crate::quantity;
-use crate::scenario::{BuiltinCatalog, CapacityTypeName, InstanceTypeSpec, LoadedScenario, OverheadSpec};
+use crate::scenario::{
+    BuiltinCatalog, CapacityTypeName, InstanceTypeSpec, LoadedScenario, OverheadSpec,
+};
 
 /// Extended resource name GPUs are requested under.
 pub const GPU: &str = "nvidia.com/gpu";
@@ -18,8 +20,9 @@ const MIB: i64 = 1 << 20;
 /// memory 8 GiB/vCPU) in seven sizes (2 to 128 vCPU), on amd64 and on a ~20% cheaper arm64. Prices are round
 /// per-vCPU rates chosen to sit in the range of public list prices; they are illustrative.
 pub fn ec2_sample() -> Vec<InstanceTypeSpec> {
-    let families: [(&str, i64, f64); 3] = [("gen1", 4, 0.048), ("cpu1", 2, 0.0425), ("mem1", 8, 0.063)];
-    let sizes: [(&str, i64); 6] = [
+    let families: [(&str, i64, f64); 3] =
+        [("gen1", 4, 0.048), ("cpu1", 2, 0.0425), ("mem1", 8, 0.063)];
+    let sizes: [(&str, i64); 7] = [
         ("large", 2),
         ("xlarge", 4),
         ("2xlarge", 8),
@@ -91,13 +94,21 @@ pub fn load_csv(path: &Path) -> Result<Vec<InstanceTypeSpec>> {
         })?
         .clone();
     let col = |name: &str| -> Result<usize> {
-        headers.iter().position(|h| h.trim() == name).ok_or_else(|| SimError::Csv {
-            path: path.to_path_buf(),
-            line: 1,
-            message: format!("missing column `{name}`"),
-        })
+        headers
+            .iter()
+            .position(|h| h.trim() == name)
+            .ok_or_else(|| SimError::Csv {
+                path: path.to_path_buf(),
+                line: 1,
+                message: format!("missing column `{name}`"),
+            })
     };
-    let (c_name, c_vcpu, c_mem, c_price) = (col("instance_type")?, col("vcpu")?, col("memory_mib")?, col("on_demand_usd_per_hour")?);
+    let (c_name, c_vcpu, c_mem, c_price) = (
+        col("instance_type")?,
+        col("vcpu")?,
+        col("memory_mib")?,
+        col("on_demand_usd_per_hour")?,
+    );
     let c_gpu = headers.iter().position(|h| h.trim() == "gpu");
     let c_arch = headers.iter().position(|h| h.trim() == "arch");
     let mut out = Vec::new();
@@ -157,7 +168,12 @@ pub fn overhead(spec: &OverheadSpec, vcpu: f64, max_pods: i64) -> Result<core::R
             let cores = vcpu;
             let mut cpu = 0.0;
             // (up to core count, fraction reserved of each core in that band)
-            for (lo, hi, frac) in [(0.0, 1.0, 0.06), (1.0, 2.0, 0.01), (2.0, 4.0, 0.005), (4.0, f64::MAX, 0.0025)] {
+            for (lo, hi, frac) in [
+                (0.0, 1.0, 0.06),
+                (1.0, 2.0, 0.01),
+                (2.0, 4.0, 0.005),
+                (4.0, f64::MAX, 0.0025),
+            ] {
                 if cores > lo {
                     cpu += (cores.min(hi) - lo) * 1000.0 * frac;
                 }
@@ -185,13 +201,20 @@ pub fn build(ls: &LoadedScenario) -> Result<Vec<core::InstanceType>> {
         let p = ls.resolve(csv_path);
         let mut loaded = load_csv(&p)?;
         if !cat.name_prefixes.is_empty() {
-            loaded.retain(|t| cat.name_prefixes.iter().any(|p| t.name.starts_with(p.as_str())));
+            loaded.retain(|t| {
+                cat.name_prefixes
+                    .iter()
+                    .any(|p| t.name.starts_with(p.as_str()))
+            });
         }
         specs.extend(loaded);
     }
     specs.extend(cat.types.iter().cloned());
     if specs.is_empty() {
-        return Err(ls.invalid("catalog", "the catalog is empty: set `builtin`, `csv` or `types`"));
+        return Err(ls.invalid(
+            "catalog",
+            "the catalog is empty: set `builtin`, `csv` or `types`",
+        ));
     }
     if s.zones.is_empty() {
         return Err(ls.invalid("zones", "at least one zone is needed"));
@@ -200,14 +223,23 @@ pub fn build(ls: &LoadedScenario) -> Result<Vec<core::InstanceType>> {
     let mut seen = BTreeMap::new();
     let mut out = Vec::with_capacity(specs.len());
     for (i, t) in specs.iter().enumerate() {
-        let field = format!("catalog.types[{}]", i.saturating_sub(specs.len() - cat.types.len()));
+        let field = format!(
+            "catalog.types[{}]",
+            i.saturating_sub(specs.len() - cat.types.len())
+        );
         if seen.insert(t.name.clone(), ()).is_some() {
-            return Err(ls.invalid(&field, format!("instance type `{}` is listed twice", t.name)));
+            return Err(ls.invalid(
+                &field,
+                format!("instance type `{}` is listed twice", t.name),
+            ));
         }
         if !(t.vcpu > 0.0) || t.memory_mib <= 0 || !(t.price >= 0.0) || t.gpu < 0 {
             return Err(ls.invalid(
                 &field,
-                format!("instance type `{}` needs vcpu > 0, memoryMib > 0, price >= 0, gpu >= 0", t.name),
+                format!(
+                    "instance type `{}` needs vcpu > 0, memoryMib > 0, price >= 0, gpu >= 0",
+                    t.name
+                ),
             ));
         }
         let capacity = core::Resources {
@@ -221,7 +253,8 @@ pub fn build(ls: &LoadedScenario) -> Result<Vec<core::InstanceType>> {
                 BTreeMap::new()
             },
         };
-        let ov = overhead(&cat.overhead, t.vcpu, max_pods).map_err(|e| ls.invalid("catalog.overhead", e.to_string()))?;
+        let ov = overhead(&cat.overhead, t.vcpu, max_pods)
+            .map_err(|e| ls.invalid("catalog.overhead", e.to_string()))?;
         let mut labels = t.labels.clone();
         labels.insert(core::labels::ARCH.into(), t.arch.clone());
         labels.insert(core::labels::OS.into(), "linux".into());
@@ -231,7 +264,9 @@ pub fn build(ls: &LoadedScenario) -> Result<Vec<core::InstanceType>> {
             for ct in &s.capacity_types {
                 let price = match ct {
                     CapacityTypeName::OnDemand | CapacityTypeName::Reserved => Some(t.price),
-                    CapacityTypeName::Spot => t.spot_price.or(cat.spot_price_factor.map(|f| round4(f * t.price))),
+                    CapacityTypeName::Spot => t
+                        .spot_price
+                        .or(cat.spot_price_factor.map(|f| round4(f * t.price))),
                 };
                 if let Some(price) = price {
                     offerings.push(core::Offering {
@@ -269,7 +304,12 @@ pub fn allocatable(it: &core::InstanceType) -> core::Resources {
         extended: c
             .extended
             .iter()
-            .map(|(k, v)| (k.clone(), (v - o.extended.get(k).copied().unwrap_or(0)).max(0)))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    (v - o.extended.get(k).copied().unwrap_or(0)).max(0),
+                )
+            })
             .collect(),
     }
 }
@@ -305,7 +345,8 @@ mod tests {
 
     #[test]
     fn loads_shared_csv_when_present() -> Result<()> {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/aws-ec2-us-east-1.csv");
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data/aws-ec2-us-east-1.csv");
         if !p.exists() {
             return Ok(());
         }

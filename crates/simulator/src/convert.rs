@@ -235,7 +235,11 @@ pub fn taint(t: &corev1::Taint, field: &str) -> Result<core::Taint> {
         key: t.key.clone(),
         value: t.value.clone().filter(|v| !v.is_empty()),
         effect: taint_effect(&t.effect).ok_or_else(|| {
-            SimError::invalid("", format!("{field}.effect"), format!("unknown taint effect `{}`", t.effect))
+            SimError::invalid(
+                "",
+                format!("{field}.effect"),
+                format!("unknown taint effect `{}`", t.effect),
+            )
         })?,
     })
 }
@@ -251,7 +255,8 @@ pub fn resources(map: &BTreeMap<String, String>, field: &str) -> Result<core::Re
             "pods" => r.pods = quantity::count(v).map_err(err)?,
             "ephemeral-storage" => r.ephemeral_storage = quantity::count(v).map_err(err)?,
             other => {
-                r.extended.insert(other.to_string(), quantity::count(v).map_err(err)?);
+                r.extended
+                    .insert(other.to_string(), quantity::count(v).map_err(err)?);
             }
         }
     }
@@ -268,12 +273,20 @@ pub fn nodepool(np: &NodePoolV1, field: &str) -> Result<core::NodePool> {
         ..Default::default()
     };
     if out.name.is_empty() {
-        return Err(SimError::invalid("", format!("{field}.metadata.name"), "a NodePool needs a name"));
+        return Err(SimError::invalid(
+            "",
+            format!("{field}.metadata.name"),
+            "a NodePool needs a name",
+        ));
     }
     for (i, r) in tspec.requirements.iter().enumerate() {
         let f = format!("{field}.spec.template.spec.requirements[{i}]");
         let op = operator(&r.operator).ok_or_else(|| {
-            SimError::invalid("", format!("{f}.operator"), format!("unknown operator `{}`", r.operator))
+            SimError::invalid(
+                "",
+                format!("{f}.operator"),
+                format!("unknown operator `{}`", r.operator),
+            )
         })?;
         out.requirements.push(core::Requirement {
             key: r.key.clone(),
@@ -286,14 +299,24 @@ pub fn nodepool(np: &NodePoolV1, field: &str) -> Result<core::NodePool> {
         out.labels = meta.labels.clone();
     }
     for (i, t) in tspec.taints.iter().enumerate() {
-        out.taints.push(taint(t, &format!("{field}.spec.template.spec.taints[{i}]"))?);
+        out.taints.push(taint(
+            t,
+            &format!("{field}.spec.template.spec.taints[{i}]"),
+        )?);
     }
     for (i, t) in tspec.startup_taints.iter().enumerate() {
-        out.startup_taints.push(taint(t, &format!("{field}.spec.template.spec.startupTaints[{i}]"))?);
+        out.startup_taints.push(taint(
+            t,
+            &format!("{field}.spec.template.spec.startupTaints[{i}]"),
+        )?);
     }
     if let Some(e) = &tspec.expire_after {
         out.expire_after_secs = parse_duration(e).map_err(|err| {
-            SimError::invalid("", format!("{field}.spec.template.spec.expireAfter"), err.to_string())
+            SimError::invalid(
+                "",
+                format!("{field}.spec.template.spec.expireAfter"),
+                err.to_string(),
+            )
         })?;
     }
     if let Some(limits) = &spec.limits {
@@ -308,7 +331,8 @@ pub fn nodepool(np: &NodePoolV1, field: &str) -> Result<core::NodePool> {
                 "pods" => r.pods = quantity::count(&s).map_err(err)?,
                 "ephemeral-storage" => r.ephemeral_storage = quantity::count(&s).map_err(err)?,
                 other => {
-                    r.extended.insert(other.to_string(), quantity::count(&s).map_err(err)?);
+                    r.extended
+                        .insert(other.to_string(), quantity::count(&s).map_err(err)?);
                 }
             }
         }
@@ -330,8 +354,9 @@ pub fn nodepool(np: &NodePoolV1, field: &str) -> Result<core::NodePool> {
             };
         }
         if let Some(c) = &d.consolidate_after {
-            out.disruption.consolidate_after_secs = parse_duration(c)
-                .map_err(|e| SimError::invalid("", format!("{f}.consolidateAfter"), e.to_string()))?;
+            out.disruption.consolidate_after_secs = parse_duration(c).map_err(|e| {
+                SimError::invalid("", format!("{f}.consolidateAfter"), e.to_string())
+            })?;
         }
         if let Some(budgets) = &d.budgets {
             out.disruption.budgets.clear();
@@ -359,14 +384,17 @@ pub fn nodepool(np: &NodePoolV1, field: &str) -> Result<core::NodePool> {
                             return Err(SimError::invalid(
                                 "",
                                 format!("{bf}.reasons[{j}]"),
-                                format!("unknown reason `{other}` (Empty | Underutilized | Drifted)"),
+                                format!(
+                                    "unknown reason `{other}` (Empty | Underutilized | Drifted)"
+                                ),
                             ));
                         }
                     });
                 }
                 let duration_secs = match &b.duration {
-                    Some(d) => parse_duration(d)
-                        .map_err(|e| SimError::invalid("", format!("{bf}.duration"), e.to_string()))?,
+                    Some(d) => parse_duration(d).map_err(|e| {
+                        SimError::invalid("", format!("{bf}.duration"), e.to_string())
+                    })?,
                     None => None,
                 };
                 if b.schedule.is_some() != duration_secs.is_some() {
@@ -433,7 +461,11 @@ fn node_selector_term(t: &corev1::NodeSelectorTerm, field: &str) -> Result<core:
 
 fn pod_affinity_term(t: &corev1::PodAffinityTerm) -> core::PodAffinityTerm {
     core::PodAffinityTerm {
-        label_selector: t.label_selector.as_ref().map(label_selector).unwrap_or_default(),
+        label_selector: t
+            .label_selector
+            .as_ref()
+            .map(label_selector)
+            .unwrap_or_default(),
         namespaces: t.namespaces.clone().unwrap_or_default(),
         namespace_selector: t.namespace_selector.as_ref().map(label_selector),
         topology_key: t.topology_key.clone(),
@@ -441,9 +473,16 @@ fn pod_affinity_term(t: &corev1::PodAffinityTerm) -> core::PodAffinityTerm {
     }
 }
 
-fn pod_affinity(required: Option<&Vec<corev1::PodAffinityTerm>>, preferred: Option<&Vec<corev1::WeightedPodAffinityTerm>>) -> core::PodAffinity {
+fn pod_affinity(
+    required: Option<&Vec<corev1::PodAffinityTerm>>,
+    preferred: Option<&Vec<corev1::WeightedPodAffinityTerm>>,
+) -> core::PodAffinity {
     core::PodAffinity {
-        required: required.iter().flat_map(|v| v.iter()).map(pod_affinity_term).collect(),
+        required: required
+            .iter()
+            .flat_map(|v| v.iter())
+            .map(pod_affinity_term)
+            .collect(),
         preferred: preferred
             .iter()
             .flat_map(|v| v.iter())
@@ -484,7 +523,12 @@ pub fn apply_constraints(
                     )?);
                 }
             }
-            for (i, p) in na.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+            for (i, p) in na
+                .preferred_during_scheduling_ignored_during_execution
+                .iter()
+                .flatten()
+                .enumerate()
+            {
                 pod.preferred_node_affinity.push(core::WeightedNodeSelectorTerm {
                     weight: p.weight,
                     term: node_selector_term(
@@ -496,14 +540,18 @@ pub fn apply_constraints(
         }
         if let Some(pa) = &a.pod_affinity {
             pod.pod_affinity = pod_affinity(
-                pa.required_during_scheduling_ignored_during_execution.as_ref(),
-                pa.preferred_during_scheduling_ignored_during_execution.as_ref(),
+                pa.required_during_scheduling_ignored_during_execution
+                    .as_ref(),
+                pa.preferred_during_scheduling_ignored_during_execution
+                    .as_ref(),
             );
         }
         if let Some(pa) = &a.pod_anti_affinity {
             pod.pod_anti_affinity = pod_affinity(
-                pa.required_during_scheduling_ignored_during_execution.as_ref(),
-                pa.preferred_during_scheduling_ignored_during_execution.as_ref(),
+                pa.required_during_scheduling_ignored_during_execution
+                    .as_ref(),
+                pa.preferred_during_scheduling_ignored_during_execution
+                    .as_ref(),
             );
         }
     }
@@ -516,7 +564,11 @@ pub fn apply_constraints(
             } else {
                 core::WhenUnsatisfiable::DoNotSchedule
             },
-            label_selector: s.label_selector.as_ref().map(label_selector).unwrap_or_default(),
+            label_selector: s
+                .label_selector
+                .as_ref()
+                .map(label_selector)
+                .unwrap_or_default(),
             min_domains: s.min_domains,
             node_affinity_policy: s.node_affinity_policy.as_deref().map(policy),
             node_taints_policy: s.node_taints_policy.as_deref().map(policy),
@@ -592,7 +644,8 @@ spec:
 status:
   nodes: 3
 "#;
-        let v: NodePoolV1 = serde_saphyr::from_str(y).map_err(|e| SimError::Report(e.to_string()))?;
+        let v: NodePoolV1 =
+            serde_saphyr::from_str(y).map_err(|e| SimError::Report(e.to_string()))?;
         let np = nodepool(&v, "nodePools[0]")?;
         assert_eq!(np.name, "general");
         assert_eq!(np.weight, 10);
@@ -603,7 +656,10 @@ status:
         let limits = np.limits.clone().unwrap_or_default();
         assert_eq!(limits.cpu_milli, 1_000_000);
         assert_eq!(limits.memory, 1000 << 30);
-        assert_eq!(np.disruption.consolidation_policy, core::ConsolidationPolicy::WhenEmpty);
+        assert_eq!(
+            np.disruption.consolidation_policy,
+            core::ConsolidationPolicy::WhenEmpty
+        );
         assert_eq!(np.disruption.consolidate_after_secs, Some(300));
         assert_eq!(np.disruption.budgets.len(), 2);
         assert_eq!(np.disruption.budgets[1].duration_secs, Some(8 * 3600));
@@ -635,7 +691,13 @@ status:
             },
             ..Default::default()
         };
-        let e = nodepool(&v, "nodePools[0]").err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(e.contains("nodePools[0].spec.template.spec.requirements[0].operator"), "{e}");
+        let e = nodepool(&v, "nodePools[0]")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            e.contains("nodePools[0].spec.template.spec.requirements[0].operator"),
+            "{e}"
+        );
     }
 }

@@ -119,8 +119,11 @@ pub struct Summary {
     pub pending_max_seconds: f64,
     pub pods_total: u32,
     pub pods_scheduled: u32,
-    /// Pods never bound during the run.
+    /// Pods never bound during the run that were still waiting at the end.
     pub pods_never_scheduled: u32,
+    /// Pods that left (their deletion time came) before they were ever bound: short-lived
+    /// pods that waited longer than they would have run.
+    pub pods_left_pending: u32,
     pub nodes_launched: u32,
     pub nodes_terminated: u32,
     pub peak_nodes: u32,
@@ -130,6 +133,8 @@ pub struct Summary {
     pub pods_disrupted: u32,
     /// Commands dropped at validation (cluster changed meanwhile).
     pub commands_invalidated: u32,
+    /// Why, as the strategy's re-validation said (digits masked), with counts.
+    pub invalidation_reasons: BTreeMap<String, u32>,
     pub commands_by_reason: BTreeMap<String, u32>,
     pub provisioning_decisions: u32,
     pub disruption_evaluations: u32,
@@ -210,6 +215,7 @@ struct Sim<'w> {
     node_count: u32,
     scoring: SchedulerScoring,
     trigger: Trigger,
+    monotone: bool,
 }
 
 fn pref(p: &core::Pod) -> (String, String) {
@@ -243,10 +249,12 @@ impl<'w> Sim<'w> {
         let step = w.settings.sample_step_seconds.unwrap_or_else(|| {
             let raw = (end / 1000).max(10);
             // Round to a readable step.
-            [10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 21600, 43200, 86400]
-                .into_iter()
-                .find(|s| *s >= raw)
-                .unwrap_or(raw)
+            [
+                10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 21600, 43200, 86400,
+            ]
+            .into_iter()
+            .find(|s| *s >= raw)
+            .unwrap_or(raw)
         });
         Sim {
             w,
@@ -290,6 +298,7 @@ impl<'w> Sim<'w> {
             node_count: 0,
             scoring: w.settings.scheduler_scoring,
             trigger: Trigger::Batch,
+            monotone: !w.arrivals.iter().any(|a| predicates::has_inter_pod_constraints(&a.pod)),
         }
     }
 
@@ -332,7 +341,11 @@ impl<'w> Sim<'w> {
     }
 
     fn record(&mut self, t: i64) {
-        let running = self.pods.iter().filter(|p| matches!(p.phase, PodPhase::Bound(_))).count() as u32;
+        let running = self
+            .pods
+            .iter()
+            .filter(|p| matches!(p.phase, PodPhase::Bound(_)))
+            .count() as u32;
         self.series.push(Sample {
             t,
             cost_per_hour: self.cost_rate,
@@ -340,13 +353,30 @@ impl<'w> Sim<'w> {
             nodes: self.node_count,
             pending_pods: self.pending.len() as u32,
             running_pods: running,
-            cpu_utilisation: ratio(self.ready_used.cpu_milli as f64, self.ready_alloc.cpu_milli as f64),
-            memory_utilisation: ratio(self.ready_used.memory as f64, self.ready_alloc.memory as f64),
+            cpu_utilisation: ratio(
+                self.ready_used.cpu_milli as f64,
+                self.ready_alloc.cpu_milli as f64,
+            ),
+            memory_utilisation: ratio(
+                self.ready_used.memory as f64,
+                self.ready_alloc.memory as f64,
+            ),
         });
     }
 
+    /// A change that may open a disruption opportunity (capacity freed, nodes added or
+    /// removed, budgets moved): the disruption loop must look again.
     fn changed(&mut self) {
         self.version += 1;
+    }
+
+    /// A change that only adds load (a pod bound, a pod pending). Adding load never makes a
+    /// deletion or a cheaper replacement possible when no pod has topology spread or pod
+    /// (anti-)affinity (those are not monotone), so the loop need not look again for it.
+    fn loaded(&mut self) {
+        if !self.monotone {
+            self.version += 1;
+        }
     }
 
     // ---- nodes ----
@@ -358,9 +388,18 @@ impl<'w> Sim<'w> {
         let mut ds_req = core::Resources::default();
         for d in &self.w.daemonsets {
             let p = &d.pod;
-            let selected = p.node_selector.iter().all(|(k, v)| node.labels.get(k) == Some(v))
-                && (p.required_node_affinity.is_empty() || provisioner_core::requirements::terms_match(&p.required_node_affinity, &node.labels));
-            if selected && provisioner_core::taints::tolerates_all(&node.taints, &p.tolerations, false) {
+            let selected = p
+                .node_selector
+                .iter()
+                .all(|(k, v)| node.labels.get(k) == Some(v))
+                && (p.required_node_affinity.is_empty()
+                    || provisioner_core::requirements::terms_match(
+                        &p.required_node_affinity,
+                        &node.labels,
+                    ));
+            if selected
+                && provisioner_core::taints::tolerates_all(&node.taints, &p.tolerations, false)
+            {
                 ds_req.add_assign(&pod_requests(p));
                 let mut dp = p.clone();
                 dp.name = format!("{}-{}", d.name, node.name);
@@ -414,22 +453,37 @@ impl<'w> Sim<'w> {
     }
 
     fn launch(&mut self, l: &LaunchRequest) -> usize {
-        let Some(it) = self.w.instance_types.iter().find(|t| t.name == l.instance_type) else {
+        let Some(it) = self
+            .w
+            .instance_types
+            .iter()
+            .find(|t| t.name == l.instance_type)
+        else {
             // A strategy asked for a type we do not have: count it, launch nothing.
-            self.reasons.insert(format!("launch of unknown instance type {}", l.instance_type));
+            self.reasons.insert(format!(
+                "launch of unknown instance type {}",
+                l.instance_type
+            ));
             return usize::MAX;
         };
         let name = format!("node-{}", self.views.len());
         let mut labels = it.labels.clone();
         let mut taints = it.taints.clone();
-        if let Some(pool) = l.nodepool.as_ref().and_then(|p| self.w.nodepools.iter().find(|x| &x.name == p)) {
+        if let Some(pool) = l
+            .nodepool
+            .as_ref()
+            .and_then(|p| self.w.nodepools.iter().find(|x| &x.name == p))
+        {
             labels.extend(pool.labels.clone());
             labels.insert(core::labels::NODEPOOL.into(), pool.name.clone());
             taints.extend(pool.taints.iter().cloned());
         }
         labels.insert(core::labels::INSTANCE_TYPE.into(), it.name.clone());
         labels.insert(core::labels::ZONE.into(), l.zone.clone());
-        labels.insert(core::labels::CAPACITY_TYPE.into(), l.capacity_type.as_label().into());
+        labels.insert(
+            core::labels::CAPACITY_TYPE.into(),
+            l.capacity_type.as_label().into(),
+        );
         labels.insert(core::labels::HOSTNAME.into(), name.clone());
         let node = core::Node {
             name,
@@ -444,7 +498,8 @@ impl<'w> Sim<'w> {
         };
         let id = self.add_node(node, Phase::Launching);
         self.summary.nodes_launched += 1;
-        let delay = self.w.settings.launch_delay_seconds + self.w.settings.registration_delay_seconds;
+        let delay =
+            self.w.settings.launch_delay_seconds + self.w.settings.registration_delay_seconds;
         self.push(self.now + delay.max(0), Ev::NodeReady(id));
         for p in &l.pods {
             if let Some(&pi) = self.pod_index.get(&(p.namespace.clone(), p.name.clone())) {
@@ -469,13 +524,21 @@ impl<'w> Sim<'w> {
         self.ready_used.add_assign(&ds_req);
         self.changed();
         // Nominated pods first, then anything pending that fits.
-        let nominated: Vec<usize> = self.pending.iter().copied().filter(|&p| self.pods[p].nominated == Some(id)).collect();
+        let nominated: Vec<usize> = self
+            .pending
+            .iter()
+            .copied()
+            .filter(|&p| self.pods[p].nominated == Some(id))
+            .collect();
         for pi in nominated {
             self.try_bind_to(pi, id);
         }
         let rest: Vec<usize> = self.pending.iter().copied().collect();
         for pi in rest {
-            if self.pods[pi].nominated.is_none_or(|n| n == id || self.meta[n].phase != Phase::Launching) {
+            if self.pods[pi]
+                .nominated
+                .is_none_or(|n| n == id || self.meta[n].phase != Phase::Launching)
+            {
                 self.try_bind_to(pi, id);
             }
         }
@@ -533,7 +596,7 @@ impl<'w> Sim<'w> {
             p.first_bound = Some(self.now);
         }
         self.pending.remove(&pi);
-        self.changed();
+        self.loaded();
     }
 
     fn unbind(&mut self, pi: usize) {
@@ -589,7 +652,7 @@ impl<'w> Sim<'w> {
         self.pods[pi].phase = PodPhase::Pending;
         self.pending.insert(pi);
         self.last_pending_at = self.now;
-        self.changed();
+        self.loaded();
         self.kick_provisioning();
     }
 
@@ -674,7 +737,10 @@ impl<'w> Sim<'w> {
 
     fn node_by_name(&self, name: &str) -> Option<usize> {
         // Node names are `node-<id>` for launched nodes; fall back to a scan for others.
-        if let Some(id) = name.strip_prefix("node-").and_then(|s| s.parse::<usize>().ok()) {
+        if let Some(id) = name
+            .strip_prefix("node-")
+            .and_then(|s| s.parse::<usize>().ok())
+        {
             if self.views.get(id).is_some_and(|v| v.name == name) {
                 return Some(id);
             }
@@ -692,7 +758,11 @@ impl<'w> Sim<'w> {
             self.summary.round_lower_bound += lb;
         }
         for pl in &p.placements {
-            let (Some(&pi), Some(ni)) = (self.pod_index.get(&(pl.pod.namespace.clone(), pl.pod.name.clone())), self.node_by_name(&pl.node)) else {
+            let (Some(&pi), Some(ni)) = (
+                self.pod_index
+                    .get(&(pl.pod.namespace.clone(), pl.pod.name.clone())),
+                self.node_by_name(&pl.node),
+            ) else {
                 continue;
             };
             if self.pods[pi].phase != PodPhase::Pending {
@@ -723,10 +793,11 @@ impl<'w> Sim<'w> {
             return;
         }
         // Only pods not waiting for an in-flight node need a decision.
-        let needs = self
-            .pending
-            .iter()
-            .any(|&p| self.pods[p].nominated.is_none_or(|n| self.meta[n].phase != Phase::Launching));
+        let needs = self.pending.iter().any(|&p| {
+            self.pods[p]
+                .nominated
+                .is_none_or(|n| self.meta[n].phase != Phase::Launching)
+        });
         if !needs {
             return;
         }
@@ -762,12 +833,20 @@ impl<'w> Sim<'w> {
         match cmd {
             None => {
                 self.idle_version = Some(self.version);
-                self.quiet_until = next_gate(&snap, self.w, self.cas_wait());
+                self.quiet_until = next_gate(&snap, self.w, a.wake_at().unwrap_or(i64::MAX));
             }
             Some(cmd) => {
                 self.idle_version = None;
-                let nodes: Vec<usize> = cmd.candidates.iter().filter_map(|n| self.node_by_name(n)).collect();
-                if nodes.len() != cmd.candidates.len() || nodes.iter().any(|&n| self.meta[n].phase != Phase::Ready || self.meta[n].reserved) {
+                let nodes: Vec<usize> = cmd
+                    .candidates
+                    .iter()
+                    .filter_map(|n| self.node_by_name(n))
+                    .collect();
+                if nodes.len() != cmd.candidates.len()
+                    || nodes
+                        .iter()
+                        .any(|&n| self.meta[n].phase != Phase::Ready || self.meta[n].reserved)
+                {
                     return;
                 }
                 for &n in &nodes {
@@ -793,30 +872,37 @@ impl<'w> Sim<'w> {
         }
     }
 
-    fn cas_wait(&self) -> i64 {
-        // CAS keeps time-based state (unneeded since, delay after add): re-ask every minute
-        // while nodes exist, which is cheap and bounded.
-        if matches!(self.trigger, Trigger::Periodic(_)) && !self.ready.is_empty() {
-            self.now + 60
-        } else {
-            i64::MAX
-        }
-    }
-
     fn validate(&mut self, ci: usize, a: &mut dyn Autoscaler) {
+        // Strategies that re-validate by re-simulation (the core's) only need the nodes to
+        // be there; for the others the candidates' pods must not have changed meanwhile.
         let ok = {
             let c = &self.commands[ci];
+            let strict = c.cmd.core.is_none();
             c.nodes
                 .iter()
                 .zip(&c.pods_at_proposal)
-                .all(|(&n, pods)| self.meta[n].phase == Phase::Ready && self.meta[n].bound == *pods)
+                .all(|(&n, pods)| self.meta[n].phase == Phase::Ready && (!strict || self.meta[n].bound == *pods))
         };
         let ok = ok && {
             let snap = self.snapshot(true);
             let t0 = Instant::now();
             let valid = a.revalidate(&snap, &self.commands[ci].cmd);
             self.decision_secs += t0.elapsed().as_secs_f64();
-            valid
+            match valid {
+                Ok(()) => true,
+                Err(why) => {
+                    // Node names differ from run to run of the same kind; keep the shape.
+                    let key: String = why
+                        .split(|c: char| c.is_ascii_digit())
+                        .collect::<Vec<_>>()
+                        .join("#");
+                    let n = self.summary.invalidation_reasons.len();
+                    if n < 20 || self.summary.invalidation_reasons.contains_key(&key) {
+                        *self.summary.invalidation_reasons.entry(key).or_insert(0) += 1;
+                    }
+                    false
+                }
+            }
         };
         let nodes = self.commands[ci].nodes.clone();
         for &n in &nodes {
@@ -833,11 +919,18 @@ impl<'w> Sim<'w> {
         }
         self.changed();
         self.summary.disruption_commands += 1;
-        *self.summary.commands_by_reason.entry(self.commands[ci].cmd.reason.clone()).or_insert(0) += 1;
+        *self
+            .summary
+            .commands_by_reason
+            .entry(self.commands[ci].cmd.reason.clone())
+            .or_insert(0) += 1;
         let replacements = self.commands[ci].cmd.replacements.clone();
         let mut ids = Vec::new();
         for r in &replacements {
-            let id = self.launch(&LaunchRequest { pods: Vec::new(), ..r.clone() });
+            let id = self.launch(&LaunchRequest {
+                pods: Vec::new(),
+                ..r.clone()
+            });
             if id != usize::MAX {
                 self.meta[id].replacement_for = Some(ci);
                 ids.push((id, r.pods.clone()));
@@ -853,7 +946,11 @@ impl<'w> Sim<'w> {
         }
         let placements = self.commands[ci].cmd.placements.clone();
         for pl in &placements {
-            if let (Some(&pi), Some(ni)) = (self.pod_index.get(&(pl.pod.namespace.clone(), pl.pod.name.clone())), self.node_by_name(&pl.node)) {
+            if let (Some(&pi), Some(ni)) = (
+                self.pod_index
+                    .get(&(pl.pod.namespace.clone(), pl.pod.name.clone())),
+                self.node_by_name(&pl.node),
+            ) {
                 self.pods[pi].nominated = Some(ni);
             }
         }
@@ -880,7 +977,9 @@ impl<'w> Sim<'w> {
         for pi in evicted {
             self.pods[pi].phase = PodPhase::Pending;
             self.pending.insert(pi);
-            let target = self.pods[pi].nominated.filter(|&n| self.meta[n].phase == Phase::Ready);
+            let target = self.pods[pi]
+                .nominated
+                .filter(|&n| self.meta[n].phase == Phase::Ready);
             let bound = match target {
                 Some(n) => self.try_bind_to(pi, n),
                 None => false,
@@ -923,7 +1022,13 @@ fn next_gate(snap: &core::Snapshot, w: &World, cas: i64) -> i64 {
 
 impl Sim<'_> {
     #[allow(clippy::too_many_lines)]
-    fn run(mut self, a: &mut dyn Autoscaler, strategy: &str, seed: u64, progress: Option<&AtomicU64>) -> RunResult {
+    fn run(
+        mut self,
+        a: &mut dyn Autoscaler,
+        strategy: &str,
+        seed: u64,
+        progress: Option<&AtomicU64>,
+    ) -> RunResult {
         let start = Instant::now();
         let end = self.w.end();
         for n in &self.w.existing_nodes {
@@ -981,7 +1086,14 @@ impl Sim<'_> {
                     }
                 }
                 Ev::Leave(pi) => {
-                    if self.pods[pi].phase != PodPhase::NotYet && self.pods[pi].phase != PodPhase::Gone {
+                    if self.pods[pi].phase != PodPhase::NotYet
+                        && self.pods[pi].phase != PodPhase::Gone
+                    {
+                        if self.pods[pi].phase == PodPhase::Pending
+                            && self.pods[pi].first_bound.is_none()
+                        {
+                            self.summary.pods_left_pending += 1;
+                        }
                         let r = self.pods[pi].req.clone();
                         self.demand = self.demand.sub(&without_pods(&r));
                         let freed = match self.pods[pi].phase {
@@ -996,7 +1108,10 @@ impl Sim<'_> {
                         if let Some(ni) = freed {
                             let waiting: Vec<usize> = self.pending.iter().copied().collect();
                             for q in waiting {
-                                if self.pods[q].nominated.is_none_or(|n| self.meta[n].phase != Phase::Launching) {
+                                if self.pods[q]
+                                    .nominated
+                                    .is_none_or(|n| self.meta[n].phase != Phase::Launching)
+                                {
                                     self.try_bind_to(q, ni);
                                 }
                             }
@@ -1021,7 +1136,11 @@ impl Sim<'_> {
                     if generation == self.scan_gen {
                         self.scan_at = None;
                         self.run_provisioning(a);
-                        let unresolved = self.pending.iter().any(|&p| self.pods[p].nominated.is_none_or(|n| self.meta[n].phase != Phase::Launching));
+                        let unresolved = self.pending.iter().any(|&p| {
+                            self.pods[p]
+                                .nominated
+                                .is_none_or(|n| self.meta[n].phase != Phase::Launching)
+                        });
                         if unresolved {
                             self.kick_provisioning();
                         }
@@ -1054,7 +1173,11 @@ impl Sim<'_> {
             p.store(end.max(0) as u64, Ordering::Relaxed);
         }
         // Pending-time percentiles over pods that were scheduled.
-        let mut waits: Vec<i64> = self.pods.iter().filter_map(|p| p.first_bound.map(|b| b - p.arrived)).collect();
+        let mut waits: Vec<i64> = self
+            .pods
+            .iter()
+            .filter_map(|p| p.first_bound.map(|b| b - p.arrived))
+            .collect();
         waits.sort_unstable();
         let pct = |q: f64| -> f64 {
             if waits.is_empty() {
@@ -1063,6 +1186,26 @@ impl Sim<'_> {
             let idx = ((waits.len() as f64 - 1.0) * q).round() as usize;
             waits[idx.min(waits.len() - 1)] as f64
         };
+        // A few pods that never ran, with what they were waiting for, for the report.
+        for (pi, p) in self.pods.iter().enumerate() {
+            if p.first_bound.is_some() || self.reasons.len() >= 40 {
+                continue;
+            }
+            let a = &self.w.arrivals[pi];
+            let waiting = match p.nominated {
+                Some(n) => format!("nominated to {} ({:?})", self.views[n].name, self.meta[n].phase),
+                None => "no node".to_string(),
+            };
+            self.reasons.insert(format!(
+                "never ran: {}/{} (arrived {}s, leaves {:?}, requests {} CPU {} memory; {waiting})",
+                a.pod.namespace,
+                a.pod.name,
+                a.at,
+                a.leave,
+                crate::quantity::fmt_cpu(p.req.cpu_milli),
+                crate::quantity::fmt_bytes(p.req.memory)
+            ));
+        }
         let mut s = self.summary.clone();
         s.total_cost = self.cost;
         s.lower_bound_cost = self.lb_cost;
@@ -1073,7 +1216,7 @@ impl Sim<'_> {
         s.pending_p95_seconds = pct(0.95);
         s.pending_max_seconds = waits.last().copied().unwrap_or(0) as f64;
         s.pods_scheduled = waits.len() as u32;
-        s.pods_never_scheduled = s.pods_total - s.pods_scheduled;
+        s.pods_never_scheduled = s.pods_total - s.pods_scheduled - s.pods_left_pending;
         let wall = start.elapsed().as_secs_f64();
         let decisions = (s.provisioning_decisions + s.disruption_evaluations) as f64;
         RunResult {
@@ -1092,11 +1235,19 @@ impl Sim<'_> {
 }
 
 fn without_pods(r: &core::Resources) -> core::Resources {
-    core::Resources { pods: 0, ..r.clone() }
+    core::Resources {
+        pods: 0,
+        ..r.clone()
+    }
 }
 
 /// Run one strategy over one compiled world.
-pub fn simulate(w: &World, strategy_name: &str, seed: u64, progress: Option<&AtomicU64>) -> Result<RunResult> {
+pub fn simulate(
+    w: &World,
+    strategy_name: &str,
+    seed: u64,
+    progress: Option<&AtomicU64>,
+) -> Result<RunResult> {
     let mut a = strategy::build(strategy_name, &w.settings)?;
     let mut sim = Sim::new(w);
     sim.trigger = a.trigger();

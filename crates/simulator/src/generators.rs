@@ -8,13 +8,17 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Affinity, PodAffinityTerm, PodAntiAffinity, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::{
+    Affinity, PodAffinityTerm, PodAntiAffinity, TopologySpreadConstraint,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::convert::{NodePoolSpec, NodePoolV1, ObjectMeta};
 use crate::error::{Result, SimError};
 use crate::rng::Rng;
-use crate::scenario::{BuiltinCatalog, CatalogSpec, DaemonSetSpec, PodGroup, Scenario, Settings, Workload};
+use crate::scenario::{
+    BuiltinCatalog, CatalogSpec, DaemonSetSpec, PodGroup, Scenario, Settings, Workload,
+};
 
 /// Generator names, for help texts and errors.
 pub const KINDS: &[&str] = &["karpenter-benchmark", "mixed"];
@@ -23,7 +27,10 @@ pub fn generate(kind: &str, seed: u64, pods: Option<usize>) -> Result<Scenario> 
     match kind {
         "karpenter-benchmark" => Ok(karpenter_benchmark(seed, pods.unwrap_or(1000))),
         "mixed" => Ok(mixed(seed, pods.unwrap_or(600))),
-        other => Err(SimError::UnknownGenerator(other.to_string(), KINDS.join(", "))),
+        other => Err(SimError::UnknownGenerator(
+            other.to_string(),
+            KINDS.join(", "),
+        )),
     }
 }
 
@@ -82,7 +89,16 @@ pub fn karpenter_benchmark(seed: u64, pods: usize) -> Scenario {
     let mems = [100, 256, 512, 1024, 2048, 4096];
     let per = pods / 5;
     let mut groups = Vec::new();
-    for (gi, kind) in ["generic", "zone-spread", "host-spread", "zone-affinity", "host-anti-affinity"].iter().enumerate() {
+    for (gi, kind) in [
+        "generic",
+        "zone-spread",
+        "host-spread",
+        "zone-affinity",
+        "host-anti-affinity",
+    ]
+    .iter()
+    .enumerate()
+    {
         let n = if gi == 4 { pods - 4 * per } else { per };
         // Split each kind into batches of up to 10 identical pods, as deployments would be.
         let mut left = n;
@@ -101,22 +117,25 @@ pub fn karpenter_benchmark(seed: u64, pods: usize) -> Scenario {
                     } else {
                         "kubernetes.io/hostname"
                     };
-                    g.topology_spread_constraints.push(TopologySpreadConstraint {
-                        max_skew: 1,
-                        topology_key: key.into(),
-                        when_unsatisfiable: "DoNotSchedule".into(),
-                        label_selector: Some(selector(kind)),
-                        ..Default::default()
-                    });
+                    g.topology_spread_constraints
+                        .push(TopologySpreadConstraint {
+                            max_skew: 1,
+                            topology_key: key.into(),
+                            when_unsatisfiable: "DoNotSchedule".into(),
+                            label_selector: Some(selector(kind)),
+                            ..Default::default()
+                        });
                 }
                 "zone-affinity" => {
                     g.affinity = Some(Affinity {
                         pod_affinity: Some(k8s_openapi::api::core::v1::PodAffinity {
-                            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
-                                label_selector: Some(selector(kind)),
-                                topology_key: "topology.kubernetes.io/zone".into(),
-                                ..Default::default()
-                            }]),
+                            required_during_scheduling_ignored_during_execution: Some(vec![
+                                PodAffinityTerm {
+                                    label_selector: Some(selector(kind)),
+                                    topology_key: "topology.kubernetes.io/zone".into(),
+                                    ..Default::default()
+                                },
+                            ]),
                             preferred_during_scheduling_ignored_during_execution: None,
                         }),
                         ..Default::default()
@@ -128,14 +147,19 @@ pub fn karpenter_benchmark(seed: u64, pods: usize) -> Scenario {
                     g.labels.insert("batch".into(), name.clone());
                     g.affinity = Some(Affinity {
                         pod_anti_affinity: Some(PodAntiAffinity {
-                            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
-                                label_selector: Some(LabelSelector {
-                                    match_labels: Some(BTreeMap::from([("batch".to_string(), name.clone())])),
-                                    match_expressions: None,
-                                }),
-                                topology_key: "kubernetes.io/hostname".into(),
-                                ..Default::default()
-                            }]),
+                            required_during_scheduling_ignored_during_execution: Some(vec![
+                                PodAffinityTerm {
+                                    label_selector: Some(LabelSelector {
+                                        match_labels: Some(BTreeMap::from([(
+                                            "batch".to_string(),
+                                            name.clone(),
+                                        )])),
+                                        match_expressions: None,
+                                    }),
+                                    topology_key: "kubernetes.io/hostname".into(),
+                                    ..Default::default()
+                                },
+                            ]),
                             preferred_during_scheduling_ignored_during_execution: None,
                         }),
                         ..Default::default()
@@ -216,7 +240,11 @@ pub fn mixed(seed: u64, pods: usize) -> Scenario {
         g.arrive_at = at;
         g.arrive_every_seconds = rng.below(20) as i64;
         let life = (rng.exp(5400.0) as i64).clamp(300, horizon);
-        g.duration_seconds = if at + life < horizon { Some(life) } else { None };
+        g.duration_seconds = if at + life < horizon {
+            Some(life)
+        } else {
+            None
+        };
         groups.push(g);
         made += replicas;
         i += 1;

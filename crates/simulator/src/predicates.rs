@@ -41,7 +41,9 @@ pub struct PodMark {
 
 /// Whether a pod has constraints that involve other pods.
 pub fn has_inter_pod_constraints(pod: &core::Pod) -> bool {
-    !pod.topology_spread.is_empty() || !pod.pod_affinity.required.is_empty() || !pod.pod_anti_affinity.required.is_empty()
+    !pod.topology_spread.is_empty()
+        || !pod.pod_affinity.required.is_empty()
+        || !pod.pod_anti_affinity.required.is_empty()
 }
 
 /// Node-local checks: selector, required node affinity, taints, resources.
@@ -49,10 +51,16 @@ pub fn fits_node(pod: &core::Pod, req: &core::Resources, n: &NodeView) -> bool {
     if !n.schedulable {
         return false;
     }
-    if !pod.node_selector.iter().all(|(k, v)| n.labels.get(k) == Some(v)) {
+    if !pod
+        .node_selector
+        .iter()
+        .all(|(k, v)| n.labels.get(k) == Some(v))
+    {
         return false;
     }
-    if !pod.required_node_affinity.is_empty() && !terms_match(&pod.required_node_affinity, &n.labels) {
+    if !pod.required_node_affinity.is_empty()
+        && !terms_match(&pod.required_node_affinity, &n.labels)
+    {
         return false;
     }
     if !tolerates_all(&n.taints, &pod.tolerations, false) {
@@ -133,15 +141,21 @@ pub fn fits(pod: &core::Pod, req: &core::Resources, n: &NodeView, all: &[NodeVie
         let Some(dom) = n.labels.get(&c.topology_key) else {
             return false;
         };
-        let sel = c.label_selector.with_match_label_keys(&c.match_label_keys, &pod.labels);
+        let sel = c
+            .label_selector
+            .with_match_label_keys(&c.match_label_keys, &pod.labels);
         let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
         for o in all.iter().filter(|o| o.live) {
             let Some(d) = o.labels.get(&c.topology_key) else {
                 continue;
             };
             // nodeAffinityPolicy Honor (default): only nodes the pod could select count.
-            let eligible = pod.node_selector.iter().all(|(k, v)| o.labels.get(k) == Some(v))
-                && (pod.required_node_affinity.is_empty() || terms_match(&pod.required_node_affinity, &o.labels));
+            let eligible = pod
+                .node_selector
+                .iter()
+                .all(|(k, v)| o.labels.get(k) == Some(v))
+                && (pod.required_node_affinity.is_empty()
+                    || terms_match(&pod.required_node_affinity, &o.labels));
             if !eligible {
                 continue;
             }
@@ -203,7 +217,8 @@ mod tests {
         n.used.cpu_milli = 1000;
         assert!(!fits_node(&p, &req, &n));
         n.used.cpu_milli = 0;
-        n.taints.push(core::Taint::new("x", None, core::TaintEffect::NoSchedule));
+        n.taints
+            .push(core::Taint::new("x", None, core::TaintEffect::NoSchedule));
         assert!(!fits_node(&p, &req, &n));
     }
 

@@ -84,7 +84,11 @@ pub struct Row {
 pub fn rows(r: &Report) -> Vec<Row> {
     let mut by: BTreeMap<usize, Vec<&RunResult>> = BTreeMap::new();
     for run in &r.runs {
-        let i = r.strategies.iter().position(|s| s.name == run.strategy).unwrap_or(usize::MAX);
+        let i = r
+            .strategies
+            .iter()
+            .position(|s| s.name == run.strategy)
+            .unwrap_or(usize::MAX);
         by.entry(i).or_default().push(run);
     }
     by.into_values()
@@ -100,8 +104,11 @@ pub fn rows(r: &Report) -> Vec<Row> {
                 mem: avg(&|r| r.summary.avg_memory_utilisation),
                 p50: avg(&|r| r.summary.pending_p50_seconds),
                 p95: avg(&|r| r.summary.pending_p95_seconds),
-                max: runs.iter().map(|r| r.summary.pending_max_seconds).fold(0.0, f64::max),
-                never: avg(&|r| r.summary.pods_never_scheduled as f64),
+                max: runs
+                    .iter()
+                    .map(|r| r.summary.pending_max_seconds)
+                    .fold(0.0, f64::max),
+                never: avg(&|r| (r.summary.pods_never_scheduled + r.summary.pods_left_pending) as f64),
                 launched: avg(&|r| r.summary.nodes_launched as f64),
                 terminated: avg(&|r| r.summary.nodes_terminated as f64),
                 commands: avg(&|r| r.summary.disruption_commands as f64),
@@ -146,7 +153,7 @@ const HEADERS: [&str; 10] = [
     "avg CPU",
     "avg mem",
     "pending p50/p95/max",
-    "never sched.",
+    "never ran",
     "nodes up/down",
     "disruptions cmd/pods",
     "decisions/s",
@@ -155,10 +162,22 @@ const HEADERS: [&str; 10] = [
 /// The terminal comparison table.
 pub fn table(r: &Report) -> String {
     let rows = rows(r);
-    let lb = r.runs.first().map(|x| x.summary.lower_bound_cost).unwrap_or(0.0);
+    let lb = r
+        .runs
+        .first()
+        .map(|x| x.summary.lower_bound_cost)
+        .unwrap_or(0.0);
     let mut cells: Vec<Vec<String>> = vec![HEADERS.iter().map(|s| s.to_string()).collect()];
     cells.extend(rows.iter().map(|x| table_cells(x, lb)));
-    let widths: Vec<usize> = (0..HEADERS.len()).map(|c| cells.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    let widths: Vec<usize> = (0..HEADERS.len())
+        .map(|c| {
+            cells
+                .iter()
+                .map(|r| r[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -183,12 +202,28 @@ pub fn table(r: &Report) -> String {
             .collect();
         let _ = writeln!(out, "{}", line.join("  "));
         if i == 0 {
-            let _ = writeln!(out, "{}", widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  "));
+            let _ = writeln!(
+                out,
+                "{}",
+                widths
+                    .iter()
+                    .map(|w| "-".repeat(*w))
+                    .collect::<Vec<_>>()
+                    .join("  ")
+            );
         }
     }
-    let _ = writeln!(out, "lower bound (total): {lb:.2} -- {}", r.lower_bound_kind);
+    let _ = writeln!(
+        out,
+        "lower bound (total): {lb:.2} -- {}",
+        r.lower_bound_kind
+    );
     for s in &r.strategies {
-        let _ = writeln!(out, "  {}: provisioning = {}; disruption = {}", s.name, s.provisioning, s.disruption);
+        let _ = writeln!(
+            out,
+            "  {}: provisioning = {}; disruption = {}",
+            s.name, s.provisioning, s.disruption
+        );
     }
     if r.seeds.len() > 1 {
         let _ = writeln!(out, "figures are means over seeds (pending max: the max)");
@@ -218,7 +253,10 @@ pub struct Line {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 fn nice_step(range: f64, ticks: f64) -> f64 {
@@ -258,9 +296,18 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, lines: &[Line], ste
     let pw = w - ml - mr;
     let ph = h - mt - mb;
     let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
-    let (xmin, xmax) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
-    let ymax = lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)).fold(0.0f64, f64::max);
-    let (xmin, xmax) = if xmin.is_finite() && xmax > xmin { (xmin, xmax) } else { (0.0, 1.0) };
+    let (xmin, xmax) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
+        (a.min(x), b.max(x))
+    });
+    let ymax = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.1))
+        .fold(0.0f64, f64::max);
+    let (xmin, xmax) = if xmin.is_finite() && xmax > xmin {
+        (xmin, xmax)
+    } else {
+        (0.0, 1.0)
+    };
     let ystep = nice_step(ymax.max(1e-9), 5.0);
     let ytop = ((ymax / ystep).ceil() * ystep).max(ystep);
     let sx = |x: f64| ml + (x - xmin) / (xmax - xmin) * pw;
@@ -271,7 +318,11 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, lines: &[Line], ste
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
     );
     let _ = write!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-    let _ = write!(s, r#"<text x="{ml}" y="20" font-size="15" font-weight="bold">{}</text>"#, esc(title));
+    let _ = write!(
+        s,
+        r#"<text x="{ml}" y="20" font-size="15" font-weight="bold">{}</text>"#,
+        esc(title)
+    );
     // Grid and y ticks.
     let mut y = 0.0;
     while y <= ytop + ystep * 0.01 {
@@ -329,7 +380,11 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, lines: &[Line], ste
             }
             prev = Some((px, py));
         }
-        let dash = if l.dashed { r#" stroke-dasharray="6,4""# } else { "" };
+        let dash = if l.dashed {
+            r#" stroke-dasharray="6,4""#
+        } else {
+            ""
+        };
         let _ = write!(
             s,
             r#"<path d="{d}" fill="none" stroke="{}" stroke-width="1.6"{dash} stroke-linejoin="round"/>"#,
@@ -353,7 +408,11 @@ pub fn line_chart(title: &str, x_label: &str, y_label: &str, lines: &[Line], ste
 
 /// Time unit for the x axis: hours for long runs, minutes otherwise.
 fn time_axis(horizon: i64) -> (f64, &'static str) {
-    if horizon > 3 * 3600 { (3600.0, "time (hours)") } else { (60.0, "time (minutes)") }
+    if horizon > 3 * 3600 {
+        (3600.0, "time (hours)")
+    } else {
+        (60.0, "time (minutes)")
+    }
 }
 
 fn first_seed_runs(r: &Report) -> Vec<&RunResult> {
@@ -366,7 +425,11 @@ fn series_line(run: &RunResult, div: f64, f: impl Fn(&Sample) -> f64) -> Line {
         name: run.strategy.clone(),
         color: color(&run.strategy).into(),
         dashed: false,
-        points: run.series.iter().map(|s| (s.t as f64 / div, f(s))).collect(),
+        points: run
+            .series
+            .iter()
+            .map(|s| (s.t as f64 / div, f(s)))
+            .collect(),
     }
 }
 
@@ -374,21 +437,40 @@ fn series_line(run: &RunResult, div: f64, f: impl Fn(&Sample) -> f64) -> Line {
 pub fn plots(r: &Report) -> Vec<(&'static str, String)> {
     let runs = first_seed_runs(r);
     let (div, xl) = time_axis(r.horizon_seconds);
-    let mut cost: Vec<Line> = runs.iter().map(|run| series_line(run, div, |s| s.cost_per_hour)).collect();
+    let mut cost: Vec<Line> = runs
+        .iter()
+        .map(|run| series_line(run, div, |s| s.cost_per_hour))
+        .collect();
     if let Some(run) = runs.first() {
         cost.push(Line {
             name: "lower bound".into(),
             color: "#444".into(),
             dashed: true,
-            points: run.series.iter().map(|s| (s.t as f64 / div, s.lower_bound_per_hour)).collect(),
+            points: run
+                .series
+                .iter()
+                .map(|s| (s.t as f64 / div, s.lower_bound_per_hour))
+                .collect(),
         });
     }
-    let nodes: Vec<Line> = runs.iter().map(|run| series_line(run, div, |s| s.nodes as f64)).collect();
-    let pending: Vec<Line> = runs.iter().map(|run| series_line(run, div, |s| s.pending_pods as f64)).collect();
+    let nodes: Vec<Line> = runs
+        .iter()
+        .map(|run| series_line(run, div, |s| s.nodes as f64))
+        .collect();
+    let pending: Vec<Line> = runs
+        .iter()
+        .map(|run| series_line(run, div, |s| s.pending_pods as f64))
+        .collect();
     vec![
-        ("cost", line_chart("Cost per hour", xl, "$ / hour", &cost, true)),
+        (
+            "cost",
+            line_chart("Cost per hour", xl, "$ / hour", &cost, true),
+        ),
         ("nodes", line_chart("Nodes", xl, "nodes", &nodes, true)),
-        ("pending", line_chart("Pending pods", xl, "pods", &pending, true)),
+        (
+            "pending",
+            line_chart("Pending pods", xl, "pods", &pending, true),
+        ),
     ]
 }
 
@@ -415,12 +497,21 @@ pub fn html(r: &Report) -> String {
         let _ = write!(s, "<th>{}</th>", esc(h));
     }
     s.push_str("</tr>");
-    let lb = r.runs.first().map(|x| x.summary.lower_bound_cost).unwrap_or(0.0);
+    let lb = r
+        .runs
+        .first()
+        .map(|x| x.summary.lower_bound_cost)
+        .unwrap_or(0.0);
     for row in rows(r) {
         s.push_str("<tr>");
         for (i, c) in table_cells(&row, lb).into_iter().enumerate() {
             if i == 0 {
-                let _ = write!(s, "<td><span style=\"color:{}\">&#9632;</span> {}</td>", color(&row.strategy), esc(&c));
+                let _ = write!(
+                    s,
+                    "<td><span style=\"color:{}\">&#9632;</span> {}</td>",
+                    color(&row.strategy),
+                    esc(&c)
+                );
             } else {
                 let _ = write!(s, "<td>{}</td>", esc(&c));
             }

@@ -30,13 +30,19 @@ pub struct Progress {
 
 impl Progress {
     pub fn done(&self) -> u64 {
-        self.per_run.iter().map(|a| a.load(std::sync::atomic::Ordering::Relaxed)).sum()
+        self.per_run
+            .iter()
+            .map(|a| a.load(std::sync::atomic::Ordering::Relaxed))
+            .sum()
     }
 }
 
 /// Prepare the runs: compile one world per seed and resolve strategies, so errors surface
 /// before any simulation starts and a progress bar knows the total.
-pub fn prepare(ls: &LoadedScenario, opts: &RunOptions) -> Result<(Vec<world::World>, Vec<strategy::StrategyInfo>, Progress)> {
+pub fn prepare(
+    ls: &LoadedScenario,
+    opts: &RunOptions,
+) -> Result<(Vec<world::World>, Vec<strategy::StrategyInfo>, Progress)> {
     let names = if opts.strategies.is_empty() {
         ls.scenario.strategies.clone()
     } else {
@@ -44,7 +50,9 @@ pub fn prepare(ls: &LoadedScenario, opts: &RunOptions) -> Result<(Vec<world::Wor
     };
     let strategies = strategy::resolve(&names)?;
     let seeds = opts.seeds.max(1);
-    let worlds: Vec<world::World> = (0..seeds).map(|s| world::compile(ls, s)).collect::<Result<_>>()?;
+    let worlds: Vec<world::World> = (0..seeds)
+        .map(|s| world::compile(ls, s))
+        .collect::<Result<_>>()?;
     let mut progress = Progress::default();
     for w in &worlds {
         for _ in &strategies {
@@ -56,19 +64,35 @@ pub fn prepare(ls: &LoadedScenario, opts: &RunOptions) -> Result<(Vec<world::Wor
 }
 
 /// Simulate every pair; results in (strategy, seed) order whatever the thread timing.
-pub fn execute(ls: &LoadedScenario, worlds: &[world::World], strategies: &[strategy::StrategyInfo], progress: &Progress) -> Result<Report> {
+pub fn execute(
+    ls: &LoadedScenario,
+    worlds: &[world::World],
+    strategies: &[strategy::StrategyInfo],
+    progress: &Progress,
+) -> Result<Report> {
     let start = Instant::now();
-    let pairs: Vec<(usize, usize)> = (0..strategies.len()).flat_map(|s| (0..worlds.len()).map(move |w| (s, w))).collect();
+    let pairs: Vec<(usize, usize)> = (0..strategies.len())
+        .flat_map(|s| (0..worlds.len()).map(move |w| (s, w)))
+        .collect();
     let results: Vec<Result<RunResult>> = pairs
         .par_iter()
         .enumerate()
-        .map(|(i, (s, w))| engine::simulate(&worlds[*w], strategies[*s].name, *w as u64, progress.per_run.get(i)))
+        .map(|(i, (s, w))| {
+            engine::simulate(
+                &worlds[*w],
+                strategies[*s].name,
+                *w as u64,
+                progress.per_run.get(i),
+            )
+        })
         .collect();
     let runs = results.into_iter().collect::<Result<Vec<_>>>()?;
     let first = worlds.first();
     Ok(Report {
         schema_version: crate::report::SCHEMA_VERSION,
-        scenario: first.map(|w| w.name.clone()).unwrap_or_else(|| ls.file.clone()),
+        scenario: first
+            .map(|w| w.name.clone())
+            .unwrap_or_else(|| ls.file.clone()),
         generator: format!("karpenter-capi-sim {}", env!("CARGO_PKG_VERSION")),
         lower_bound_kind: engine::LOWER_BOUND_KIND.to_string(),
         strategies: strategies.iter().map(StrategyRow::from).collect(),

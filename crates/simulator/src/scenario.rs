@@ -236,10 +236,7 @@ pub enum OverheadSpec {
     /// Allocatable = capacity (useful for textbook examples).
     None,
     /// The same overhead on every node.
-    Fixed {
-        cpu: String,
-        memory: String,
-    },
+    Fixed { cpu: String, memory: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -506,7 +503,9 @@ impl LoadedScenario {
             let p = if p.is_absolute() {
                 p.to_path_buf()
             } else {
-                std::env::current_dir().map_err(|e| SimError::io(".", e))?.join(p)
+                std::env::current_dir()
+                    .map_err(|e| SimError::io(".", e))?
+                    .join(p)
             };
             Ok(p.display().to_string())
         };

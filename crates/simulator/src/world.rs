@@ -38,14 +38,17 @@ impl World {
 
     /// When the simulation stops.
     pub fn end(&self) -> i64 {
-        self.settings.end_seconds.unwrap_or_else(|| self.last_event() + 3600)
+        self.settings
+            .end_seconds
+            .unwrap_or_else(|| self.last_event() + 3600)
     }
 }
 
 fn ds_from_spec(ls: &LoadedScenario, i: usize) -> Result<core::DaemonSet> {
     let d = &ls.scenario.daemon_sets[i];
     let field = format!("daemonSets[{i}]");
-    let req = convert::resources(&d.requests, &format!("{field}.requests")).map_err(|e| relocate(ls, e))?;
+    let req = convert::resources(&d.requests, &format!("{field}.requests"))
+        .map_err(|e| relocate(ls, e))?;
     let mut pod = core::Pod {
         namespace: d.namespace.clone(),
         name: d.name.clone(),
@@ -54,7 +57,8 @@ fn ds_from_spec(ls: &LoadedScenario, i: usize) -> Result<core::DaemonSet> {
         owner_kind: Some("DaemonSet".into()),
         ..Default::default()
     };
-    convert::apply_constraints(&mut pod, &d.tolerations, None, &[], &field).map_err(|e| relocate(ls, e))?;
+    convert::apply_constraints(&mut pod, &d.tolerations, None, &[], &field)
+        .map_err(|e| relocate(ls, e))?;
     Ok(core::DaemonSet {
         namespace: d.namespace.clone(),
         name: d.name.clone(),
@@ -71,15 +75,26 @@ fn relocate(ls: &LoadedScenario, e: SimError) -> SimError {
 }
 
 /// Expand pod groups into arrivals.
-pub fn pod_group_arrivals(ls: &LoadedScenario, groups: &[crate::scenario::PodGroup], field_prefix: &str) -> Result<Vec<Arrival>> {
+pub fn pod_group_arrivals(
+    ls: &LoadedScenario,
+    groups: &[crate::scenario::PodGroup],
+    field_prefix: &str,
+) -> Result<Vec<Arrival>> {
     let mut out = Vec::new();
     for (gi, g) in groups.iter().enumerate() {
         let field = format!("{field_prefix}[{gi}]");
-        let req = convert::resources(&g.requests, &format!("{field}.requests")).map_err(|e| relocate(ls, e))?;
+        let req = convert::resources(&g.requests, &format!("{field}.requests"))
+            .map_err(|e| relocate(ls, e))?;
         if req.cpu_milli == 0 && req.memory == 0 && req.extended.is_empty() {
-            return Err(ls.invalid(&format!("{field}.requests"), "a pod group needs at least one request (cpu, memory, ...)"));
+            return Err(ls.invalid(
+                &format!("{field}.requests"),
+                "a pod group needs at least one request (cpu, memory, ...)",
+            ));
         }
-        if g.duration_seconds.is_some_and(|d| d < 0) || g.arrive_at < 0 || g.arrive_every_seconds < 0 {
+        if g.duration_seconds.is_some_and(|d| d < 0)
+            || g.arrive_at < 0
+            || g.arrive_every_seconds < 0
+        {
             return Err(ls.invalid(&field, "times must not be negative"));
         }
         let mut labels = g.labels.clone();
@@ -94,8 +109,14 @@ pub fn pod_group_arrivals(ls: &LoadedScenario, groups: &[crate::scenario::PodGro
             priority: g.priority,
             ..Default::default()
         };
-        convert::apply_constraints(&mut template, &g.tolerations, g.affinity.as_ref(), &g.topology_spread_constraints, &field)
-            .map_err(|e| relocate(ls, e))?;
+        convert::apply_constraints(
+            &mut template,
+            &g.tolerations,
+            g.affinity.as_ref(),
+            &g.topology_spread_constraints,
+            &field,
+        )
+        .map_err(|e| relocate(ls, e))?;
         for i in 0..g.count {
             let at = g.arrive_at + g.arrive_every_seconds * i as i64;
             let mut pod = template.clone();
@@ -122,8 +143,15 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
         Some(k) => {
             let paths: Vec<_> = k.paths.iter().map(|p| ls.resolve(p)).collect();
             let snap = importers::kubectl::load(&paths)?;
-            ls_eff.scenario.catalog.types.extend(snap.instance_types.iter().cloned());
-            ls_eff.scenario.node_pools.extend(snap.nodepools.iter().cloned());
+            ls_eff
+                .scenario
+                .catalog
+                .types
+                .extend(snap.instance_types.iter().cloned());
+            ls_eff
+                .scenario
+                .node_pools
+                .extend(snap.nodepools.iter().cloned());
             problems.extend(snap.problems.iter().cloned());
             Some(snap)
         }
@@ -132,7 +160,8 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
     let instance_types = catalog::build(&ls_eff)?;
     let mut nodepools = Vec::new();
     for (i, np) in ls_eff.scenario.node_pools.iter().enumerate() {
-        nodepools.push(convert::nodepool(np, &format!("nodePools[{i}]")).map_err(|e| relocate(ls, e))?);
+        nodepools
+            .push(convert::nodepool(np, &format!("nodePools[{i}]")).map_err(|e| relocate(ls, e))?);
     }
     if nodepools.is_empty() {
         nodepools.push(core::NodePool {
@@ -143,7 +172,10 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
     let mut names = BTreeMap::new();
     for (i, np) in nodepools.iter().enumerate() {
         if names.insert(np.name.clone(), i).is_some() {
-            return Err(ls.invalid(&format!("nodePools[{i}].metadata.name"), format!("NodePool `{}` is defined twice", np.name)));
+            return Err(ls.invalid(
+                &format!("nodePools[{i}].metadata.name"),
+                format!("NodePool `{}` is defined twice", np.name),
+            ));
         }
     }
     let mut daemonsets = Vec::new();
@@ -156,20 +188,40 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
         let it = instance_types
             .iter()
             .find(|t| t.name == e.instance_type)
-            .ok_or_else(|| ls.invalid(&format!("{field}.instanceType"), format!("`{}` is not in the catalog", e.instance_type)))?;
+            .ok_or_else(|| {
+                ls.invalid(
+                    &format!("{field}.instanceType"),
+                    format!("`{}` is not in the catalog", e.instance_type),
+                )
+            })?;
         if let Some(p) = &e.node_pool {
             if !names.contains_key(p) {
-                return Err(ls.invalid(&format!("{field}.nodePool"), format!("no NodePool named `{p}`")));
+                return Err(ls.invalid(
+                    &format!("{field}.nodePool"),
+                    format!("no NodePool named `{p}`"),
+                ));
             }
         }
-        let zone = e.zone.clone().unwrap_or_else(|| s.zones.first().cloned().unwrap_or_default());
+        let zone = e
+            .zone
+            .clone()
+            .unwrap_or_else(|| s.zones.first().cloned().unwrap_or_default());
         let ct: core::CapacityType = e.capacity_type.map(Into::into).unwrap_or_default();
         let price = it
             .offerings
             .iter()
             .find(|o| o.zone == zone && o.capacity_type == ct)
             .map(|o| o.price)
-            .ok_or_else(|| ls.invalid(&format!("{field}.zone"), format!("`{}` has no {} offering in zone `{zone}`", it.name, ct.as_label())))?;
+            .ok_or_else(|| {
+                ls.invalid(
+                    &format!("{field}.zone"),
+                    format!(
+                        "`{}` has no {} offering in zone `{zone}`",
+                        it.name,
+                        ct.as_label()
+                    ),
+                )
+            })?;
         for k in 0..e.count {
             let name = format!("{}-{k}", e.name);
             let mut labels = it.labels.clone();
@@ -183,7 +235,10 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
             }
             let mut taints = Vec::new();
             for (ti, t) in e.taints.iter().enumerate() {
-                taints.push(convert::taint(t, &format!("{field}.taints[{ti}]")).map_err(|e| relocate(ls, e))?);
+                taints.push(
+                    convert::taint(t, &format!("{field}.taints[{ti}]"))
+                        .map_err(|e| relocate(ls, e))?,
+                );
             }
             existing_nodes.push(core::Node {
                 name,
@@ -204,7 +259,11 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
     if let Some(g) = &s.workload.generate {
         let generated = generators::generate(&g.kind, g.seed.wrapping_add(seed), g.pods)
             .map_err(|e| ls.invalid("workload.generate.kind", e.to_string()))?;
-        arrivals.extend(pod_group_arrivals(ls, &generated.workload.pods, "workload.generate")?);
+        arrivals.extend(pod_group_arrivals(
+            ls,
+            &generated.workload.pods,
+            "workload.generate",
+        )?);
     }
     if let Some(o) = &s.workload.openb {
         arrivals.extend(importers::openb::load(&ls.resolve(&o.path), o)?);
@@ -212,10 +271,17 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
     if let Some(snap) = snapshot {
         daemonsets.extend(snap.daemonsets.iter().cloned());
         for mut n in snap.nodes {
-            let it = n.instance_type.as_ref().and_then(|t| instance_types.iter().find(|x| &x.name == t));
+            let it = n
+                .instance_type
+                .as_ref()
+                .and_then(|t| instance_types.iter().find(|x| &x.name == t));
             match it {
                 Some(it) => {
-                    let zone = n.labels.get(core::labels::ZONE).cloned().unwrap_or_default();
+                    let zone = n
+                        .labels
+                        .get(core::labels::ZONE)
+                        .cloned()
+                        .unwrap_or_default();
                     n.price = it
                         .offerings
                         .iter()
@@ -224,12 +290,17 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
                         .map(|o| o.price)
                         .unwrap_or(0.0);
                 }
-                None => problems.push(format!("node {}: instance type unknown to the catalog; priced at 0", n.name)),
+                None => problems.push(format!(
+                    "node {}: instance type unknown to the catalog; priced at 0",
+                    n.name
+                )),
             }
             if n.capacity.cpu_milli == 0 {
                 n.capacity = n.allocatable.clone();
             }
-            n.labels.entry(core::labels::HOSTNAME.into()).or_insert_with(|| n.name.clone());
+            n.labels
+                .entry(core::labels::HOSTNAME.into())
+                .or_insert_with(|| n.name.clone());
             existing_nodes.push(n);
         }
         arrivals.extend(snap.arrivals);
@@ -237,13 +308,29 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
     // Unique pod names: the engine and the core address pods by namespace/name.
     let mut seen = BTreeMap::new();
     for a in &arrivals {
-        if seen.insert((a.pod.namespace.clone(), a.pod.name.clone()), ()).is_some() {
-            return Err(ls.invalid("workload", format!("pod {}/{} is defined twice (pod group names must be unique)", a.pod.namespace, a.pod.name)));
+        if seen
+            .insert((a.pod.namespace.clone(), a.pod.name.clone()), ())
+            .is_some()
+        {
+            return Err(ls.invalid(
+                "workload",
+                format!(
+                    "pod {}/{} is defined twice (pod group names must be unique)",
+                    a.pod.namespace, a.pod.name
+                ),
+            ));
         }
     }
-    arrivals.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.pod.namespace.cmp(&b.pod.namespace)).then_with(|| a.pod.name.cmp(&b.pod.name)));
+    arrivals.sort_by(|a, b| {
+        a.at.cmp(&b.at)
+            .then_with(|| a.pod.namespace.cmp(&b.pod.namespace))
+            .then_with(|| a.pod.name.cmp(&b.pod.name))
+    });
     if arrivals.is_empty() {
-        return Err(ls.invalid("workload", "the workload is empty: add `pods`, `openb`, `generate` or `kubectl`"));
+        return Err(ls.invalid(
+            "workload",
+            "the workload is empty: add `pods`, `openb`, `generate` or `kubectl`",
+        ));
     }
     Ok(World {
         name: s.name.clone().unwrap_or_else(|| ls.file.clone()),

@@ -33,7 +33,10 @@ pub fn paths_by_line(text: &str) -> Vec<String> {
         // Handle one or more `- ` prefixes.
         loop {
             if rest == "-" || rest.starts_with("- ") {
-                while stack.last().is_some_and(|f| f.indent > indent || (f.indent == indent && !f.is_seq)) {
+                while stack
+                    .last()
+                    .is_some_and(|f| f.indent > indent || (f.indent == indent && !f.is_seq))
+                {
                     stack.pop();
                 }
                 seq_counters.retain(|(i, _)| *i <= indent);
@@ -68,13 +71,17 @@ pub fn paths_by_line(text: &str) -> Vec<String> {
             break;
         }
         if let Some(key) = mapping_key(rest) {
-            while stack.last().is_some_and(|f| f.indent >= indent && !(f.is_seq && f.indent < indent)) {
+            while stack
+                .last()
+                .is_some_and(|f| f.indent >= indent && !(f.is_seq && f.indent < indent))
+            {
                 if stack.last().is_some_and(|f| f.is_seq && f.indent < indent) {
                     break;
                 }
                 stack.pop();
             }
-            seq_counters.retain(|(i, _)| *i < indent || stack.iter().any(|f| f.is_seq && f.indent == *i));
+            seq_counters
+                .retain(|(i, _)| *i < indent || stack.iter().any(|f| f.is_seq && f.indent == *i));
             stack.push(Frame {
                 indent,
                 seg: key,
@@ -96,7 +103,9 @@ fn mapping_key(s: &str) -> Option<String> {
         }
         return Some(k.to_string());
     } else {
-        let pos = s.find(": ").or_else(|| s.strip_suffix(':').map(|x| x.len()))?;
+        let pos = s
+            .find(": ")
+            .or_else(|| s.strip_suffix(':').map(|x| x.len()))?;
         (&s[..pos], ())
     };
     if k.is_empty() || k.contains('{') || k.contains('[') {
@@ -133,7 +142,9 @@ pub fn line_of_path(text: &str, path: &str) -> Option<usize> {
     let mut p = path.to_string();
     loop {
         let under = |x: &String| {
-            *x == p || (x.starts_with(p.as_str()) && matches!(x.as_bytes().get(p.len()), Some(b'.') | Some(b'[')))
+            *x == p
+                || (x.starts_with(p.as_str())
+                    && matches!(x.as_bytes().get(p.len()), Some(b'.') | Some(b'[')))
         };
         if let Some(i) = paths.iter().position(under) {
             return Some(i);
@@ -180,7 +191,10 @@ nodePools:
         assert_eq!(p[8], "workload.pods[1].requests");
         assert_eq!(p[11], "nodePools[0].metadata.name");
         assert_eq!(p[16], "nodePools[0].spec.template.spec.requirements[0].key");
-        assert_eq!(p[17], "nodePools[0].spec.template.spec.requirements[0].operator");
+        assert_eq!(
+            p[17],
+            "nodePools[0].spec.template.spec.requirements[0].operator"
+        );
     }
 
     #[test]

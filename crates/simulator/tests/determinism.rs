@@ -17,7 +17,9 @@ fn small() -> scenario::LoadedScenario {
     scenario::from_value(s, "mixed-small")
 }
 
-fn strip(mut r: karpenter_capi_simulator::report::Report) -> karpenter_capi_simulator::report::Report {
+fn strip(
+    mut r: karpenter_capi_simulator::report::Report,
+) -> karpenter_capi_simulator::report::Report {
     r.wall_seconds = 0.0;
     for run in &mut r.runs {
         run.timing = Default::default();
@@ -39,7 +41,10 @@ fn same_seed_same_result() -> Result<(), Box<dyn std::error::Error>> {
     // Seeds 0 and 1 generate different workloads.
     let s0 = &a.runs[0];
     let s1 = &a.runs[1];
-    assert_eq!((s0.strategy.as_str(), s0.seed, s1.seed), ("cost-aware", 0, 1));
+    assert_eq!(
+        (s0.strategy.as_str(), s0.seed, s1.seed),
+        ("cost-aware", 0, 1)
+    );
     assert_ne!(s0.series, s1.series);
     Ok(())
 }

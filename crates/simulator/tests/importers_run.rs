@@ -27,7 +27,11 @@ fn openb_trace_prefix_runs() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     assert_eq!(rep.pods, 150);
     for r in &rep.runs {
-        assert_eq!(r.summary.pods_never_scheduled, 0, "{}: {:?}", r.strategy, r.unschedulable_reasons);
+        assert_eq!(
+            r.summary.pods_never_scheduled, 0,
+            "{}: {:?}",
+            r.strategy, r.unschedulable_reasons
+        );
         assert!(r.summary.total_cost > 0.0);
     }
     Ok(())
@@ -38,9 +42,17 @@ fn kubectl_snapshot_example_runs() -> Result<(), Box<dyn std::error::Error>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let ls = scenario::load(&root.join("examples/kubectl-snapshot.yaml"))?;
     let rep = run::run(&ls, &run::RunOptions::default())?;
-    assert!(rep.problems.iter().any(|p| p.contains("md-unpriced")), "{:?}", rep.problems);
+    assert!(
+        rep.problems.iter().any(|p| p.contains("md-unpriced")),
+        "{:?}",
+        rep.problems
+    );
     for r in &rep.runs {
-        assert_eq!(r.summary.pods_never_scheduled, 0, "{}: {:?}", r.strategy, r.unschedulable_reasons);
+        assert_eq!(
+            r.summary.pods_never_scheduled, 0,
+            "{}: {:?}",
+            r.strategy, r.unschedulable_reasons
+        );
     }
     Ok(())
 }

@@ -69,7 +69,12 @@ fn check(schema: &Value, root: &Value, v: &Value, path: &str, errors: &mut Vec<S
     }
     if let Some(obj) = v.as_object() {
         let props = schema.get("properties").and_then(Value::as_object);
-        for req in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
+        for req in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if let Some(k) = req.as_str() {
                 if !obj.contains_key(k) {
                     errors.push(format!("{path}: missing required `{k}`"));
@@ -82,7 +87,9 @@ fn check(schema: &Value, root: &Value, v: &Value, path: &str, errors: &mut Vec<S
                 None => {
                     if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
                         errors.push(format!("{path}: unexpected property `{k}`"));
-                    } else if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+                    } else if let Some(ap) =
+                        schema.get("additionalProperties").filter(|a| a.is_object())
+                    {
                         check(ap, root, val, &format!("{path}.{k}"), errors);
                     }
                 }

@@ -5,13 +5,15 @@ use karpenter_capi_simulator::{SimError, scenario, world};
 fn err_of(text: &str) -> SimError {
     match scenario::parse(text, "bad.yaml") {
         Err(e) => e,
-        Ok(s) => match world::compile(&scenario::LoadedScenario {
-            scenario: s,
-            file: "bad.yaml".into(),
-            base_dir: ".".into(),
-            text: text.into(),
-        }, 0)
-        {
+        Ok(s) => match world::compile(
+            &scenario::LoadedScenario {
+                scenario: s,
+                file: "bad.yaml".into(),
+                base_dir: ".".into(),
+                text: text.into(),
+            },
+            0,
+        ) {
             Err(e) => e,
             Ok(_) => panic!("scenario unexpectedly valid"),
         },
@@ -79,7 +81,10 @@ workload:
     - {name: w, requests: {cpu: 1}}
 ";
     let msg = err_of(text).to_string();
-    assert!(msg.contains("nodePools[0].spec.template.spec.requirements[0].operator"), "{msg}");
+    assert!(
+        msg.contains("nodePools[0].spec.template.spec.requirements[0].operator"),
+        "{msg}"
+    );
     assert!(msg.contains("bad.yaml:9"), "{msg}");
 }
 

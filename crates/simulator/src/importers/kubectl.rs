@@ -36,7 +36,8 @@ pub struct KubectlSnapshot {
 
 /// Parse one file's text.
 pub fn parse(text: &str, file: &str, out: &mut KubectlSnapshot) -> Result<()> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| crate::scenario::yaml_error(text, file, &e))?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text)
+        .map_err(|e| crate::scenario::yaml_error(text, file, &e))?;
     let mut objects = Vec::new();
     for d in docs {
         if d.get("kind").and_then(Value::as_str) == Some("List") {
@@ -49,8 +50,16 @@ pub fn parse(text: &str, file: &str, out: &mut KubectlSnapshot) -> Result<()> {
     }
     let mut ds_seen = BTreeMap::new();
     for obj in objects {
-        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
-        let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?").to_string();
+        let kind = obj
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string();
         let res = match kind.as_str() {
             "Pod" => pod(obj, out, &mut ds_seen),
             "Node" => node(obj, out),
@@ -77,7 +86,8 @@ fn requests(rr: Option<&corev1::ResourceRequirements>) -> core::Resources {
                 "memory" => r.memory = quantity::count(s).unwrap_or(0),
                 "ephemeral-storage" => r.ephemeral_storage = quantity::count(s).unwrap_or(0),
                 other => {
-                    r.extended.insert(other.to_string(), quantity::count(s).unwrap_or(0));
+                    r.extended
+                        .insert(other.to_string(), quantity::count(s).unwrap_or(0));
                 }
             }
         }
@@ -94,7 +104,11 @@ pub fn convert_pod(p: &corev1::Pod) -> std::result::Result<core::Pod, String> {
         name: meta.name.clone().unwrap_or_default(),
         labels: meta.labels.clone().unwrap_or_default(),
         annotations: meta.annotations.clone().unwrap_or_default(),
-        containers: spec.containers.iter().map(|c| requests(c.resources.as_ref())).collect(),
+        containers: spec
+            .containers
+            .iter()
+            .map(|c| requests(c.resources.as_ref()))
+            .collect(),
         init_containers: spec
             .init_containers
             .iter()
@@ -121,7 +135,10 @@ pub fn convert_pod(p: &corev1::Pod) -> std::result::Result<core::Pod, String> {
             ..Default::default()
         })));
     }
-    if let Some(c) = pod.annotations.get("controller.kubernetes.io/pod-deletion-cost") {
+    if let Some(c) = pod
+        .annotations
+        .get("controller.kubernetes.io/pod-deletion-cost")
+    {
         pod.deletion_cost = c.parse().unwrap_or(0);
     }
     convert::apply_constraints(
@@ -135,9 +152,17 @@ pub fn convert_pod(p: &corev1::Pod) -> std::result::Result<core::Pod, String> {
     Ok(pod)
 }
 
-fn pod(obj: Value, out: &mut KubectlSnapshot, ds_seen: &mut BTreeMap<String, ()>) -> std::result::Result<(), String> {
+fn pod(
+    obj: Value,
+    out: &mut KubectlSnapshot,
+    ds_seen: &mut BTreeMap<String, ()>,
+) -> std::result::Result<(), String> {
     let p: corev1::Pod = serde_json::from_value(obj).map_err(|e| e.to_string())?;
-    let phase = p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    let phase = p
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.clone())
+        .unwrap_or_default();
     if phase == "Succeeded" || phase == "Failed" {
         return Err(format!("phase {phase}: not running"));
     }
@@ -167,7 +192,10 @@ fn pod(obj: Value, out: &mut KubectlSnapshot, ds_seen: &mut BTreeMap<String, ()>
     }
     let bound_to = pod.node_name.clone();
     out.arrivals.push(Arrival {
-        pod: core::Pod { node_name: None, ..pod },
+        pod: core::Pod {
+            node_name: None,
+            ..pod
+        },
         at: 0,
         leave: None,
         bound_to,
@@ -179,28 +207,37 @@ fn node(obj: Value, out: &mut KubectlSnapshot) -> std::result::Result<(), String
     let n: corev1::Node = serde_json::from_value(obj).map_err(|e| e.to_string())?;
     let labels = n.metadata.labels.clone().unwrap_or_default();
     let status = n.status.as_ref();
-    let rl = |m: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
-        let mut r = core::Resources::default();
-        for (k, v) in m.into_iter().flatten() {
-            match k.as_str() {
-                "cpu" => r.cpu_milli = quantity::cpu_milli(&v.0).unwrap_or(0),
-                "memory" => r.memory = quantity::count(&v.0).unwrap_or(0),
-                "pods" => r.pods = quantity::count(&v.0).unwrap_or(0),
-                "ephemeral-storage" => r.ephemeral_storage = quantity::count(&v.0).unwrap_or(0),
-                other if other.contains('/') => {
-                    r.extended.insert(other.to_string(), quantity::count(&v.0).unwrap_or(0));
+    let rl =
+        |m: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
+            let mut r = core::Resources::default();
+            for (k, v) in m.into_iter().flatten() {
+                match k.as_str() {
+                    "cpu" => r.cpu_milli = quantity::cpu_milli(&v.0).unwrap_or(0),
+                    "memory" => r.memory = quantity::count(&v.0).unwrap_or(0),
+                    "pods" => r.pods = quantity::count(&v.0).unwrap_or(0),
+                    "ephemeral-storage" => r.ephemeral_storage = quantity::count(&v.0).unwrap_or(0),
+                    other if other.contains('/') => {
+                        r.extended
+                            .insert(other.to_string(), quantity::count(&v.0).unwrap_or(0));
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
-        }
-        r
-    };
+            r
+        };
     let allocatable = rl(status.and_then(|s| s.allocatable.as_ref()));
     if allocatable.cpu_milli == 0 {
         return Err("no allocatable cpu in status".into());
     }
     let mut taints = Vec::new();
-    for (i, t) in n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default().iter().enumerate() {
+    for (i, t) in n
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
         taints.push(convert::taint(t, &format!("spec.taints[{i}]")).map_err(|e| e.to_string())?);
     }
     let ready = status
@@ -223,45 +260,72 @@ fn node(obj: Value, out: &mut KubectlSnapshot) -> std::result::Result<(), String
 }
 
 fn machine_deployment(obj: &Value, out: &mut KubectlSnapshot) -> std::result::Result<(), String> {
-    let ann = obj.pointer("/metadata/annotations").and_then(Value::as_object);
+    let ann = obj
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object);
     let get = |k: &str| ann.and_then(|a| a.get(k)).and_then(Value::as_str);
-    let cpu = get(&format!("{CAS_CAPACITY}cpu")).ok_or("no capacity.cluster-autoscaler.kubernetes.io/cpu annotation")?;
-    let mem = get(&format!("{CAS_CAPACITY}memory")).ok_or("no capacity.cluster-autoscaler.kubernetes.io/memory annotation")?;
-    let vcpu = quantity::cpu_milli(cpu).map_err(|e| format!("{CAS_CAPACITY}cpu: {e}"))? as f64 / 1000.0;
+    let cpu = get(&format!("{CAS_CAPACITY}cpu"))
+        .ok_or("no capacity.cluster-autoscaler.kubernetes.io/cpu annotation")?;
+    let mem = get(&format!("{CAS_CAPACITY}memory"))
+        .ok_or("no capacity.cluster-autoscaler.kubernetes.io/memory annotation")?;
+    let vcpu =
+        quantity::cpu_milli(cpu).map_err(|e| format!("{CAS_CAPACITY}cpu: {e}"))? as f64 / 1000.0;
     let memory_mib = quantity::count(mem).map_err(|e| format!("{CAS_CAPACITY}memory: {e}"))? >> 20;
     let gpu = match get(&format!("{CAS_CAPACITY}gpu-count")) {
         Some(g) => quantity::count(g).map_err(|e| format!("{CAS_CAPACITY}gpu-count: {e}"))?,
         None => 0,
     };
     let price = match get(PRICE_ANNOTATION) {
-        Some(p) => p.parse::<f64>().map_err(|_| format!("{PRICE_ANNOTATION}: `{p}` is not a number"))?,
-        None => return Err(format!("no {PRICE_ANNOTATION} annotation: the simulator needs a price")),
+        Some(p) => p
+            .parse::<f64>()
+            .map_err(|_| format!("{PRICE_ANNOTATION}: `{p}` is not a number"))?,
+        None => {
+            return Err(format!(
+                "no {PRICE_ANNOTATION} annotation: the simulator needs a price"
+            ));
+        }
     };
     let labels = obj
         .pointer("/spec/template/metadata/labels")
         .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect::<BTreeMap<_, _>>())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect::<BTreeMap<_, _>>()
+        })
         .unwrap_or_default();
     let md_name = format!(
         "{}/{}",
-        obj.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default"),
-        obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?")
+        obj.pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default"),
+        obj.pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("?")
     );
-    let name = labels.get(core::labels::INSTANCE_TYPE).cloned().unwrap_or(md_name);
+    let name = labels
+        .get(core::labels::INSTANCE_TYPE)
+        .cloned()
+        .unwrap_or(md_name);
     let zone = obj
         .pointer("/spec/template/spec/failureDomain")
         .and_then(Value::as_str)
         .or_else(|| labels.get(core::labels::ZONE).map(String::as_str))
         .map(|z| vec![z.to_string()]);
     if out.instance_types.iter().any(|t| t.name == name) {
-        return Err(format!("instance type `{name}` already defined by another MachineDeployment"));
+        return Err(format!(
+            "instance type `{name}` already defined by another MachineDeployment"
+        ));
     }
     out.instance_types.push(InstanceTypeSpec {
         name,
         vcpu,
         memory_mib,
         gpu,
-        arch: labels.get(core::labels::ARCH).cloned().unwrap_or_else(|| "amd64".into()),
+        arch: labels
+            .get(core::labels::ARCH)
+            .cloned()
+            .unwrap_or_else(|| "amd64".into()),
         price,
         spot_price: None,
         zones: zone,

@@ -29,11 +29,14 @@ pub fn load(path: &Path, spec: &OpenbSpec) -> Result<Vec<Arrival>> {
         })?
         .clone();
     let col = |name: &str| -> Result<usize> {
-        headers.iter().position(|h| h.trim() == name).ok_or_else(|| SimError::Csv {
-            path: path.to_path_buf(),
-            line: 1,
-            message: format!("missing column `{name}`"),
-        })
+        headers
+            .iter()
+            .position(|h| h.trim() == name)
+            .ok_or_else(|| SimError::Csv {
+                path: path.to_path_buf(),
+                line: 1,
+                message: format!("missing column `{name}`"),
+            })
     };
     let c_name = col("name")?;
     let c_cpu = col("cpu_milli")?;
@@ -117,7 +120,8 @@ mod tests {
     use super::*;
 
     pub(crate) fn trace_path() -> std::path::PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/alibaba-openb/openb_pod_list_default.csv")
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../../shared/data/alibaba-openb/openb_pod_list_default.csv")
     }
 
     #[test]
@@ -147,7 +151,10 @@ mod tests {
         assert_eq!(a[1].leave, Some(150));
         assert_eq!(a[1].pod.containers[0].extended.get(GPU), Some(&1));
         std::fs::write(&p, "name,cpu_milli\nx,abc\n").map_err(|e| SimError::io(&p, e))?;
-        let e = load(&p, &spec).err().map(|e| e.to_string()).unwrap_or_default();
+        let e = load(&p, &spec)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(e.contains("missing column"), "{e}");
         Ok(())
     }

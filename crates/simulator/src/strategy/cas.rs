@@ -70,12 +70,30 @@ impl Autoscaler for ClusterAutoscaler {
         self.cfg.scan_interval_seconds
     }
 
+    fn wake_at(&self) -> Option<i64> {
+        // The earliest unneeded node to ripen; the scale-up delay only postpones that.
+        let ripe = self
+            .unneeded_since
+            .values()
+            .map(|s| s + self.cfg.scale_down_unneeded_seconds)
+            .min()?;
+        let after_add = self.last_scale_up.map_or(i64::MIN, |t| {
+            t + self.cfg.scale_down_delay_after_add_seconds
+        });
+        Some(ripe.max(after_add))
+    }
+
     fn provision(&mut self, snap: &core::Snapshot) -> Provision {
         let (mut nodes, _) = views(snap);
-        let mut pending: Vec<usize> = (0..snap.pods.len()).filter(|&i| snap.pods[i].node_name.is_none()).collect();
+        let mut pending: Vec<usize> = (0..snap.pods.len())
+            .filter(|&i| snap.pods[i].node_name.is_none())
+            .collect();
         pending.sort_by(|&a, &b| {
             let (ra, rb) = (pod_requests(&snap.pods[a]), pod_requests(&snap.pods[b]));
-            rb.cpu_milli.cmp(&ra.cpu_milli).then(rb.memory.cmp(&ra.memory)).then(a.cmp(&b))
+            rb.cpu_milli
+                .cmp(&ra.cpu_milli)
+                .then(rb.memory.cmp(&ra.memory))
+                .then(a.cmp(&b))
         });
         let mut out = Provision::default();
         // Pods that fit existing or upcoming nodes wait for them (CAS counts upcoming nodes).
@@ -137,7 +155,8 @@ impl Autoscaler for ClusterAutoscaler {
                         }
                         let mut v = template.clone();
                         v.name = format!("cas-sim-{}", bins.len());
-                        v.labels.insert(core::labels::HOSTNAME.into(), v.name.clone());
+                        v.labels
+                            .insert(core::labels::HOSTNAME.into(), v.name.clone());
                         if !predicates::fits(p, &req, &v, &sim) {
                             continue;
                         }
@@ -162,9 +181,21 @@ impl Autoscaler for ClusterAutoscaler {
             let waste_mem = (total_mem - used_mem) / total_mem.max(1.0);
             let better = match &best {
                 None => true,
-                Some((bc, bm, bsi, _)) => (waste_cpu, waste_mem, &s.shape.instance_type_name, &s.shape.zone)
-                    .partial_cmp(&(*bc, *bm, &shape_infos[*bsi].shape.instance_type_name, &shape_infos[*bsi].shape.zone))
-                    == Some(std::cmp::Ordering::Less),
+                Some((bc, bm, bsi, _)) => {
+                    (
+                        waste_cpu,
+                        waste_mem,
+                        &s.shape.instance_type_name,
+                        &s.shape.zone,
+                    )
+                        .partial_cmp(&(
+                            *bc,
+                            *bm,
+                            &shape_infos[*bsi].shape.instance_type_name,
+                            &shape_infos[*bsi].shape.zone,
+                        ))
+                        == Some(std::cmp::Ordering::Less)
+                }
             };
             if better {
                 best = Some((waste_cpu, waste_mem, si, bins));
@@ -218,7 +249,10 @@ impl Autoscaler for ClusterAutoscaler {
             let ds: core::Resources = snap
                 .pods
                 .iter()
-                .filter(|p| p.node_name.as_deref() == Some(n.name.as_str()) && p.owner_kind.as_deref() == Some("DaemonSet"))
+                .filter(|p| {
+                    p.node_name.as_deref() == Some(n.name.as_str())
+                        && p.owner_kind.as_deref() == Some("DaemonSet")
+                })
                 .map(pod_requests)
                 .fold(core::Resources::default(), |a, b| a.add(&b));
             let cpu = cpu - ds.cpu_milli as f64 / v.allocatable.cpu_milli.max(1) as f64;
@@ -237,7 +271,9 @@ impl Autoscaler for ClusterAutoscaler {
             for &pi in &pods {
                 let p = &snap.pods[pi];
                 let req = pod_requests(p);
-                let hit = (0..sim.len()).find(|&j| j != ni && !snap.nodes[j].in_flight && predicates::fits(p, &req, &sim[j], &sim));
+                let hit = (0..sim.len()).find(|&j| {
+                    j != ni && !snap.nodes[j].in_flight && predicates::fits(p, &req, &sim[j], &sim)
+                });
                 match hit {
                     Some(j) => {
                         sim[j].used.add_assign(&req);
@@ -255,16 +291,28 @@ impl Autoscaler for ClusterAutoscaler {
             }
         }
         self.unneeded_since = unneeded_now.iter().map(|(k, v)| (k.clone(), v.0)).collect();
-        if self.last_scale_up.is_some_and(|t| now < t + self.cfg.scale_down_delay_after_add_seconds) {
+        if self
+            .last_scale_up
+            .is_some_and(|t| now < t + self.cfg.scale_down_delay_after_add_seconds)
+        {
             return None;
         }
         let ripe: Vec<(&String, &(i64, bool, f64))> = unneeded_now
             .iter()
             .filter(|(_, (since, _, _))| now - since >= self.cfg.scale_down_unneeded_seconds)
             .collect();
-        let empty: Vec<&String> = ripe.iter().filter(|(_, (_, e, _))| *e).map(|(n, _)| *n).take(self.cfg.max_empty_bulk_delete).collect();
+        let empty: Vec<&String> = ripe
+            .iter()
+            .filter(|(_, (_, e, _))| *e)
+            .map(|(n, _)| *n)
+            .take(self.cfg.max_empty_bulk_delete)
+            .collect();
         if !empty.is_empty() {
-            let savings = ripe.iter().filter(|(n, _)| empty.contains(n)).map(|(_, (_, _, p))| p).sum();
+            let savings = ripe
+                .iter()
+                .filter(|(n, _)| empty.contains(n))
+                .map(|(_, (_, _, p))| p)
+                .sum();
             for n in &empty {
                 self.unneeded_since.remove(*n);
             }

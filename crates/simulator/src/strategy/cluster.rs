@@ -30,7 +30,12 @@ pub fn views(snap: &core::Snapshot) -> (Vec<NodeView>, BTreeMap<String, usize>) 
         });
     }
     for (pi, p) in snap.pods.iter().enumerate() {
-        if let Some(v) = p.node_name.as_ref().and_then(|n| idx.get(n)).and_then(|i| out.get_mut(*i)) {
+        if let Some(v) = p
+            .node_name
+            .as_ref()
+            .and_then(|n| idx.get(n))
+            .and_then(|i| out.get_mut(*i))
+        {
             v.used.add_assign(&pod_requests(p));
             v.pods.push(PodMark {
                 id: pi,
@@ -44,12 +49,20 @@ pub fn views(snap: &core::Snapshot) -> (Vec<NodeView>, BTreeMap<String, usize>) 
 }
 
 /// Requests of the daemonsets that would land on a node with these labels and taints.
-pub fn daemonset_requests(snap: &core::Snapshot, labels: &BTreeMap<String, String>, taints: &[core::Taint]) -> core::Resources {
+pub fn daemonset_requests(
+    snap: &core::Snapshot,
+    labels: &BTreeMap<String, String>,
+    taints: &[core::Taint],
+) -> core::Resources {
     let mut r = core::Resources::default();
     for ds in &snap.daemonsets {
         let p = &ds.pod;
-        let selected = p.node_selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-            && (p.required_node_affinity.is_empty() || terms_match(&p.required_node_affinity, labels));
+        let selected = p
+            .node_selector
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && (p.required_node_affinity.is_empty()
+                || terms_match(&p.required_node_affinity, labels));
         if selected && tolerates_all(taints, &p.tolerations, false) {
             r.add_assign(&pod_requests(p));
         }
@@ -77,7 +90,11 @@ pub fn shapes(snap: &core::Snapshot) -> (Vec<ShapeInfo>, Vec<PackPool>) {
         if let Some(limits) = &pool.limits {
             let mut used = core::Resources::default();
             let mut count = 0;
-            for n in snap.nodes.iter().filter(|n| n.nodepool.as_deref() == Some(pool.name.as_str())) {
+            for n in snap
+                .nodes
+                .iter()
+                .filter(|n| n.nodepool.as_deref() == Some(pool.name.as_str()))
+            {
                 used.add_assign(&n.capacity);
                 count += 1;
             }
@@ -110,7 +127,10 @@ pub fn shapes(snap: &core::Snapshot) -> (Vec<ShapeInfo>, Vec<PackPool>) {
                 labels.extend(pool.labels.clone());
                 labels.insert(core::labels::INSTANCE_TYPE.into(), it.name.clone());
                 labels.insert(core::labels::ZONE.into(), o.zone.clone());
-                labels.insert(core::labels::CAPACITY_TYPE.into(), o.capacity_type.as_label().into());
+                labels.insert(
+                    core::labels::CAPACITY_TYPE.into(),
+                    o.capacity_type.as_label().into(),
+                );
                 labels.insert(core::labels::NODEPOOL.into(), pool.name.clone());
                 if !pool.requirements.iter().all(|r| r.matches(&labels)) {
                     continue;

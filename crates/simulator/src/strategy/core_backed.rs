@@ -13,7 +13,8 @@ use super::{Autoscaler, Command, LaunchRequest, Provision};
 
 pub const COST_AWARE: &str = "provisioner-core schedule() with the CostAware planner";
 pub const COST_AWARE_OPT: &str = "provisioner-core schedule_with() and the optimize::Optimizer planner (ILP warm-started from CostAware; lower bound by column generation)";
-pub const KARPENTER: &str = "provisioner-core schedule() with the KarpenterBaseline planner (Karpenter-faithful greedy)";
+pub const KARPENTER: &str =
+    "provisioner-core schedule() with the KarpenterBaseline planner (Karpenter-faithful greedy)";
 pub const OUR_DISRUPTION: &str = "provisioner-core disruption::disrupt() (emptiness, drift/expiry, consolidation search with N replacements), re-validated with disruption::validate_with()";
 pub const KARPENTER_DISRUPTION: &str = "provisioner-core emptiness + disruption::karpenter_baseline (Karpenter's prefix multi-node and single-node search, at most one replacement), re-validated with disruption::validate_with()";
 
@@ -52,7 +53,8 @@ impl CoreStrategy {
             kind,
             sched,
             disruption,
-            optimizer: (kind == Kind::CostAwareOpt).then(|| Optimizer::new(OptimizerConfig::default())),
+            optimizer: (kind == Kind::CostAwareOpt)
+                .then(|| Optimizer::new(OptimizerConfig::default())),
         }
     }
 }
@@ -120,7 +122,12 @@ impl Autoscaler for CoreStrategy {
         let result = match &self.optimizer {
             Some(opt) => {
                 let mut state = ClusterState::new(snap);
-                let pending: Vec<core::Pod> = snap.pods.iter().filter(|p| p.node_name.is_none() && !p.is_daemonset_pod()).cloned().collect();
+                let pending: Vec<core::Pod> = snap
+                    .pods
+                    .iter()
+                    .filter(|p| p.node_name.is_none() && !p.is_daemonset_pod())
+                    .cloned()
+                    .collect();
                 core::schedule_with(&mut state, &pending, &self.sched, opt)
             }
             None => core::schedule(snap, &self.sched),
@@ -142,18 +149,33 @@ impl Autoscaler for CoreStrategy {
                 let (empty, _) = disruption::emptiness::emptiness(&set, &budgets, &self.disruption);
                 match empty {
                     Some(c) => Some(c),
-                    None => disruption::karpenter_baseline::karpenter_consolidation(snap, &self.disruption).command,
+                    None => {
+                        disruption::karpenter_baseline::karpenter_consolidation(
+                            snap,
+                            &self.disruption,
+                        )
+                        .command
+                    }
                 }
             }
-            Kind::CostAware | Kind::CostAwareOpt => disruption::disrupt(snap, &self.disruption).command,
+            Kind::CostAware | Kind::CostAwareOpt => {
+                disruption::disrupt(snap, &self.disruption).command
+            }
         };
         cmd.map(translate)
     }
 
-    fn revalidate(&mut self, snap: &core::Snapshot, cmd: &Command) -> bool {
+    fn revalidate(&mut self, snap: &core::Snapshot, cmd: &Command) -> Result<(), String> {
         match &cmd.core {
-            Some(c) => disruption::validate_with(c, snap, &self.disruption, &self.sched).valid,
-            None => true,
+            Some(c) => {
+                let v = disruption::validate_with(c, snap, &self.disruption, &self.sched);
+                if v.valid {
+                    Ok(())
+                } else {
+                    Err(v.failures.join("; "))
+                }
+            }
+            None => Ok(()),
         }
     }
 }

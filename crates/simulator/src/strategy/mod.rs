@@ -69,10 +69,18 @@ pub trait Autoscaler: Send {
     /// At most one disruption command (the engine calls this on the disruption period; nodes
     /// already being disrupted are `marked_for_deletion` in the snapshot).
     fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command>;
+    /// After a [`Autoscaler::disrupt`] that found nothing: the earliest time the strategy's
+    /// own time-based state could change its answer with the cluster unchanged (the engine
+    /// skips the loop until then, or until the cluster changes). `None`: only cluster changes
+    /// and `consolidateAfter` gates matter.
+    fn wake_at(&self) -> Option<i64> {
+        None
+    }
     /// Re-check a command just before executing it (Karpenter re-simulates after 15 s).
     /// `snap` shows the command's candidates as ordinary nodes.
-    fn revalidate(&mut self, _snap: &core::Snapshot, _cmd: &Command) -> bool {
-        true
+    /// `Err` carries why the command no longer holds.
+    fn revalidate(&mut self, _snap: &core::Snapshot, _cmd: &Command) -> Result<(), String> {
+        Ok(())
     }
     fn trigger(&self) -> Trigger {
         Trigger::Batch
@@ -142,7 +150,11 @@ pub fn catalog() -> Vec<StrategyInfo> {
 
 /// Names of the strategies that can run.
 pub fn available() -> Vec<&'static str> {
-    catalog().into_iter().filter(|s| s.available).map(|s| s.name).collect()
+    catalog()
+        .into_iter()
+        .filter(|s| s.available)
+        .map(|s| s.name)
+        .collect()
 }
 
 /// Resolve requested names (empty: all available) or fail naming the problem.
@@ -174,11 +186,17 @@ pub fn resolve(names: &[String]) -> Result<Vec<StrategyInfo>> {
 pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Autoscaler>> {
     Ok(match name {
         "cost-aware" => Box::new(core_backed::CoreStrategy::new(core_backed::Kind::CostAware)),
-        "cost-aware+opt" => Box::new(core_backed::CoreStrategy::new(core_backed::Kind::CostAwareOpt)),
+        "cost-aware+opt" => Box::new(core_backed::CoreStrategy::new(
+            core_backed::Kind::CostAwareOpt,
+        )),
         "karpenter" => Box::new(core_backed::CoreStrategy::new(core_backed::Kind::Karpenter)),
         "cas" => Box::new(cas::ClusterAutoscaler::new(settings.cas.clone())),
         other => {
-            let known = catalog().iter().map(|s| s.name).collect::<Vec<_>>().join(", ");
+            let known = catalog()
+                .iter()
+                .map(|s| s.name)
+                .collect::<Vec<_>>()
+                .join(", ");
             return Err(SimError::UnknownStrategy(other.to_string(), known));
         }
     })
