@@ -339,13 +339,39 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     };
     let mut reserved: Vec<Resources> = vec![Resources::default(); problem.pools.len()];
     let mut unplaced: Vec<(ItemId, String)> = Vec::new();
-    let mut lists: HashMap<(u32, Vec<ShapeId>), Arc<CandList>> = HashMap::new();
-    let mut list_for = |pool: u32, ids: Vec<ShapeId>| -> Arc<CandList> {
-        let key = (pool, ids);
+    // Candidate lists are shared between nodes. For a pool without limits, a node's list is
+    // every shape of the pool in the opener's shape set up to the cap price: shapes that do not
+    // fit the opener alone never fit the node later, so including them changes no decision and
+    // lets nodes opened by different items share one list.
+    let mut lists: HashMap<(u32, u32, u64), Arc<CandList>> = HashMap::new();
+    let mut list_for = |pool: u32, item: &PackItem, ids: Vec<ShapeId>| -> Arc<CandList> {
+        let limited = problem
+            .pools
+            .get(pool as usize)
+            .is_some_and(|p| p.remaining.is_some());
+        if limited {
+            return Arc::new(CandList::new(problem, ids));
+        }
+        let cap = ids
+            .iter()
+            .filter_map(|s| problem.shapes.get(*s as usize))
+            .map(|sh| sh.price)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let key = (pool, item.shape_set, cap.to_bits());
         if let Some(l) = lists.get(&key) {
             return Arc::clone(l);
         }
-        let l = Arc::new(CandList::new(problem, key.1.clone()));
+        let all: Vec<ShapeId> = problem
+            .item_shapes(item)
+            .iter()
+            .filter(|s| {
+                problem
+                    .shapes
+                    .get(*s as usize)
+                    .is_some_and(|sh| sh.pool == pool && sh.price <= cap)
+            })
+            .collect();
+        let l = Arc::new(CandList::new(problem, all));
         lists.insert(key, Arc::clone(&l));
         l
     };
@@ -383,9 +409,9 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
         match open_node(problem, policy, item, &demand, &reserved) {
             Ok((pool, capped, fitting)) => {
                 // The capped set may be too narrow (minValues); fall back to every fitting shape.
-                let mut n = OpenNode::open(problem, pool, list_for(pool, capped));
+                let mut n = OpenNode::open(problem, pool, list_for(pool, item, capped));
                 if let Err(first) = n.try_add(problem, id, item) {
-                    n = OpenNode::open(problem, pool, list_for(pool, fitting));
+                    n = OpenNode::open(problem, pool, list_for(pool, item, fitting));
                     if n.try_add(problem, id, item).is_err() {
                         unplaced.push((
                             id,
