@@ -19,37 +19,15 @@ use super::greedy::{self, Demand, NodeOrder, Policy};
 
 /// The cost-aware planner.
 ///
-/// It runs a small portfolio of greedy passes and keeps the cheapest plan that places the
-/// most items: the capped, mixed pass described above; the same order without the cap (mixed
-/// first fit, nodes grow while the price per unit allows); and Karpenter's own pass. So it is
-/// never worse than the baseline on packing, and the passes run in parallel (rayon) with a
-/// deterministic choice (ties go to the earlier pass).
+/// It runs two greedy passes in parallel (rayon) and keeps the cheapest plan that places the
+/// most items: the capped, mixed pass described above, and Karpenter's own pass, so it is never
+/// worse than the baseline on packing; the choice is deterministic (ties go to the capped
+/// pass). A third pass (mixed order without the cap) was measured and dropped: it changed one
+/// of 272 generated cases. [`CostAwarePlanner::plan_single_pass`] is the capped pass alone.
 #[derive(Debug, Clone, Copy)]
 pub struct CostAwarePlanner {
     /// Fraction of the average item assumed wasted per node when sizing (0.5 = half an item).
     pub fragmentation_allowance: f64,
-}
-
-/// One pass of the portfolio.
-#[derive(Debug, Clone, Copy)]
-struct Uncapped(CostAwarePlanner);
-
-impl Policy for Uncapped {
-    fn node_order(&self) -> NodeOrder {
-        NodeOrder::Creation
-    }
-    fn item_order(&self, problem: &PackingProblem) -> Vec<ItemId> {
-        self.0.item_order(problem)
-    }
-    fn cap(
-        &self,
-        _problem: &PackingProblem,
-        _opener: &PackItem,
-        fitting: Vec<ShapeId>,
-        _demand: &Demand,
-    ) -> Vec<ShapeId> {
-        fitting
-    }
 }
 
 impl CostAwarePlanner {
@@ -211,20 +189,12 @@ impl LaunchPlanner for CostAwarePlanner {
     }
 
     fn plan(&self, problem: &PackingProblem, warm_start: Option<&LaunchPlan>) -> LaunchPlan {
-        let (capped, (uncapped, karpenter)) = rayon::join(
+        let (capped, karpenter) = rayon::join(
             || greedy::run(problem, self),
-            || {
-                rayon::join(
-                    || greedy::run(problem, &Uncapped(*self)),
-                    || greedy::run(problem, &super::karpenter::KarpenterPlanner),
-                )
-            },
+            || greedy::run(problem, &super::karpenter::KarpenterPlanner),
         );
         let mut best = capped;
-        for cand in [Some(uncapped), Some(karpenter), warm_start.cloned()]
-            .into_iter()
-            .flatten()
-        {
+        for cand in [Some(karpenter), warm_start.cloned()].into_iter().flatten() {
             if (cand.unplaced.len(), cand.cost) < (best.unplaced.len(), best.cost)
                 && cand.cost.is_finite()
             {
