@@ -269,28 +269,27 @@ pub fn trace_requests(pods: &[TracePod]) -> Vec<Resources> {
         .collect()
 }
 
-/// A deterministic mix: `cpu_heavy` pods of 1-8 vCPU at 1-2 GiB per vCPU, `mem_heavy` pods of
-/// 0.25-4 vCPU at 6-16 GiB per vCPU, sizes on a realistic grid (quarter cores, 256 MiB).
+/// A deterministic mix of deployments: `cpu_heavy` pods drawn from 8 CPU-heavy templates (1, 2,
+/// 4 or 8 vCPU at 1 or 2 GiB per vCPU) and `mem_heavy` pods from 12 memory-heavy ones (0.25,
+/// 0.5, 1 or 2 vCPU at 6, 8 or 16 GiB per vCPU). Replicas of a deployment share their
+/// requests, so a round has few distinct request vectors; `synthetic_random` covers the
+/// opposite case.
 pub fn synthetic_mix(cpu_heavy: usize, mem_heavy: usize, seed: u64) -> Vec<Resources> {
     let mut rng = Rng(seed);
+    let cpu_templates: Vec<(i64, i64)> = [1000, 2000, 4000, 8000]
+        .iter()
+        .flat_map(|c| [1024, 2048].map(move |g| (*c, g)))
+        .collect();
+    let mem_templates: Vec<(i64, i64)> = [250, 500, 1000, 2000]
+        .iter()
+        .flat_map(|c| [6144, 8192, 16384].map(move |g| (*c, g)))
+        .collect();
     let mut out = Vec::with_capacity(cpu_heavy + mem_heavy);
-    for _ in 0..cpu_heavy {
-        let cpu = 1000 + 250 * rng.below(29) as i64; // 1..8 vCPU
-        let per = 1024 + 256 * rng.below(5) as i64; // 1..2 GiB per vCPU
-        out.push(Resources::with_pods(
-            cpu,
-            (cpu * per / 1000 / 256 * 256).max(256) * MIB,
-            1,
-        ));
-    }
-    for _ in 0..mem_heavy {
-        let cpu = 250 + 250 * rng.below(16) as i64; // 0.25..4 vCPU
-        let per = 6144 + 1024 * rng.below(11) as i64; // 6..16 GiB per vCPU
-        out.push(Resources::with_pods(
-            cpu,
-            (cpu * per / 1000 / 256 * 256).max(256) * MIB,
-            1,
-        ));
+    for (n, templates) in [(cpu_heavy, &cpu_templates), (mem_heavy, &mem_templates)] {
+        for _ in 0..n {
+            let (cpu, per) = templates[rng.below(templates.len())];
+            out.push(Resources::with_pods(cpu, cpu * per / 1000 * MIB, 1));
+        }
     }
     // Interleave deterministically so the input order carries no hint.
     let n = out.len();

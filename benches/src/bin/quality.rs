@@ -63,6 +63,7 @@ fn main() -> ExitCode {
     let mut budget_ms = OptimizerConfig::default().time_budget_ms;
     let mut backends: Vec<Backend> = Vec::new();
     let mut only: Option<String> = None;
+    let mut base = OptimizerConfig::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -84,6 +85,20 @@ fn main() -> ExitCode {
                 }
             },
             "--only" => only = it.next().cloned(),
+            "--knapsack-nodes" => match it.next().and_then(|v| v.parse().ok()) {
+                Some(v) => base.knapsack_nodes = v,
+                None => {
+                    eprintln!("--knapsack-nodes needs a number");
+                    return ExitCode::FAILURE;
+                }
+            },
+            "--integer-columns" => match it.next().and_then(|v| v.parse().ok()) {
+                Some(v) => base.max_integer_columns = v,
+                None => {
+                    eprintln!("--integer-columns needs a number");
+                    return ExitCode::FAILURE;
+                }
+            },
             other => {
                 eprintln!("unknown argument {other}");
                 return ExitCode::FAILURE;
@@ -135,7 +150,7 @@ fn main() -> ExitCode {
                 time_budget_ms: budget_ms,
                 lp_backend: Some(backend),
                 mip_backend: mip,
-                ..OptimizerConfig::default()
+                ..base.clone()
             });
             let t = Instant::now();
             let out = opt.optimize(p, Some(&heuristic));

@@ -175,10 +175,11 @@ pub(crate) fn solve(
 pub(crate) fn dive(
     problem: &PackingProblem,
     pp: &PatternProblem,
-    columns: &[Pattern],
+    columns: &mut Vec<Pattern>,
     duals: &[f64],
     backend: Backend,
     deadline: std::time::Instant,
+    extend: &mut dyn FnMut(&[i64], &mut Vec<Pattern>),
 ) -> Option<BTreeMap<usize, u32>> {
     if pp.shapes.iter().any(|s| {
         problem
@@ -195,7 +196,11 @@ pub(crate) fn dive(
     };
     let mut counts: BTreeMap<usize, u32> = BTreeMap::new();
     let mut residual: Vec<i64> = pp.classes.iter().map(|c| c.count() as i64).collect();
-    let take = |counts: &mut BTreeMap<usize, u32>, residual: &mut Vec<i64>, j: usize, k: u32| {
+    let take = |columns: &[Pattern],
+                counts: &mut BTreeMap<usize, u32>,
+                residual: &mut Vec<i64>,
+                j: usize,
+                k: u32| {
         *counts.entry(j).or_insert(0) += k;
         if let Some(p) = columns.get(j) {
             for (c, n) in &p.counts {
@@ -211,6 +216,9 @@ pub(crate) fn dive(
         if residual.iter().all(|r| *r <= 0) || std::time::Instant::now() >= deadline {
             break;
         }
+        // Dive and price: patterns made for the whole round over-cover a small residual; let
+        // column generation find patterns for what is left before each LP.
+        extend(&residual, columns);
         let vars = columns
             .iter()
             .map(|p| Var {
@@ -266,10 +274,10 @@ pub(crate) fn dive(
                 .filter(|(_, x)| **x > 1e-9)
                 .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)))
                 .map(|(j, _)| j)?;
-            take(&mut counts, &mut residual, j, 1);
+            take(columns, &mut counts, &mut residual, j, 1);
         } else {
             for (j, k) in floors {
-                take(&mut counts, &mut residual, j, k);
+                take(columns, &mut counts, &mut residual, j, k);
             }
         }
     }
@@ -295,7 +303,7 @@ pub(crate) fn dive(
             }
         }
         let (_, j) = best?;
-        take(&mut counts, &mut residual, j, 1);
+        take(columns, &mut counts, &mut residual, j, 1);
     }
     Some(counts)
 }

@@ -85,7 +85,7 @@ impl Default for OptimizerConfig {
             max_iterations: 100,
             columns_per_iteration: 10,
             knapsack_nodes: 5_000,
-            max_classes: 150,
+            max_classes: 250,
             max_integer_columns: 150,
         }
     }
@@ -675,37 +675,66 @@ impl Optimizer {
             warm.clear();
         }
         let mut best_cost = heuristic_cost;
-        let consider =
-            |part: &mut Part, counts: &[(usize, u32)], proven: bool, best_cost: &mut f64| -> bool {
-                match integer::to_nodes(problem, pp, &cols, counts) {
-                    Ok(nodes) => {
-                        let c = integer::cost(problem, &nodes);
-                        if c < *best_cost - 1e-9 && integer::within_pool_limits(problem, &nodes) {
-                            *best_cost = c;
-                            part.nodes = nodes;
-                            part.optimised = true;
-                            part.proven_optimal = proven;
-                            return true;
-                        }
-                        false
+        let consider = |part: &mut Part,
+                        cols: &[Pattern],
+                        counts: &[(usize, u32)],
+                        proven: bool,
+                        best_cost: &mut f64|
+         -> bool {
+            match integer::to_nodes(problem, pp, cols, counts) {
+                Ok(nodes) => {
+                    let c = integer::cost(problem, &nodes);
+                    if c < *best_cost - 1e-9 && integer::within_pool_limits(problem, &nodes) {
+                        *best_cost = c;
+                        part.nodes = nodes;
+                        part.optimised = true;
+                        part.proven_optimal = proven;
+                        return true;
                     }
-                    Err(e) => {
-                        part.note = Some(format!(
-                            "integer solution could not be turned into nodes: {e}"
-                        ));
-                        false
-                    }
+                    false
                 }
-            };
+                Err(e) => {
+                    part.note = Some(format!(
+                        "integer solution could not be turned into nodes: {e}"
+                    ));
+                    false
+                }
+            }
+        };
         // LP diving first (up to half the time left): cheap, and a better start for the
         // integer solve.
         let dive_deadline = Instant::now()
             + deadline
                 .saturating_duration_since(Instant::now())
                 .mul_f64(0.5);
-        if let Some(rounded) =
-            integer::dive(problem, pp, &cols, &cg.duals, lp_backend, dive_deadline)
-        {
+        let mut extend = |residual: &[i64], cols: &mut Vec<Pattern>| {
+            // The residual as its own pattern problem (same classes, fewer pods each).
+            let mut rpp = pp.clone();
+            for (c, r) in rpp.classes.iter_mut().zip(residual) {
+                c.items.truncate((*r).max(0) as usize);
+            }
+            let limits = colgen::Limits {
+                max_iterations: 10,
+                columns_per_iteration: self.config.columns_per_iteration,
+                knapsack_nodes: self.config.knapsack_nodes,
+                deadline: dive_deadline,
+            };
+            let more = colgen::run(&rpp, cols.clone(), lp_backend, limits);
+            for p in more.columns.into_iter().skip(cols.len()) {
+                if checker.pattern_ok(&rpp, &p) && !cols.contains(&p) {
+                    cols.push(p);
+                }
+            }
+        };
+        if let Some(rounded) = integer::dive(
+            problem,
+            pp,
+            &mut cols,
+            &cg.duals,
+            lp_backend,
+            dive_deadline,
+            &mut extend,
+        ) {
             let counts: Vec<(usize, u32)> = rounded.iter().map(|(j, n)| (*j, *n)).collect();
             let rounded_cost: f64 = counts
                 .iter()
@@ -723,7 +752,7 @@ impl Optimizer {
                         .map(|s| s.price * *n as f64)
                 })
                 .sum();
-            consider(&mut part, &counts, false, &mut best_cost);
+            consider(&mut part, &cols, &counts, false, &mut best_cost);
             if warm.is_empty() || rounded_cost < warm_cost {
                 warm = rounded;
             }
@@ -751,8 +780,13 @@ impl Optimizer {
                 if !sol.proven_optimal && Instant::now() >= deadline {
                     part.budget_hit = true;
                 }
-                if !consider(&mut part, &sol.counts, sol.proven_optimal, &mut best_cost)
-                    && sol.proven_optimal
+                if !consider(
+                    &mut part,
+                    &cols,
+                    &sol.counts,
+                    sol.proven_optimal,
+                    &mut best_cost,
+                ) && sol.proven_optimal
                     && part.optimised
                 {
                     // The rounding was already optimal over these patterns.
