@@ -233,7 +233,8 @@ pub fn build(ls: &LoadedScenario) -> Result<Vec<core::InstanceType>> {
                 format!("instance type `{}` is listed twice", t.name),
             ));
         }
-        if !(t.vcpu > 0.0) || t.memory_mib <= 0 || !(t.price >= 0.0) || t.gpu < 0 {
+        let positive = t.vcpu > 0.0 && t.price >= 0.0 && t.price.is_finite();
+        if !positive || t.memory_mib <= 0 || t.gpu < 0 {
             return Err(ls.invalid(
                 &field,
                 format!(

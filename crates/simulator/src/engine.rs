@@ -138,6 +138,8 @@ pub struct Summary {
     pub commands_by_reason: BTreeMap<String, u32>,
     pub provisioning_decisions: u32,
     pub disruption_evaluations: u32,
+    /// Scheduling simulations the disruption evaluations ran (core strategies).
+    pub disruption_simulations: u64,
     /// Summed hourly price of the nodes each provisioning round launched.
     pub round_cost: f64,
     /// Rounds whose planner proved a lower bound (the optimiser does), the summed price of
@@ -298,7 +300,10 @@ impl<'w> Sim<'w> {
             node_count: 0,
             scoring: w.settings.scheduler_scoring,
             trigger: Trigger::Batch,
-            monotone: !w.arrivals.iter().any(|a| predicates::has_inter_pod_constraints(&a.pod)),
+            monotone: !w
+                .arrivals
+                .iter()
+                .any(|a| predicates::has_inter_pod_constraints(&a.pod)),
         }
     }
 
@@ -542,12 +547,12 @@ impl<'w> Sim<'w> {
                 self.try_bind_to(pi, id);
             }
         }
-        if let Some(ci) = self.meta[id].replacement_for {
-            if let Some(c) = self.commands.get_mut(ci) {
-                c.waiting_for = c.waiting_for.saturating_sub(1);
-                if c.waiting_for == 0 {
-                    self.drain_and_delete(ci);
-                }
+        if let Some(ci) = self.meta[id].replacement_for
+            && let Some(c) = self.commands.get_mut(ci)
+        {
+            c.waiting_for = c.waiting_for.saturating_sub(1);
+            if c.waiting_for == 0 {
+                self.drain_and_delete(ci);
             }
         }
     }
@@ -740,10 +745,9 @@ impl<'w> Sim<'w> {
         if let Some(id) = name
             .strip_prefix("node-")
             .and_then(|s| s.parse::<usize>().ok())
+            && self.views.get(id).is_some_and(|v| v.name == name)
         {
-            if self.views.get(id).is_some_and(|v| v.name == name) {
-                return Some(id);
-            }
+            return Some(id);
         }
         self.views.iter().position(|v| v.name == name)
     }
@@ -768,12 +772,9 @@ impl<'w> Sim<'w> {
             if self.pods[pi].phase != PodPhase::Pending {
                 continue;
             }
-            match self.meta[ni].phase {
-                Phase::Ready => {
-                    if !self.try_bind_to(pi, ni) {
-                        self.pods[pi].nominated = None;
-                    }
-                }
+            let phase = self.meta[ni].phase;
+            match phase {
+                Phase::Ready if !self.try_bind_to(pi, ni) => self.pods[pi].nominated = None,
                 Phase::Launching => self.pods[pi].nominated = Some(ni),
                 _ => {}
             }
@@ -878,10 +879,9 @@ impl<'w> Sim<'w> {
         let ok = {
             let c = &self.commands[ci];
             let strict = c.cmd.core.is_none();
-            c.nodes
-                .iter()
-                .zip(&c.pods_at_proposal)
-                .all(|(&n, pods)| self.meta[n].phase == Phase::Ready && (!strict || self.meta[n].bound == *pods))
+            c.nodes.iter().zip(&c.pods_at_proposal).all(|(&n, pods)| {
+                self.meta[n].phase == Phase::Ready && (!strict || self.meta[n].bound == *pods)
+            })
         };
         let ok = ok && {
             let snap = self.snapshot(true);
@@ -1062,10 +1062,10 @@ impl Sim<'_> {
             }
             self.advance(t);
             events += 1;
-            if events % 4096 == 0 {
-                if let Some(p) = progress {
-                    p.store(t.max(0) as u64, Ordering::Relaxed);
-                }
+            if events.is_multiple_of(4096)
+                && let Some(p) = progress
+            {
+                p.store(t.max(0) as u64, Ordering::Relaxed);
             }
             let before = self.version;
             match ev {
@@ -1119,16 +1119,16 @@ impl Sim<'_> {
                     }
                 }
                 Ev::BatchCheck(generation) => {
-                    if let Some((opened, g)) = self.batch_open {
-                        if g == generation {
-                            let idle = self.last_pending_at + self.w.settings.batch_idle_seconds;
-                            let max = opened + self.w.settings.batch_max_seconds;
-                            if t >= idle || t >= max {
-                                self.batch_open = None;
-                                self.run_provisioning(a);
-                            } else {
-                                self.push(idle.min(max), Ev::BatchCheck(generation));
-                            }
+                    if let Some((opened, g)) = self.batch_open
+                        && g == generation
+                    {
+                        let idle = self.last_pending_at + self.w.settings.batch_idle_seconds;
+                        let max = opened + self.w.settings.batch_max_seconds;
+                        if t >= idle || t >= max {
+                            self.batch_open = None;
+                            self.run_provisioning(a);
+                        } else {
+                            self.push(idle.min(max), Ev::BatchCheck(generation));
                         }
                     }
                 }
@@ -1193,7 +1193,10 @@ impl Sim<'_> {
             }
             let a = &self.w.arrivals[pi];
             let waiting = match p.nominated {
-                Some(n) => format!("nominated to {} ({:?})", self.views[n].name, self.meta[n].phase),
+                Some(n) => format!(
+                    "nominated to {} ({:?})",
+                    self.views[n].name, self.meta[n].phase
+                ),
                 None => "no node".to_string(),
             };
             self.reasons.insert(format!(
@@ -1207,6 +1210,7 @@ impl Sim<'_> {
             ));
         }
         let mut s = self.summary.clone();
+        s.disruption_simulations = a.simulations();
         s.total_cost = self.cost;
         s.lower_bound_cost = self.lb_cost;
         s.cost_over_lower_bound = ratio(self.cost, self.lb_cost);

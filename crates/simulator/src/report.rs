@@ -108,7 +108,9 @@ pub fn rows(r: &Report) -> Vec<Row> {
                     .iter()
                     .map(|r| r.summary.pending_max_seconds)
                     .fold(0.0, f64::max),
-                never: avg(&|r| (r.summary.pods_never_scheduled + r.summary.pods_left_pending) as f64),
+                never: avg(&|r| {
+                    (r.summary.pods_never_scheduled + r.summary.pods_left_pending) as f64
+                }),
                 launched: avg(&|r| r.summary.nodes_launched as f64),
                 terminated: avg(&|r| r.summary.nodes_terminated as f64),
                 commands: avg(&|r| r.summary.disruption_commands as f64),

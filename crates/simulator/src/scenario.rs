@@ -105,6 +105,32 @@ pub struct Settings {
     pub scheduler_scoring: SchedulerScoring,
     /// The Cluster-Autoscaler-like baseline's knobs.
     pub cas: CasSettings,
+    /// Knobs of the core's own disruption decision (`cost-aware`, `cost-aware+opt`); the
+    /// Karpenter baseline has none, like Karpenter.
+    pub core_disruption: CoreDisruptionSettings,
+}
+
+/// The core's `DisruptionOptions` that users tune; defaults are the core's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct CoreDisruptionSettings {
+    /// A consolidation must save at least this much per hour.
+    pub min_saving_per_hour: f64,
+    /// ... and at least this fraction of the candidates' price (0.1 = 10%).
+    pub min_saving_fraction: f64,
+    /// Work bound of the multi-node search, in scheduling simulations per decision.
+    pub max_simulations: usize,
+}
+
+impl Default for CoreDisruptionSettings {
+    fn default() -> Self {
+        let d = provisioner_core::disruption::DisruptionOptions::default();
+        CoreDisruptionSettings {
+            min_saving_per_hour: d.min_saving_per_hour,
+            min_saving_fraction: d.min_saving_fraction,
+            max_simulations: d.max_simulations,
+        }
+    }
 }
 
 impl Default for Settings {
@@ -121,6 +147,7 @@ impl Default for Settings {
             end_seconds: None,
             scheduler_scoring: SchedulerScoring::LeastAllocated,
             cas: CasSettings::default(),
+            core_disruption: CoreDisruptionSettings::default(),
         }
     }
 }

@@ -194,13 +194,13 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
                     format!("`{}` is not in the catalog", e.instance_type),
                 )
             })?;
-        if let Some(p) = &e.node_pool {
-            if !names.contains_key(p) {
-                return Err(ls.invalid(
-                    &format!("{field}.nodePool"),
-                    format!("no NodePool named `{p}`"),
-                ));
-            }
+        if let Some(p) = &e.node_pool
+            && !names.contains_key(p)
+        {
+            return Err(ls.invalid(
+                &format!("{field}.nodePool"),
+                format!("no NodePool named `{p}`"),
+            ));
         }
         let zone = e
             .zone

@@ -71,13 +71,8 @@ pub fn paths_by_line(text: &str) -> Vec<String> {
             break;
         }
         if let Some(key) = mapping_key(rest) {
-            while stack
-                .last()
-                .is_some_and(|f| f.indent >= indent && !(f.is_seq && f.indent < indent))
-            {
-                if stack.last().is_some_and(|f| f.is_seq && f.indent < indent) {
-                    break;
-                }
+            // Close frames at or deeper than this key's indent.
+            while stack.last().is_some_and(|f| f.indent >= indent) {
                 stack.pop();
             }
             seq_counters

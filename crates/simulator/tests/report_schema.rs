@@ -52,20 +52,21 @@ fn check(schema: &Value, root: &Value, v: &Value, path: &str, errors: &mut Vec<S
             return;
         }
     }
-    if let Some(e) = schema.get("enum").and_then(Value::as_array) {
-        if !e.contains(v) {
-            errors.push(format!("{path}: {v} not in enum"));
-        }
+    if let Some(e) = schema.get("enum").and_then(Value::as_array)
+        && !e.contains(v)
+    {
+        errors.push(format!("{path}: {v} not in enum"));
     }
-    if let Some(c) = schema.get("const") {
-        if c != v {
-            errors.push(format!("{path}: {v} is not {c}"));
-        }
+    if let Some(c) = schema.get("const")
+        && c != v
+    {
+        errors.push(format!("{path}: {v} is not {c}"));
     }
-    if let Some(f) = schema.get("format").and_then(Value::as_str) {
-        if f.starts_with("uint") && v.as_f64().is_some_and(|x| x < 0.0) {
-            errors.push(format!("{path}: negative {f}"));
-        }
+    if let Some(f) = schema.get("format").and_then(Value::as_str)
+        && f.starts_with("uint")
+        && v.as_f64().is_some_and(|x| x < 0.0)
+    {
+        errors.push(format!("{path}: negative {f}"));
     }
     if let Some(obj) = v.as_object() {
         let props = schema.get("properties").and_then(Value::as_object);
@@ -75,10 +76,10 @@ fn check(schema: &Value, root: &Value, v: &Value, path: &str, errors: &mut Vec<S
             .into_iter()
             .flatten()
         {
-            if let Some(k) = req.as_str() {
-                if !obj.contains_key(k) {
-                    errors.push(format!("{path}: missing required `{k}`"));
-                }
+            if let Some(k) = req.as_str()
+                && !obj.contains_key(k)
+            {
+                errors.push(format!("{path}: missing required `{k}`"));
             }
         }
         for (k, val) in obj {

@@ -103,13 +103,13 @@ pub fn load(path: &Path, spec: &OpenbSpec) -> Result<Vec<Arrival>> {
     if let Some(limit) = spec.limit {
         out.truncate(limit);
     }
-    if spec.shift_to_first_arrival {
-        if let Some(first) = out.first().map(|a| a.at) {
-            for a in &mut out {
-                a.at -= first;
-                a.pod.created_at = a.at;
-                a.leave = a.leave.map(|l| l - first);
-            }
+    if spec.shift_to_first_arrival
+        && let Some(first) = out.first().map(|a| a.at)
+    {
+        for a in &mut out {
+            a.at -= first;
+            a.pod.created_at = a.at;
+            a.leave = a.leave.map(|l| l - first);
         }
     }
     Ok(out)

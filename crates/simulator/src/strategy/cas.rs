@@ -231,10 +231,10 @@ impl Autoscaler for ClusterAutoscaler {
         let mut unneeded_now = BTreeMap::new();
         let mut pods_on: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for (i, p) in snap.pods.iter().enumerate() {
-            if let Some(n) = &p.node_name {
-                if p.owner_kind.as_deref() != Some("DaemonSet") {
-                    pods_on.entry(n.as_str()).or_default().push(i);
-                }
+            if let Some(n) = &p.node_name
+                && p.owner_kind.as_deref() != Some("DaemonSet")
+            {
+                pods_on.entry(n.as_str()).or_default().push(i);
             }
         }
         let draining = snap.nodes.iter().any(|n| n.marked_for_deletion);

@@ -116,10 +116,10 @@ pub fn shapes(snap: &core::Snapshot) -> (Vec<ShapeInfo>, Vec<PackPool>) {
             min_values: min_values.clone(),
         });
         for (ti, it) in snap.instance_types.iter().enumerate() {
-            if let Some(allowed) = &pool.instance_types {
-                if !allowed.contains(&it.name) {
-                    continue;
-                }
+            if let Some(allowed) = &pool.instance_types
+                && !allowed.contains(&it.name)
+            {
+                continue;
             }
             let alloc = catalog::allocatable(it);
             for o in it.offerings.iter().filter(|o| o.available) {

@@ -31,10 +31,11 @@ pub struct CoreStrategy {
     sched: SchedulingOptions,
     disruption: DisruptionOptions,
     optimizer: Option<Optimizer>,
+    simulations: u64,
 }
 
 impl CoreStrategy {
-    pub fn new(kind: Kind) -> Self {
+    pub fn new(kind: Kind, settings: &crate::scenario::Settings) -> Self {
         let strategy = match kind {
             Kind::Karpenter => core::Strategy::KarpenterBaseline,
             _ => core::Strategy::CostAware,
@@ -49,10 +50,21 @@ impl CoreStrategy {
             parallel: false,
             ..DisruptionOptions::default()
         };
+        let cd = &settings.core_disruption;
+        let disruption = match kind {
+            Kind::Karpenter => disruption,
+            _ => DisruptionOptions {
+                min_saving_per_hour: cd.min_saving_per_hour,
+                min_saving_fraction: cd.min_saving_fraction,
+                max_simulations: cd.max_simulations,
+                ..disruption
+            },
+        };
         CoreStrategy {
             kind,
             sched,
             disruption,
+            simulations: 0,
             optimizer: (kind == Kind::CostAwareOpt)
                 .then(|| Optimizer::new(OptimizerConfig::default())),
         }
@@ -150,19 +162,30 @@ impl Autoscaler for CoreStrategy {
                 match empty {
                     Some(c) => Some(c),
                     None => {
-                        disruption::karpenter_baseline::karpenter_consolidation(
+                        let r = disruption::karpenter_baseline::karpenter_consolidation(
                             snap,
                             &self.disruption,
-                        )
-                        .command
+                        );
+                        self.simulations += r.simulations as u64;
+                        r.command
                     }
                 }
             }
             Kind::CostAware | Kind::CostAwareOpt => {
-                disruption::disrupt(snap, &self.disruption).command
+                let d = disruption::disrupt(snap, &self.disruption);
+                self.simulations += d
+                    .methods
+                    .iter()
+                    .map(|m| m.sets_evaluated as u64)
+                    .sum::<u64>();
+                d.command
             }
         };
         cmd.map(translate)
+    }
+
+    fn simulations(&self) -> u64 {
+        self.simulations
     }
 
     fn revalidate(&mut self, snap: &core::Snapshot, cmd: &Command) -> Result<(), String> {

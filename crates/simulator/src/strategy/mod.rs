@@ -78,6 +78,10 @@ pub trait Autoscaler: Send {
     }
     /// Re-check a command just before executing it (Karpenter re-simulates after 15 s).
     /// `snap` shows the command's candidates as ordinary nodes.
+    /// Scheduling simulations the disruption decisions ran so far (for the report).
+    fn simulations(&self) -> u64 {
+        0
+    }
     /// `Err` carries why the command no longer holds.
     fn revalidate(&mut self, _snap: &core::Snapshot, _cmd: &Command) -> Result<(), String> {
         Ok(())
@@ -185,11 +189,18 @@ pub fn resolve(names: &[String]) -> Result<Vec<StrategyInfo>> {
 /// Build a runnable strategy.
 pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Autoscaler>> {
     Ok(match name {
-        "cost-aware" => Box::new(core_backed::CoreStrategy::new(core_backed::Kind::CostAware)),
+        "cost-aware" => Box::new(core_backed::CoreStrategy::new(
+            core_backed::Kind::CostAware,
+            settings,
+        )),
         "cost-aware+opt" => Box::new(core_backed::CoreStrategy::new(
             core_backed::Kind::CostAwareOpt,
+            settings,
         )),
-        "karpenter" => Box::new(core_backed::CoreStrategy::new(core_backed::Kind::Karpenter)),
+        "karpenter" => Box::new(core_backed::CoreStrategy::new(
+            core_backed::Kind::Karpenter,
+            settings,
+        )),
         "cas" => Box::new(cas::ClusterAutoscaler::new(settings.cas.clone())),
         other => {
             let known = catalog()
