@@ -218,7 +218,9 @@ pub struct PodAffinity {
     pub preferred: Vec<WeightedPodAffinityTerm>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
 pub enum Protocol {
     #[default]
     TCP,
@@ -307,7 +309,9 @@ pub struct Pod {
 }
 
 /// Capacity type of an offering, as `karpenter.sh/capacity-type` spells it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum CapacityType {
     #[default]
