@@ -170,7 +170,7 @@ pub struct RunResult {
 }
 
 /// How the lower bound in reports is computed.
-pub const LOWER_BOUND_KIND: &str = "per-resource bound: max over CPU, memory and GPU of (demand x the catalog's cheapest price per allocatable unit); not the core's LP bound (issue 4)";
+pub const LOWER_BOUND_KIND: &str = "per-resource bound: max over CPU, memory and GPU of (demand x the catalog's cheapest price per allocatable unit); looser than the core's LP bound, which `cost-aware+opt` reports per provisioning round (round_lower_bound)";
 
 struct Sim<'w> {
     w: &'w World,

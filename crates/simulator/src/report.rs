@@ -426,7 +426,8 @@ fn series_line(run: &RunResult, div: f64, f: impl Fn(&Sample) -> f64) -> Line {
     Line {
         name: run.strategy.clone(),
         color: color(&run.strategy).into(),
-        dashed: false,
+        // Dashed so it stays visible where it coincides with the plain heuristic.
+        dashed: run.strategy.ends_with("+opt"),
         points: run
             .series
             .iter()
