@@ -16,8 +16,10 @@
 //! 3. **Lower bound** ([`colgen`]): the LP relaxation of the pattern formulation by column
 //!    generation, certified with Farley's bound at every iteration, so it is valid whenever the
 //!    budget ends; the price-per-unit bound ([`bound`]) is the fallback and a floor.
-//! 4. **Integer pass** ([`integer`]): an ILP over the generated patterns that pass the shared
-//!    checks, warm-started from the heuristic's nodes, with the rest of the budget.
+//! 4. **Integer pass** ([`integer`]): first LP diving with pricing (fix the integer part of the
+//!    restricted master's LP solution, generate patterns for the residual demand, repeat), then an
+//!    ILP over the generated patterns that pass the shared checks, warm-started from the better
+//!    of the dive and the heuristic's nodes, with the rest of the budget.
 //! 5. The chosen patterns become nodes with concrete pods; each node relaunches as the cheapest
 //!    shape that still holds it; the plan is [`verify`]d and compared with the heuristic's. If
 //!    verification fails (it should not) the heuristic's plan is returned and the result says so.
