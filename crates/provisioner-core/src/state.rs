@@ -343,7 +343,16 @@ impl ClusterState {
                 *g.owners.entry(d.clone()).or_insert(0) += 1;
             }
         }
-        self.pinned.push((pod.clone(), pins));
+        // Keep only what group selection and ownership read.
+        let light = Pod {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            labels: pod.labels.clone(),
+            pod_affinity: pod.pod_affinity.clone(),
+            pod_anti_affinity: pod.pod_anti_affinity.clone(),
+            ..Pod::default()
+        };
+        self.pinned.push((light, pins));
     }
 
     /// Whether a pod's host ports conflict with a node's.

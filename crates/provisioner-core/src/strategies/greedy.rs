@@ -148,10 +148,6 @@ impl CandList {
         }
         CandList { ids, suffix_max }
     }
-
-    fn max_alloc(&self) -> [i64; 4] {
-        self.suffix_max.first().copied().unwrap_or([i64::MIN; 4])
-    }
 }
 
 struct OpenNode {
@@ -162,6 +158,8 @@ struct OpenNode {
     /// the suffix maxima instead.
     cands: Arc<CandList>,
     compat: ShapeSet,
+    /// Per-dimension maximum allocatable over the node's initial shapes (`compat` at open).
+    max_alloc: [i64; 4],
     /// The pool has `minValues`: use the exact (pruning) checks of [`NodeBuilder`].
     exact: bool,
     pods: usize,
@@ -169,17 +167,43 @@ struct OpenNode {
 }
 
 impl OpenNode {
-    fn open(problem: &PackingProblem, pool: u32, cands: Arc<CandList>) -> OpenNode {
-        let compat = ShapeSet::from_ids(problem.shapes.len(), cands.ids.iter().copied());
+    /// Opens a node over `cands` restricted to shapes priced at most `cap`.
+    fn open(problem: &PackingProblem, pool: u32, cands: Arc<CandList>, cap: f64) -> OpenNode {
+        let within = |s: &ShapeId| {
+            problem
+                .shapes
+                .get(*s as usize)
+                .is_some_and(|sh| sh.price <= cap)
+        };
+        let compat = ShapeSet::from_ids(
+            problem.shapes.len(),
+            cands.ids.iter().copied().filter(within),
+        );
+        let mut max_alloc = [i64::MIN; 4];
+        for s in cands.ids.iter().filter(|s| within(s)) {
+            if let Some(a) = problem.shapes.get(*s as usize).map(|sh| &sh.allocatable) {
+                max_alloc = [
+                    max_alloc[0].max(a.cpu_milli),
+                    max_alloc[1].max(a.memory),
+                    max_alloc[2].max(a.pods),
+                    max_alloc[3].max(a.ephemeral_storage),
+                ];
+            }
+        }
         let exact = problem
             .pools
             .get(pool as usize)
             .is_some_and(|p| !p.min_values.is_empty());
-        let initial = if exact { cands.ids.clone() } else { Vec::new() };
+        let initial = if exact {
+            cands.ids.iter().copied().filter(within).collect()
+        } else {
+            Vec::new()
+        };
         OpenNode {
             b: NodeBuilder::new(pool, initial),
             cands,
             compat,
+            max_alloc,
             exact,
             pods: 0,
             closed: false,
@@ -188,7 +212,7 @@ impl OpenNode {
 
     fn headroom(&self) -> Resources {
         let u = &self.b.used;
-        let m = self.cands.max_alloc();
+        let m = self.max_alloc;
         Resources {
             cpu_milli: m[0].saturating_sub(u.cpu_milli),
             memory: m[1].saturating_sub(u.memory),
@@ -339,27 +363,27 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     };
     let mut reserved: Vec<Resources> = vec![Resources::default(); problem.pools.len()];
     let mut unplaced: Vec<(ItemId, String)> = Vec::new();
-    // Candidate lists are shared between nodes. For a pool without limits, a node's list is
-    // every shape of the pool in the opener's shape set up to the cap price: shapes that do not
-    // fit the opener alone never fit the node later, so including them changes no decision and
-    // lets nodes opened by different items share one list.
-    let mut lists: HashMap<(u32, u32, u64), Arc<CandList>> = HashMap::new();
-    let mut list_for = |pool: u32, item: &PackItem, ids: Vec<ShapeId>| -> Arc<CandList> {
-        let limited = problem
-            .pools
-            .get(pool as usize)
-            .is_some_and(|p| p.remaining.is_some());
-        if limited {
-            return Arc::new(CandList::new(problem, ids));
-        }
+    // Candidate lists are shared between nodes: for a pool without limits, a node's list is
+    // every shape of the pool in the opener's shape set, and its cap is applied through the
+    // node's compatibility set. Shapes that do not fit the opener alone never fit the node
+    // later, so including them changes no decision.
+    let mut lists: HashMap<(u32, u32), Arc<CandList>> = HashMap::new();
+    let mut list_for = |pool: u32, item: &PackItem, ids: Vec<ShapeId>| -> (Arc<CandList>, f64) {
         let cap = ids
             .iter()
             .filter_map(|s| problem.shapes.get(*s as usize))
             .map(|sh| sh.price)
             .fold(f64::NEG_INFINITY, f64::max);
-        let key = (pool, item.shape_set, cap.to_bits());
+        let limited = problem
+            .pools
+            .get(pool as usize)
+            .is_some_and(|p| p.remaining.is_some());
+        if limited {
+            return (Arc::new(CandList::new(problem, ids)), f64::INFINITY);
+        }
+        let key = (pool, item.shape_set);
         if let Some(l) = lists.get(&key) {
-            return Arc::clone(l);
+            return (Arc::clone(l), cap);
         }
         let all: Vec<ShapeId> = problem
             .item_shapes(item)
@@ -368,12 +392,12 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
                 problem
                     .shapes
                     .get(*s as usize)
-                    .is_some_and(|sh| sh.pool == pool && sh.price <= cap)
+                    .is_some_and(|sh| sh.pool == pool)
             })
             .collect();
         let l = Arc::new(CandList::new(problem, all));
         lists.insert(key, Arc::clone(&l));
-        l
+        (l, cap)
     };
 
     for (pos, &id) in order.iter().enumerate() {
@@ -409,9 +433,15 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
         match open_node(problem, policy, item, &demand, &reserved) {
             Ok((pool, capped, fitting)) => {
                 // The capped set may be too narrow (minValues); fall back to every fitting shape.
-                let mut n = OpenNode::open(problem, pool, list_for(pool, item, capped));
+                let mut n = {
+                    let (l, cap) = list_for(pool, item, capped);
+                    OpenNode::open(problem, pool, l, cap)
+                };
                 if let Err(first) = n.try_add(problem, id, item) {
-                    n = OpenNode::open(problem, pool, list_for(pool, item, fitting));
+                    n = {
+                        let (l, cap) = list_for(pool, item, fitting);
+                        OpenNode::open(problem, pool, l, cap)
+                    };
                     if n.try_add(problem, id, item).is_err() {
                         unplaced.push((
                             id,
@@ -427,7 +457,7 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
                     .is_some_and(|p| p.remaining.is_some());
                 if limited && let Some(r) = reserved.get_mut(pool as usize) {
                     let mut max = Resources::default();
-                    for s in &n.cands.ids {
+                    for s in n.cands.ids.iter().filter(|s| n.compat.contains(**s)) {
                         if let Some(sh) = problem.shapes.get(*s as usize) {
                             max = max.max(&sh.capacity);
                         }
