@@ -326,6 +326,11 @@ pub struct LaunchPlan {
     pub cost: f64,
     /// A proven lower bound on the cost of placing all placed items, if the planner has one.
     pub lower_bound: Option<f64>,
+    /// What the planner did, for people reading a decision (e.g. "optimised", "heuristic
+    /// kept: no cheaper plan found", "coarsened 2000→67 classes"), so a plan says which path
+    /// produced it without the caller knowing the planner.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl LaunchPlan {
@@ -344,6 +349,7 @@ impl LaunchPlan {
             unplaced,
             cost,
             lower_bound: None,
+            notes: Vec::new(),
         }
     }
 }

@@ -98,6 +98,13 @@ pub struct SchedulingResult {
     /// A lower bound on the new-node cost, when the planner computes one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_lower_bound: Option<f64>,
+    /// `(cost - bound) / bound` in percent, when a bound is known: how far from optimal this
+    /// round's launch can be at worst.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_gap_percent: Option<f64>,
+    /// The planner's account of what it did (see [`crate::packing::LaunchPlan::notes`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub planner_notes: Vec<String>,
 }
 
 impl SchedulingResult {

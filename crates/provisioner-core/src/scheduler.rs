@@ -977,6 +977,10 @@ impl<'a> Run<'a> {
         result.new_node_cost_per_hour = claims.iter().fold(0.0, |acc, c| acc + c.launch.price);
         result.new_node_claims = claims;
         result.cost_lower_bound = plan.lower_bound;
+        result.cost_gap_percent = plan
+            .lower_bound
+            .and_then(|bound| crate::optimize::gap_pct(result.new_node_cost_per_hour, bound));
+        result.planner_notes = plan.notes.clone();
     }
 }
 

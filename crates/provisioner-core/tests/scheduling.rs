@@ -654,3 +654,60 @@ fn consolidation_reuses_the_state() {
     // The base state is untouched.
     assert_eq!(base.nodes[1].used.cpu_milli, 500);
 }
+
+/// The optimiser behind the packing interface says in the scheduling result what it did and
+/// how far from the bound the launch is.
+#[test]
+fn optimiser_result_carries_bound_gap_and_notes() {
+    use provisioner_core::optimize::Optimizer;
+    let mut snapshot = Snapshot {
+        nodepools: vec![NodePool::new("default", 0)],
+        instance_types: vec![
+            InstanceType::new(
+                "small",
+                2_000,
+                4 << 30,
+                110,
+                vec![Offering::new("z1", CapacityType::OnDemand, 0.1)],
+            ),
+            InstanceType::new(
+                "large",
+                8_000,
+                16 << 30,
+                110,
+                vec![Offering::new("z1", CapacityType::OnDemand, 0.35)],
+            ),
+        ],
+        ..Snapshot::default()
+    };
+    for i in 0..6 {
+        snapshot
+            .pods
+            .push(Pod::new("default", &format!("p{i}"), 900, 1 << 30));
+    }
+    let mut state = ClusterState::new(&snapshot);
+    let pending: Vec<Pod> = snapshot.pods.clone();
+    let result = schedule_with(
+        &mut state,
+        &pending,
+        &SchedulingOptions::default(),
+        &Optimizer::default(),
+    );
+    assert_eq!(result.placed_pods(), 6);
+    let bound = result
+        .cost_lower_bound
+        .expect("the optimiser reports a bound");
+    assert!(bound <= result.new_node_cost_per_hour + 1e-9);
+    let gap = result
+        .cost_gap_percent
+        .expect("a gap with a positive bound");
+    assert!(gap >= -1e-6, "gap {gap}");
+    assert!(
+        result
+            .planner_notes
+            .iter()
+            .any(|n| n.starts_with("optimised") || n.starts_with("heuristic kept")),
+        "notes: {:?}",
+        result.planner_notes
+    );
+}

@@ -190,7 +190,29 @@ impl LaunchPlanner for Optimizer {
     }
 
     fn plan(&self, problem: &PackingProblem, warm_start: Option<&LaunchPlan>) -> LaunchPlan {
-        self.optimize(problem, warm_start).plan
+        let optimized = self.optimize(problem, warm_start);
+        let mut plan = optimized.plan;
+        plan.notes.push(match &optimized.method {
+            Method::Optimised {
+                proven_optimal: true,
+            } => "optimised (proven optimal over the generated patterns)".to_string(),
+            Method::Optimised { .. } => "optimised".to_string(),
+            Method::Heuristic { reason } => format!("heuristic kept: {reason}"),
+        });
+        let d = &optimized.decomposition;
+        if d.coarsened {
+            plan.notes.push(format!(
+                "coarsened {}→{} request classes",
+                d.classes_exact, d.classes
+            ));
+        }
+        if d.components > 1 {
+            plan.notes.push(format!(
+                "decomposed into {} independent parts",
+                d.components
+            ));
+        }
+        plan
     }
 }
 
