@@ -340,3 +340,76 @@ impl Autoscaler for ClusterAutoscaler {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot() -> core::Snapshot {
+        let it = |name: &str, cpu: i64, mem_gi: i64, price: f64| {
+            core::InstanceType::new(
+                name,
+                cpu,
+                mem_gi << 30,
+                110,
+                vec![core::Offering::new(
+                    "zone-a",
+                    core::CapacityType::OnDemand,
+                    price,
+                )],
+            )
+        };
+        core::Snapshot {
+            instance_types: vec![it("a-small", 4000, 8, 0.20), it("b-big", 8000, 16, 0.30)],
+            nodepools: vec![core::NodePool::new("default", 0)],
+            pods: (0..3)
+                .map(|i| {
+                    let mut p = core::Pod::new("default", &format!("p{i}"), 1000, 1 << 30);
+                    p.owner_kind = Some("ReplicaSet".into());
+                    p
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn least_waste_picks_one_group() {
+        let mut cas = ClusterAutoscaler::new(CasSettings::default());
+        let p = cas.provision(&snapshot());
+        // 3 x 1 CPU: a-small leaves 1/4 idle, b-big 5/8; least waste is a-small, whatever
+        // the price.
+        assert_eq!(p.launches.len(), 1);
+        assert_eq!(p.launches[0].instance_type, "a-small");
+        assert_eq!(p.launches[0].pods.len(), 3);
+    }
+
+    #[test]
+    fn scale_down_waits_for_unneeded_time() {
+        let mut cas = ClusterAutoscaler::new(CasSettings::default());
+        let mut s = snapshot();
+        let node = |name: &str| {
+            let mut n = core::Node::new(
+                name,
+                "zone-a",
+                core::Resources::with_pods(4000, 8 << 30, 110),
+            );
+            n.nodepool = Some("default".into());
+            n.ready = true;
+            n.initialized = true;
+            n.price = 0.2;
+            n
+        };
+        s.nodes = vec![node("n1"), node("n2")];
+        // One small pod on n1: n1 is under 50% and its pod fits on n2.
+        s.pods.truncate(1);
+        s.pods[0].node_name = Some("n1".into());
+        s.now = 1000;
+        assert!(cas.disrupt(&s).is_none(), "not unneeded long enough yet");
+        s.now = 1000 + 600;
+        let cmd = cas.disrupt(&s);
+        let names: Vec<String> = cmd.map(|c| c.candidates).unwrap_or_default();
+        // n2 is empty: removed first, in bulk.
+        assert_eq!(names, vec!["n2".to_string()]);
+    }
+}
