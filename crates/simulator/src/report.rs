@@ -137,7 +137,7 @@ fn table_cells(r: &Row, lb_total: f64) -> Vec<String> {
     vec![
         r.strategy.clone(),
         format!("{:.2}", r.total_cost),
-        format!("{:+.1}%", (r.over_lb - 1.0) * 100.0),
+        format!("{:+.1}%", ((r.over_lb - 1.0) * 1000.0).round() / 10.0 + 0.0),
         format!("{:.0}%", r.cpu * 100.0),
         format!("{:.0}%", r.mem * 100.0),
         format!("{} / {} / {}", dur(r.p50), dur(r.p95), dur(r.max)),
@@ -220,6 +220,24 @@ pub fn table(r: &Report) -> String {
         "lower bound (total): {lb:.2} -- {}",
         r.lower_bound_kind
     );
+    for run in r.runs.iter().filter(|x| x.summary.rounds_with_bound > 0) {
+        let s = &run.summary;
+        let gap = if s.round_lower_bound > 0.0 {
+            (s.round_cost_with_bound / s.round_lower_bound - 1.0) * 100.0
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            out,
+            "{} (seed {}): new nodes of {} provisioning rounds cost {:.2}/h in total against the core's lower bound {:.2}/h (gap {:.2}%)",
+            run.strategy,
+            run.seed,
+            s.rounds_with_bound,
+            s.round_cost_with_bound,
+            s.round_lower_bound,
+            gap
+        );
+    }
     for s in &r.strategies {
         let _ = writeln!(
             out,
