@@ -6,7 +6,8 @@ use std::path::Path;
 
 use provisioner_core as core;
 
-use crate::error::{Result, SimError};
+use crate::csv_table::CsvTable;
+use crate::error::Result;
 use crate::quantity;
 use crate::scenario::{
     BuiltinCatalog, CapacityTypeName, InstanceTypeSpec, LoadedScenario, OverheadSpec,
@@ -80,73 +81,31 @@ fn round4(x: f64) -> f64 {
 
 /// Read `instance_type, vcpu, memory_mib, gpu, arch, on_demand_usd_per_hour` rows.
 pub fn load_csv(path: &Path) -> Result<Vec<InstanceTypeSpec>> {
-    let mut rdr = csv::Reader::from_path(path).map_err(|e| SimError::Csv {
-        path: path.to_path_buf(),
-        line: 0,
-        message: e.to_string(),
-    })?;
-    let headers = rdr
-        .headers()
-        .map_err(|e| SimError::Csv {
-            path: path.to_path_buf(),
-            line: 1,
-            message: e.to_string(),
-        })?
-        .clone();
-    let col = |name: &str| -> Result<usize> {
-        headers
-            .iter()
-            .position(|h| h.trim() == name)
-            .ok_or_else(|| SimError::Csv {
-                path: path.to_path_buf(),
-                line: 1,
-                message: format!("missing column `{name}`"),
-            })
-    };
+    let table = CsvTable::open(path)?;
     let (c_name, c_vcpu, c_mem, c_price) = (
-        col("instance_type")?,
-        col("vcpu")?,
-        col("memory_mib")?,
-        col("on_demand_usd_per_hour")?,
+        table.column("instance_type")?,
+        table.column("vcpu")?,
+        table.column("memory_mib")?,
+        table.column("on_demand_usd_per_hour")?,
     );
-    let c_gpu = headers.iter().position(|h| h.trim() == "gpu");
-    let c_arch = headers.iter().position(|h| h.trim() == "arch");
+    let c_gpu = table.optional_column("gpu");
+    let c_arch = table.optional_column("arch");
     let mut out = Vec::new();
-    for rec in rdr.records() {
-        let rec = rec.map_err(|e| SimError::Csv {
-            path: path.to_path_buf(),
-            line: e.position().map(|p| p.line()).unwrap_or(0),
-            message: e.to_string(),
-        })?;
-        let line = rec.position().map(|p| p.line()).unwrap_or(0);
-        let field = |i: usize, what: &str| -> Result<&str> {
-            rec.get(i).map(str::trim).ok_or_else(|| SimError::Csv {
-                path: path.to_path_buf(),
-                line,
-                message: format!("missing `{what}`"),
-            })
-        };
-        let num = |i: usize, what: &str| -> Result<f64> {
-            let s = field(i, what)?;
-            s.parse::<f64>().map_err(|_| SimError::Csv {
-                path: path.to_path_buf(),
-                line,
-                message: format!("`{what}` is not a number: `{s}`"),
-            })
-        };
+    for row in table.rows() {
+        let row = row?;
         out.push(InstanceTypeSpec {
-            name: field(c_name, "instance_type")?.to_string(),
-            vcpu: num(c_vcpu, "vcpu")?,
-            memory_mib: num(c_mem, "memory_mib")? as i64,
+            name: row.required(c_name, "instance_type")?.to_string(),
+            vcpu: row.number(c_vcpu, "vcpu")?,
+            memory_mib: row.number(c_mem, "memory_mib")? as i64,
             gpu: match c_gpu {
-                Some(i) => num(i, "gpu")? as i64,
+                Some(i) => row.number(i, "gpu")? as i64,
                 None => 0,
             },
             arch: match c_arch {
-                Some(i) => field(i, "arch")?.to_string(),
+                Some(i) => row.required(i, "arch")?.to_string(),
                 None => "amd64".into(),
             },
-            price: num(c_price, "on_demand_usd_per_hour")?,
+            price: row.number(c_price, "on_demand_usd_per_hour")?,
             spot_price: None,
             zones: None,
             labels: BTreeMap::new(),

@@ -9,6 +9,7 @@
 
 pub mod catalog;
 pub mod convert;
+pub mod csv_table;
 pub mod engine;
 pub mod error;
 pub mod generators;

@@ -9,59 +9,26 @@ use provisioner_core as core;
 
 use super::Arrival;
 use crate::catalog::GPU;
-use crate::error::{Result, SimError};
+use crate::csv_table::CsvTable;
+use crate::error::Result;
 use crate::scenario::{GpuMode, OpenbSpec};
 
 /// Read the trace. Rows are returned in arrival order (ties by name), so runs are
 /// deterministic whatever the file's order.
 pub fn load(path: &Path, spec: &OpenbSpec) -> Result<Vec<Arrival>> {
-    let mut rdr = csv::Reader::from_path(path).map_err(|e| SimError::Csv {
-        path: path.to_path_buf(),
-        line: 0,
-        message: e.to_string(),
-    })?;
-    let headers = rdr
-        .headers()
-        .map_err(|e| SimError::Csv {
-            path: path.to_path_buf(),
-            line: 1,
-            message: e.to_string(),
-        })?
-        .clone();
-    let col = |name: &str| -> Result<usize> {
-        headers
-            .iter()
-            .position(|h| h.trim() == name)
-            .ok_or_else(|| SimError::Csv {
-                path: path.to_path_buf(),
-                line: 1,
-                message: format!("missing column `{name}`"),
-            })
-    };
-    let c_name = col("name")?;
-    let c_cpu = col("cpu_milli")?;
-    let c_mem = col("memory_mib")?;
-    let c_gpu = col("num_gpu")?;
-    let c_create = col("creation_time")?;
-    let c_delete = col("deletion_time")?;
-    let c_qos = headers.iter().position(|h| h.trim() == "qos");
+    let table = CsvTable::open(path)?;
+    let c_name = table.column("name")?;
+    let c_cpu = table.column("cpu_milli")?;
+    let c_mem = table.column("memory_mib")?;
+    let c_gpu = table.column("num_gpu")?;
+    let c_create = table.column("creation_time")?;
+    let c_delete = table.column("deletion_time")?;
+    let c_qos = table.optional_column("qos");
     let mut out = Vec::new();
-    for rec in rdr.records() {
-        let rec = rec.map_err(|e| SimError::Csv {
-            path: path.to_path_buf(),
-            line: e.position().map(|p| p.line()).unwrap_or(0),
-            message: e.to_string(),
-        })?;
-        let line = rec.position().map(|p| p.line()).unwrap_or(0);
-        let get = |i: usize| rec.get(i).map(str::trim).unwrap_or("");
-        let int = |i: usize, what: &str| -> Result<i64> {
-            let s = get(i);
-            s.parse::<i64>().map_err(|_| SimError::Csv {
-                path: path.to_path_buf(),
-                line,
-                message: format!("`{what}` is not an integer: `{s}`"),
-            })
-        };
+    for row in table.rows() {
+        let row = row?;
+        let get = |i: usize| row.text(i);
+        let int = |i: usize, what: &str| row.integer(i, what);
         let cpu = int(c_cpu, "cpu_milli")?;
         let mem = int(c_mem, "memory_mib")?;
         let gpus = int(c_gpu, "num_gpu")?;
@@ -118,6 +85,7 @@ pub fn load(path: &Path, spec: &OpenbSpec) -> Result<Vec<Arrival>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::SimError;
 
     pub(crate) fn trace_path() -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
