@@ -10,6 +10,11 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use karpenter_capi_simulator::{SimError, generators, report, run, scenario};
 
+/// The core's simulations allocate many small, short-lived objects; mimalloc serves them
+/// markedly faster than the system allocator (measured in docs/simulator.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "karpenter-capi-sim",

@@ -195,6 +195,9 @@ struct Sim<'w> {
     version: u64,
     idle_version: Option<u64>,
     quiet_until: i64,
+    /// Commands waiting out their validation delay. Karpenter waits inside the disruption
+    /// reconcile (the validator sleeps, then re-checks), so no other decision is made meanwhile.
+    validating: usize,
     commands: Vec<PendingCommand>,
     // Accounting.
     cost_rate: f64,
@@ -279,6 +282,7 @@ impl<'w> Sim<'w> {
             version: 1,
             idle_version: None,
             quiet_until: i64::MAX,
+            validating: 0,
             commands: Vec::new(),
             cost_rate: 0.0,
             cost: 0.0,
@@ -823,7 +827,9 @@ impl<'w> Sim<'w> {
     }
 
     fn run_disruption(&mut self, a: &mut dyn Autoscaler) {
-        if self.idle_version == Some(self.version) && self.now < self.quiet_until {
+        if self.validating > 0
+            || (self.idle_version == Some(self.version) && self.now < self.quiet_until)
+        {
             return;
         }
         let snap = self.snapshot(false);
@@ -867,6 +873,7 @@ impl<'w> Sim<'w> {
                 if delay <= 0 {
                     self.validate(ci, a);
                 } else {
+                    self.validating += 1;
                     self.push(self.now + delay, Ev::Validate(ci));
                 }
             }
@@ -1155,7 +1162,10 @@ impl Sim<'_> {
                         }
                     }
                 }
-                Ev::Validate(ci) => self.validate(ci, a),
+                Ev::Validate(ci) => {
+                    self.validating = self.validating.saturating_sub(1);
+                    self.validate(ci, a);
+                }
             }
             // Keep the disruption loop alive while anything may change.
             if consolidation && (self.version != before || self.tick_at.is_none()) {
@@ -1256,4 +1266,87 @@ pub fn simulate(
     let mut sim = Sim::new(w);
     sim.trigger = a.trigger();
     Ok(sim.run(a.as_mut(), strategy_name, seed, progress))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{generators, scenario};
+
+    /// A real strategy that records when the engine asked it to disrupt and to re-validate.
+    struct Recording {
+        inner: Box<dyn Autoscaler>,
+        disrupt_at: Vec<(i64, bool)>,
+        revalidate_at: Vec<i64>,
+    }
+
+    impl Autoscaler for Recording {
+        fn provision(&mut self, snap: &core::Snapshot) -> Provision {
+            self.inner.provision(snap)
+        }
+        fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
+            let cmd = self.inner.disrupt(snap);
+            self.disrupt_at.push((snap.now, cmd.is_some()));
+            cmd
+        }
+        fn wake_at(&self) -> Option<i64> {
+            self.inner.wake_at()
+        }
+        fn revalidate(&mut self, snap: &core::Snapshot, cmd: &Command) -> Result<(), String> {
+            self.revalidate_at.push(snap.now);
+            self.inner.revalidate(snap, cmd)
+        }
+        fn trigger(&self) -> Trigger {
+            self.inner.trigger()
+        }
+        fn validation_delay(&self, settings: &crate::scenario::Settings) -> i64 {
+            self.inner.validation_delay(settings)
+        }
+        fn disruption_period(&self, settings: &crate::scenario::Settings) -> i64 {
+            self.inner.disruption_period(settings)
+        }
+    }
+
+    #[test]
+    fn no_disruption_decision_while_a_command_waits_for_validation() {
+        let mut s = generators::generate("mixed", 3, Some(60)).expect("generator");
+        s.settings.end_seconds = Some(4 * 3600);
+        let ls = scenario::from_value(s, "mixed-validation");
+        let w = crate::world::compile(&ls, 0).expect("world");
+        let mut rec = Recording {
+            inner: strategy::build("cost-aware", &w.settings).expect("strategy"),
+            disrupt_at: Vec::new(),
+            revalidate_at: Vec::new(),
+        };
+        let mut sim = Sim::new(&w);
+        sim.trigger = rec.trigger();
+        let _ = sim.run(&mut rec, "cost-aware", 0, None);
+        let delay = w.settings.validation_delay_seconds;
+        assert!(delay > 0);
+        let proposals: Vec<i64> = rec
+            .disrupt_at
+            .iter()
+            .filter(|(_, cmd)| *cmd)
+            .map(|(t, _)| *t)
+            .collect();
+        assert!(
+            proposals.len() >= 2,
+            "the workload should give several commands, got {}",
+            proposals.len()
+        );
+        assert_eq!(rec.revalidate_at.len(), proposals.len());
+        for (&proposed, &validated) in proposals.iter().zip(&rec.revalidate_at) {
+            assert_eq!(validated, proposed + delay);
+            let meanwhile: Vec<i64> = rec
+                .disrupt_at
+                .iter()
+                .map(|(t, _)| *t)
+                .filter(|t| *t > proposed && *t < validated)
+                .collect();
+            assert!(
+                meanwhile.is_empty(),
+                "decisions at {meanwhile:?} while the command of {proposed} waited until {validated}"
+            );
+        }
+    }
 }

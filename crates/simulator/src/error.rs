@@ -46,6 +46,9 @@ pub enum SimError {
     UnknownGenerator(String, String),
     #[error("report: {0}")]
     Report(String),
+    /// A bug in the simulator, not in the input.
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl SimError {

@@ -1,12 +1,11 @@
 //! Runs every (strategy, seed) pair in parallel with rayon and gathers a [`Report`].
 
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
-use rayon::prelude::*;
-
 use crate::engine::{self, RunResult};
-use crate::error::Result;
+use crate::error::{Result, SimError};
 use crate::report::{Report, StrategyRow};
 use crate::scenario::LoadedScenario;
 use crate::strategy;
@@ -74,16 +73,36 @@ pub fn execute(
     let pairs: Vec<(usize, usize)> = (0..strategies.len())
         .flat_map(|s| (0..worlds.len()).map(move |w| (s, w)))
         .collect();
-    let results: Vec<Result<RunResult>> = pairs
-        .par_iter()
-        .enumerate()
-        .map(|(i, (s, w))| {
-            engine::simulate(
-                &worlds[*w],
-                strategies[*s].name,
-                *w as u64,
-                progress.per_run.get(i),
-            )
+    // Longest runs first, one rayon task each (FIFO), so the slow strategies do not end up
+    // queued behind each other on one thread. The scope body runs on a pool thread, so the
+    // core's own parallel sections join the pool instead of crossing threads per call.
+    let mut order: Vec<usize> = (0..pairs.len()).collect();
+    order.sort_by_key(|&i| {
+        let (s, w) = pairs[i];
+        (std::cmp::Reverse(expected_effort(strategies[s].name)), w, s)
+    });
+    let slots: Vec<Mutex<Option<Result<RunResult>>>> =
+        pairs.iter().map(|_| Mutex::new(None)).collect();
+    rayon::scope_fifo(|scope| {
+        for &i in &order {
+            let (s, w) = pairs[i];
+            let slot = &slots[i];
+            let per_run = progress.per_run.get(i);
+            scope.spawn_fifo(move |_| {
+                let r = engine::simulate(&worlds[w], strategies[s].name, w as u64, per_run);
+                if let Ok(mut g) = slot.lock() {
+                    *g = Some(r);
+                }
+            });
+        }
+    });
+    let results: Vec<Result<RunResult>> = slots
+        .into_iter()
+        .map(|m| {
+            m.into_inner()
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| Err(SimError::Internal("a run did not finish".into())))
         })
         .collect();
     let runs = results.into_iter().collect::<Result<Vec<_>>>()?;
@@ -104,6 +123,17 @@ pub fn execute(
         wall_seconds: start.elapsed().as_secs_f64(),
         runs,
     })
+}
+
+/// A rank of how long a strategy's run takes, for ordering: the optimiser and the full
+/// consolidation search first, the simple baselines last.
+fn expected_effort(strategy: &str) -> u8 {
+    match strategy {
+        "cost-aware+opt" => 3,
+        "cost-aware" => 2,
+        "karpenter" => 1,
+        _ => 0,
+    }
 }
 
 /// prepare + execute without progress reporting.
