@@ -56,6 +56,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -277,7 +278,10 @@ impl PackItem {
 /// The whole packing input.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct PackingProblem {
-    pub shapes: Vec<Shape>,
+    /// Shared, not copied: every round of a decision packs against the same shapes.
+    pub shapes: Arc<Vec<Shape>>,
+    /// Shape ids largest first ([`size_order`]), shared the same way.
+    pub by_size: Arc<Vec<ShapeId>>,
     pub pools: Vec<PackPool>,
     /// Distinct compatible-shape sets, shared by items.
     pub shape_sets: Vec<ShapeSet>,
@@ -286,12 +290,30 @@ pub struct PackingProblem {
     pub groups: u32,
 }
 
+/// Shape ids largest first: CPU descending, then memory descending, then id.
+pub fn size_order(shapes: &[Shape]) -> Vec<ShapeId> {
+    let mut ids: Vec<ShapeId> = (0..shapes.len() as ShapeId).collect();
+    ids.sort_by(
+        |a, b| match (shapes.get(*a as usize), shapes.get(*b as usize)) {
+            (Some(x), Some(y)) => y
+                .allocatable
+                .cpu_milli
+                .cmp(&x.allocatable.cpu_milli)
+                .then(y.allocatable.memory.cmp(&x.allocatable.memory))
+                .then(a.cmp(b)),
+            _ => a.cmp(b),
+        },
+    );
+    ids
+}
+
 impl PackingProblem {
     /// A problem whose items all use every shape (examples and tests).
     pub fn new(shapes: Vec<Shape>, pools: Vec<PackPool>, items: Vec<PackItem>) -> PackingProblem {
         let all = ShapeSet::from_ids(shapes.len(), 0..shapes.len() as u32);
         PackingProblem {
-            shapes,
+            by_size: Arc::new(size_order(&shapes)),
+            shapes: Arc::new(shapes),
             pools,
             shape_sets: vec![all],
             items,

@@ -10,6 +10,7 @@
 //! new nodes, the plan is verified, and NodeClaims are assembled with their options.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -817,7 +818,8 @@ impl<'a> Run<'a> {
             });
         }
         let problem = PackingProblem {
-            shapes: shp.shapes.clone(),
+            shapes: Arc::clone(&shp.shapes),
+            by_size: Arc::clone(&shp.by_size),
             pools: shp.pools.clone(),
             shape_sets,
             items,

@@ -5,11 +5,12 @@
 //! fast; the requirements algebra is used where a NodeClaim's requirements are reported.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::model::{
     DaemonSet, InstanceType, NodePool, Offering, Operator, Resources, Snapshot, Taint, labels,
 };
-use crate::packing::{PackPool, Shape, unlimited_where_zero};
+use crate::packing::{PackPool, Shape, ShapeId, size_order, unlimited_where_zero};
 use crate::requirements::{is_well_known, terms_match};
 use crate::resources::pod_requests;
 use crate::taints::tolerates_all;
@@ -22,7 +23,11 @@ pub fn csi_resource(driver: &str) -> String {
 /// Static data about every launch shape.
 #[derive(Debug, Clone, Default)]
 pub struct Shapes {
-    pub shapes: Vec<Shape>,
+    /// Shared with every packing problem built from this state (not copied per round).
+    pub shapes: Arc<Vec<Shape>>,
+    /// Shape ids largest first (CPU, then memory, then id): the order the greedy scans new
+    /// nodes' candidate shapes in, sorted once here instead of on every packing run.
+    pub by_size: Arc<Vec<ShapeId>>,
     pub labels: Vec<BTreeMap<String, String>>,
     pub taints: Vec<Vec<Taint>>,
     /// NodePools in weight order (highest first, then name), as packing pools.
@@ -115,6 +120,7 @@ impl Shapes {
         csi_drivers: &BTreeSet<String>,
     ) -> Shapes {
         let mut out = Shapes::default();
+        let mut shapes: Vec<Shape> = Vec::new();
         for (rank, pi) in pool_order(&snapshot.nodepools).into_iter().enumerate() {
             let Some(pool) = snapshot.nodepools.get(pi) else {
                 continue;
@@ -153,7 +159,7 @@ impl Shapes {
                 min_values: min_values.clone(),
             });
             out.pool_source.push(pi);
-            let before = out.shapes.len();
+            let before = shapes.len();
             for (ti, it) in snapshot.instance_types.iter().enumerate() {
                 if let Some(allowed) = &pool.instance_types
                     && !allowed.contains(&it.name)
@@ -181,7 +187,7 @@ impl Shapes {
                         .keys()
                         .filter_map(|k| l.get(k).map(|v| (k.clone(), v.clone())))
                         .collect();
-                    out.shapes.push(Shape {
+                    shapes.push(Shape {
                         pool: pack_pool,
                         instance_type: ti as u32,
                         instance_type_name: it.name.clone(),
@@ -197,10 +203,12 @@ impl Shapes {
                     out.taints.push(taints);
                 }
             }
-            if out.shapes.len() == before {
+            if shapes.len() == before {
                 out.empty_pools.push(pool.name.clone());
             }
         }
+        out.by_size = Arc::new(size_order(&shapes));
+        out.shapes = Arc::new(shapes);
         out
     }
 }

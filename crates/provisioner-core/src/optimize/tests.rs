@@ -88,7 +88,8 @@ fn round_strategy(max_items: usize) -> impl Strategy<Value = Round> {
                 ));
             }
             let problem = PackingProblem {
-                shapes,
+                by_size: std::sync::Arc::new(crate::packing::size_order(&shapes)),
+                shapes: std::sync::Arc::new(shapes),
                 pools: vec![PackPool::unlimited("first"), second],
                 shape_sets: vec![all, even],
                 items,
