@@ -103,6 +103,29 @@ pub fn replacements(
     if spot_only && !spot_to_spot {
         return Err("every candidate is spot and spot-to-spot consolidation is off".into());
     }
+    if let PriceRule::Cheaper {
+        candidates_price,
+        min_saving,
+    } = rule
+    {
+        // Each replacement costs at least its cheapest option's cheapest offering (the
+        // worst case below is never less), so most rejections need no pricing work at all.
+        let least: f64 = claims
+            .iter()
+            .map(|c| {
+                c.instance_type_options
+                    .iter()
+                    .map(|o| o.cheapest.price)
+                    .fold(f64::INFINITY, f64::min)
+            })
+            .sum();
+        if least >= candidates_price - min_saving.max(0.0) {
+            return Err(format!(
+                "replacements cost at least {least:.4}/h, not below the candidates' {candidates_price:.4}/h minus the threshold {:.4}/h",
+                min_saving.max(0.0)
+            ));
+        }
+    }
     let types: BTreeMap<&str, &InstanceType> = snapshot
         .instance_types
         .iter()
