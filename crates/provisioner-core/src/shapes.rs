@@ -4,6 +4,7 @@
 //! Working on concrete shapes keeps every check a plain label match, which is both exact and
 //! fast; the requirements algebra is used where a NodeClaim's requirements are reported.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -111,7 +112,79 @@ pub fn daemonset_overhead(
     total
 }
 
+/// Everything [`Shapes::build`] reads, as owned values to compare against.
+#[derive(Debug, PartialEq)]
+struct ShapesInput {
+    nodepools: Vec<NodePool>,
+    instance_types: Vec<InstanceType>,
+    daemonsets: Vec<DaemonSet>,
+    /// Only for NodePools with limits: the others do not read it.
+    limited_capacity: BTreeMap<String, Resources>,
+    csi_drivers: BTreeSet<String>,
+}
+
+impl ShapesInput {
+    fn matches(
+        &self,
+        snapshot: &Snapshot,
+        limited: &BTreeMap<String, Resources>,
+        csi: &BTreeSet<String>,
+    ) -> bool {
+        self.nodepools == snapshot.nodepools
+            && self.instance_types == snapshot.instance_types
+            && self.daemonsets == snapshot.daemonsets
+            && &self.limited_capacity == limited
+            && &self.csi_drivers == csi
+    }
+}
+
+thread_local! {
+    /// The last shapes built on this thread and what they were built from.
+    static LAST_SHAPES: RefCell<Option<(ShapesInput, Arc<Shapes>)>> = const { RefCell::new(None) };
+}
+
 impl Shapes {
+    /// [`Shapes::build`], memoised per thread on its exact inputs. Consecutive decisions of a
+    /// controller or simulator see the same NodePools, catalog and daemonsets nearly every
+    /// time, and building the shapes (labels, taints, daemonset overhead per offering) was a
+    /// tenth of a consolidation decision. Same inputs, same shapes: the result does not
+    /// depend on the cache.
+    pub fn build_shared(
+        snapshot: &Snapshot,
+        existing_capacity: &BTreeMap<String, Resources>,
+        csi_drivers: &BTreeSet<String>,
+    ) -> Arc<Shapes> {
+        let limited: BTreeMap<String, Resources> = existing_capacity
+            .iter()
+            .filter(|(pool, _)| {
+                snapshot
+                    .nodepools
+                    .iter()
+                    .any(|p| &p.name == *pool && p.limits.is_some())
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let hit = LAST_SHAPES.with(|last| {
+            last.borrow()
+                .as_ref()
+                .filter(|(input, _)| input.matches(snapshot, &limited, csi_drivers))
+                .map(|(_, shapes)| Arc::clone(shapes))
+        });
+        if let Some(shapes) = hit {
+            return shapes;
+        }
+        let shapes = Arc::new(Shapes::build(snapshot, existing_capacity, csi_drivers));
+        let input = ShapesInput {
+            nodepools: snapshot.nodepools.clone(),
+            instance_types: snapshot.instance_types.clone(),
+            daemonsets: snapshot.daemonsets.clone(),
+            limited_capacity: limited,
+            csi_drivers: csi_drivers.clone(),
+        };
+        LAST_SHAPES.with(|last| *last.borrow_mut() = Some((input, Arc::clone(&shapes))));
+        shapes
+    }
+
     /// Builds every shape of the snapshot. `csi_drivers` are the drivers pending pods use:
     /// shapes get an attach allowance for each (the type's limit, or unlimited).
     pub fn build(
@@ -210,5 +283,55 @@ impl Shapes {
         out.by_size = Arc::new(size_order(&shapes));
         out.shapes = Arc::new(shapes);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::CapacityType;
+
+    fn snapshot() -> Snapshot {
+        Snapshot {
+            nodepools: vec![NodePool::new("default", 0)],
+            instance_types: vec![InstanceType::new(
+                "m.large",
+                2000,
+                8 << 30,
+                110,
+                vec![Offering::new("zone-a", CapacityType::OnDemand, 0.1)],
+            )],
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn shared_shapes_are_reused_only_for_the_same_inputs() {
+        let none = BTreeMap::new();
+        let csi = BTreeSet::new();
+        let s = snapshot();
+        let a = Shapes::build_shared(&s, &none, &csi);
+        let b = Shapes::build_shared(&s, &none, &csi);
+        assert!(Arc::ptr_eq(&a, &b), "same inputs: the shapes are reused");
+        assert_eq!(*a.shapes, *Shapes::build(&s, &none, &csi).shapes);
+
+        // Existing capacity of a pool without limits changes nothing.
+        let mut used = BTreeMap::new();
+        used.insert("default".to_string(), Resources::new(1000, 0));
+        assert!(Arc::ptr_eq(&a, &Shapes::build_shared(&s, &used, &csi)));
+
+        // A new price is a new catalog.
+        let mut cheaper = s.clone();
+        cheaper.instance_types[0].offerings[0].price = 0.05;
+        let c = Shapes::build_shared(&cheaper, &none, &csi);
+        assert!(!Arc::ptr_eq(&a, &c));
+        assert_eq!(c.shapes[0].price, 0.05);
+
+        // With limits, the capacity in use changes what is left.
+        let mut limited = s.clone();
+        limited.nodepools[0].limits = Some(Resources::new(64_000, 0));
+        let d = Shapes::build_shared(&limited, &none, &csi);
+        let e = Shapes::build_shared(&limited, &used, &csi);
+        assert!(!Arc::ptr_eq(&d, &e));
     }
 }

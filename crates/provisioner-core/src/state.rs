@@ -18,7 +18,7 @@ use crate::topology::{Group, GroupKey, Kind, OwnedTerm};
 #[derive(Debug)]
 pub struct Base {
     pub snapshot: Snapshot,
-    pub shapes: Shapes,
+    pub shapes: Arc<Shapes>,
     /// Node indices in Karpenter's order: initialized first, then by name.
     pub node_order: Vec<usize>,
     /// Requests of every snapshot pod (same indices as `snapshot.pods`).
@@ -98,7 +98,7 @@ impl ClusterState {
                     .add_assign(&n.capacity.clone().with_extended("nodes", 1));
             }
         }
-        let shapes = Shapes::build(&snapshot, &existing_capacity, &csi_drivers);
+        let shapes = Shapes::build_shared(&snapshot, &existing_capacity, &csi_drivers);
         let requests: Vec<Resources> = snapshot
             .pods
             .iter()
