@@ -105,6 +105,11 @@ pub struct SchedulingResult {
     /// The planner's account of what it did (see [`crate::packing::LaunchPlan::notes`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub planner_notes: Vec<String>,
+    /// The new nodes cost at least the price cap the caller set ([`crate::schedule_capped`]),
+    /// so their NodeClaims were not built: `new_node_claims` is empty and
+    /// `new_node_cost_per_hour` is that least cost (each node at its cheapest fitting shape).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub over_price_cap: bool,
 }
 
 impl SchedulingResult {

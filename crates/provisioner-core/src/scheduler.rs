@@ -19,7 +19,9 @@ use crate::model::{
     Node, NodeSelectorTerm, Pod, Requirement, Resources, Snapshot, TaintEffect, Toleration,
     TolerationOperator, WhenUnsatisfiable, labels,
 };
-use crate::packing::{LaunchPlanner, PackItem, PackingProblem, ShapeId, ShapeSet, verify};
+use crate::packing::{
+    LaunchPlan, LaunchPlanner, PackItem, PackingProblem, ShapeId, ShapeSet, verify,
+};
 use crate::requirements::{Requirements, ValueSet, term_matches, terms_match};
 use crate::resources::{format_amount, pod_requests};
 use crate::result::*;
@@ -81,7 +83,24 @@ pub fn schedule_with(
     options: &SchedulingOptions,
     planner: &dyn LaunchPlanner,
 ) -> SchedulingResult {
+    schedule_capped(state, pending, options, planner, None)
+}
+
+/// [`schedule_with`] for a caller that has no use for new nodes costing `price_cap` per hour
+/// or more (a consolidation command must launch replacements cheaper than the nodes it
+/// removes): when even the cheapest fitting shape of every planned node adds up to the cap,
+/// the NodeClaims are not built and the result says [`SchedulingResult::over_price_cap`].
+/// Building them (up to 60 instance-type options and the requirements each) was most of the
+/// work of a failed consolidation simulation.
+pub fn schedule_capped(
+    state: &mut ClusterState,
+    pending: &[Pod],
+    options: &SchedulingOptions,
+    planner: &dyn LaunchPlanner,
+    price_cap: Option<f64>,
+) -> SchedulingResult {
     let mut run = Run::new(state, options);
+    run.price_cap = price_cap;
     run.prepare_groups(pending);
     let order = pod_order(pending);
     let mut result = SchedulingResult {
@@ -270,6 +289,8 @@ struct Run<'a> {
     /// Per topology key: its distinct values over the shapes and each shape's value id.
     domain_ids: HashMap<String, std::sync::Arc<Domains>>,
     _options: &'a SchedulingOptions,
+    /// See [`schedule_capped`].
+    price_cap: Option<f64>,
 }
 
 impl<'a> Run<'a> {
@@ -286,6 +307,7 @@ impl<'a> Run<'a> {
             next_pack_group: 0,
             domain_ids: HashMap::new(),
             _options: options,
+            price_cap: None,
         }
     }
 
@@ -782,6 +804,7 @@ impl<'a> Run<'a> {
             drafts,
             host_groups,
             next_pack_group,
+            price_cap,
             ..
         } = self;
         let shp = &state.base.shapes;
@@ -849,6 +872,14 @@ impl<'a> Run<'a> {
                         reason: reason.clone(),
                     });
                 }
+            }
+        }
+        if let Some(cap) = price_cap {
+            let least = least_launch_cost(&problem, &plan, &drafts);
+            if least >= cap {
+                result.new_node_cost_per_hour = least;
+                result.over_price_cap = true;
+                return;
             }
         }
         let pool_reqs: Vec<Requirements> = shp
@@ -984,6 +1015,37 @@ impl<'a> Run<'a> {
             .and_then(|bound| crate::optimize::gap_pct(result.new_node_cost_per_hour, bound));
         result.planner_notes = plan.notes.clone();
     }
+}
+
+/// The least the plan's new nodes can cost: each at the cheapest shape of its pool that is
+/// compatible with all its pods and holds their requests (what its NodeClaim's cheapest
+/// option would be).
+fn least_launch_cost(problem: &PackingProblem, plan: &LaunchPlan, drafts: &[Draft]) -> f64 {
+    let mut total = 0.0;
+    for node in &plan.nodes {
+        let Some(launch) = problem.shapes.get(node.shape as usize) else {
+            continue;
+        };
+        let mut req = Resources::default();
+        let mut sets: Vec<&ShapeSet> = Vec::new();
+        for d in node.items.iter().filter_map(|i| drafts.get(*i as usize)) {
+            req.add_assign(&d.requests);
+            sets.push(&d.shapes);
+        }
+        let cheapest = problem
+            .shapes
+            .iter()
+            .enumerate()
+            .filter(|(s, sh)| {
+                sh.pool == launch.pool
+                    && sets.iter().all(|set| set.contains(*s as u32))
+                    && req.fits_in(&sh.allocatable)
+            })
+            .map(|(_, sh)| sh.price)
+            .fold(f64::INFINITY, f64::min);
+        total += cheapest.min(launch.price);
+    }
+    total
 }
 
 /// Keeps the shapes whose value id is allowed (`u32::MAX`: the shape lacks the key).

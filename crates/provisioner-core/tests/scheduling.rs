@@ -711,3 +711,38 @@ fn optimiser_result_carries_bound_gap_and_notes() {
         result.planner_notes
     );
 }
+
+#[test]
+fn a_price_cap_skips_building_claims_only_when_the_nodes_cost_at_least_that() {
+    // Two 1.5-vCPU pods: one "large" (0.40/h) or two "small" (0.10/h each).
+    let pods = vec![
+        Pod::new("default", "a", 1500, GIB),
+        Pod::new("default", "b", 1500, GIB),
+    ];
+    let s = snap(zones3(), pods.clone());
+    let opts = SchedulingOptions::default();
+    let planner = opts.strategy.planner();
+    let plain = run(&s);
+    assert!(!plain.over_price_cap);
+    let cost = plain.new_node_cost_per_hour;
+    assert!(cost > 0.0 && !plain.new_node_claims.is_empty());
+    let least: f64 = plain
+        .new_node_claims
+        .iter()
+        .map(|c| c.instance_type_options[0].cheapest.price)
+        .sum();
+
+    // A cap above what the nodes can cost: the same claims as without one.
+    let mut state = state::ClusterState::new(&s);
+    let above = schedule_capped(&mut state, &pods, &opts, planner, Some(least + 0.01));
+    assert!(!above.over_price_cap);
+    assert_eq!(above.new_node_claims, plain.new_node_claims);
+
+    // At the least cost: no claims, and the least cost is reported.
+    let mut state = state::ClusterState::new(&s);
+    let at = schedule_capped(&mut state, &pods, &opts, planner, Some(least));
+    assert!(at.over_price_cap);
+    assert!(at.new_node_claims.is_empty());
+    assert!((at.new_node_cost_per_hour - least).abs() < 1e-12);
+    assert!(at.unschedulable.is_empty(), "the pods do fit: {:?}", at.unschedulable);
+}

@@ -247,9 +247,17 @@ impl<'s, 'a> Search<'s, 'a> {
             .iter()
             .filter_map(|m| self.cands.get(*m).copied())
             .collect();
-        let (_, out) = self.sim.remove(&self.sim.base, &chosen, &BTreeMap::new());
+        // Replacements costing the candidates' price less the threshold are rejected anyway.
+        let price: f64 = chosen.iter().map(|c| c.price).sum();
+        let cap = price - self.min_saving(price);
+        let (_, out) =
+            self.sim
+                .remove_with(&self.sim.base, &chosen, &BTreeMap::new(), None, Some(cap));
         if !out.feasible() {
             return Err(Miss::Infeasible);
+        }
+        if out.over_price_cap {
+            return Err(Miss::NotCheaper);
         }
         self.score(members, out.moves, &out.claims, found_by)
     }
@@ -513,7 +521,7 @@ pub fn consolidation(
             .iter()
             .filter_map(|m| search.cands.get(*m).copied())
             .collect();
-        let (_, out) = sim.remove_with(&sim.base, &chosen, &BTreeMap::new(), Some(&opt));
+        let (_, out) = sim.remove_with(&sim.base, &chosen, &BTreeMap::new(), Some(&opt), None);
         lower_bound = out.lower_bound;
         if out.feasible()
             && let Ok(e) = search.score(&best.members, out.moves, &out.claims, best.found_by)

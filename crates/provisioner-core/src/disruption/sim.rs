@@ -17,7 +17,7 @@ use super::command::{Destination, PodMove};
 use crate::model::{Pod, Snapshot};
 use crate::packing::LaunchPlanner;
 use crate::result::{NewNodeClaim, PodRef, Unschedulable};
-use crate::scheduler::{SchedulingOptions, effective_term, schedule_on, schedule_with};
+use crate::scheduler::{SchedulingOptions, effective_term, schedule_capped, schedule_on};
 use crate::state::ClusterState;
 use crate::topology::owned_terms;
 
@@ -29,6 +29,8 @@ pub struct Outcome {
     pub moves: Vec<PodMove>,
     pub claims: Vec<NewNodeClaim>,
     pub unschedulable: Vec<Unschedulable>,
+    /// The replacements would cost at least the price cap asked for; `claims` is empty.
+    pub over_price_cap: bool,
 }
 
 impl Outcome {
@@ -119,16 +121,18 @@ impl<'a> Sim<'a> {
         candidates: &[&Candidate],
         origin: &BTreeMap<PodRef, String>,
     ) -> (ClusterState, Outcome) {
-        self.remove_with(from, candidates, origin, None)
+        self.remove_with(from, candidates, origin, None, None)
     }
 
-    /// [`Sim::remove`] with another launch planner for the replacements (the optimiser).
+    /// [`Sim::remove`] with another launch planner for the replacements (the optimiser), and
+    /// optionally a price the replacements must stay under ([`crate::schedule_capped`]).
     pub fn remove_with(
         &self,
         from: &ClusterState,
         candidates: &[&Candidate],
         origin: &BTreeMap<PodRef, String>,
         planner: Option<&dyn LaunchPlanner>,
+        price_cap: Option<f64>,
     ) -> (ClusterState, Outcome) {
         self.runs.fetch_add(1, Ordering::Relaxed);
         let mut state = from.clone();
@@ -147,10 +151,8 @@ impl<'a> Sim<'a> {
                 }
             }
         }
-        let result = match planner {
-            Some(p) => schedule_with(&mut state, &pods, &self.sched, p),
-            None => schedule_on(&mut state, &pods, &self.sched),
-        };
+        let planner = planner.unwrap_or_else(|| self.sched.strategy.planner());
+        let result = schedule_capped(&mut state, &pods, &self.sched, planner, price_cap);
         let origin_of = |r: &PodRef| {
             origin
                 .get(r)
@@ -185,6 +187,7 @@ impl<'a> Sim<'a> {
                 moves,
                 claims: result.new_node_claims,
                 unschedulable: result.unschedulable,
+                over_price_cap: result.over_price_cap,
             },
         )
     }

@@ -116,7 +116,7 @@ pub fn validate_with(
             } else {
                 None
             };
-        let (_, out) = sim.remove_with(&sim.base, &chosen, &BTreeMap::new(), planner);
+        let (_, out) = sim.remove_with(&sim.base, &chosen, &BTreeMap::new(), planner, None);
         if !out.feasible() {
             for u in out.unschedulable.iter().take(5) {
                 failures.push(format!("pod {} no longer fits: {}", u.pod, u.reason));
