@@ -12,6 +12,7 @@ use karpenter_capi_simulator::{SimError, generators, report, run, scenario};
 
 /// The core's simulations allocate many small, short-lived objects; mimalloc serves them
 /// markedly faster than the system allocator (measured in docs/simulator.md).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
