@@ -1,209 +1,38 @@
 //! Kubernetes / Karpenter wire objects -> the core's plain-data model.
 //!
-//! The NodePool types here mirror `karpenter.sh/v1` field for field (same names, same
-//! nesting), so users paste their own NodePools into a scenario. They stand in until the
-//! `karpenter-api` crate's types land; the conversion functions take plain values so the
-//! controller can reuse them unchanged once the types move.
+//! Scenario NodePools are read as `karpenter-api`'s `karpenter.sh/v1` NodePool, the type the
+//! controller serves and our CRD is generated from, so a scenario accepts exactly what the API
+//! server accepts and users paste their own NodePools (`kubectl get nodepool -o yaml`) unchanged.
+//! Fields the API server defaults are left out of the core model's input and take the core's
+//! defaults, which are upstream's (`expireAfter` 720h, one 10% budget, ...). The conversion
+//! functions take plain values so the controller can reuse them.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1 as corev1;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
+use karpenter_api as api;
 use provisioner_core as core;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, SimError};
 use crate::quantity;
 
-/// `karpenter.sh/v1` NodePool (spec only; status is accepted and ignored).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NodePoolV1 {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    pub metadata: ObjectMeta,
-    pub spec: NodePoolSpec,
+/// The NodePool type scenarios and kubectl snapshots are read as: `karpenter-api`'s, which is
+/// upstream's `karpenter.sh/v1` schema field for field. (The name predates the move to
+/// `karpenter-api` and is kept for the importers.)
+pub use karpenter_api::NodePool as NodePoolV1;
+
+/// Whole seconds of a duration, rounded to the nearest: the simulation clock ticks in seconds.
+fn whole_secs(d: Duration) -> i64 {
+    i64::try_from(d.as_millis().saturating_add(500) / 1000).unwrap_or(i64::MAX)
 }
 
-/// The parts of `metadata` the simulator reads; anything else is ignored.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ObjectMeta {
-    pub name: String,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NodePoolSpec {
-    #[serde(default)]
-    pub template: NodeClaimTemplate,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub disruption: Option<DisruptionSpec>,
-    /// Resource limits (`cpu`, `memory`, `nodes`, `nvidia.com/gpu`, ...), as quantities.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limits: Option<BTreeMap<String, IntOrQuantity>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weight: Option<i32>,
-}
-
-/// Quantities appear in YAML as strings or bare numbers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(untagged)]
-pub enum IntOrQuantity {
-    Int(i64),
-    Float(f64),
-    Str(String),
-}
-
-impl IntOrQuantity {
-    fn as_string(&self) -> String {
-        match self {
-            IntOrQuantity::Int(i) => i.to_string(),
-            IntOrQuantity::Float(f) => f.to_string(),
-            IntOrQuantity::Str(s) => s.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeClaimTemplate {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<TemplateMeta>,
-    #[serde(default)]
-    pub spec: NodeClaimTemplateSpec,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TemplateMeta {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeClaimTemplateSpec {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub requirements: Vec<RequirementV1>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub taints: Vec<corev1::Taint>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub startup_taints: Vec<corev1::Taint>,
-    /// Duration (`720h`) or `Never`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expire_after: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub termination_grace_period: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_class_ref: Option<NodeClassRef>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct NodeClassRef {
-    #[serde(default)]
-    pub group: String,
-    #[serde(default)]
-    pub kind: String,
-    #[serde(default)]
-    pub name: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct RequirementV1 {
-    pub key: String,
-    /// In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte.
-    pub operator: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub values: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_values: Option<u32>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct DisruptionSpec {
-    /// WhenEmpty | WhenEmptyOrUnderutilized.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub consolidation_policy: Option<String>,
-    /// Duration or `Never`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub consolidate_after: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budgets: Option<Vec<BudgetV1>>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct BudgetV1 {
-    #[serde(default = "ten_percent")]
-    pub nodes: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reasons: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub duration: Option<String>,
-}
-
-fn ten_percent() -> String {
-    "10%".into()
-}
-
-/// Parse a Go-style duration (`90s`, `10m`, `1h30m`, `720h`) into seconds; `Never` is `None`.
-pub fn parse_duration(s: &str) -> Result<Option<i64>> {
-    let t = s.trim();
-    if t.eq_ignore_ascii_case("never") {
-        return Ok(None);
-    }
-    let bad = || SimError::Duration(s.to_string());
-    if t.is_empty() {
-        return Err(bad());
-    }
-    let mut total = 0f64;
-    let mut num = String::new();
-    let mut chars = t.chars().peekable();
-    let mut any = false;
-    while let Some(c) = chars.next() {
-        if c.is_ascii_digit() || c == '.' {
-            num.push(c);
-            continue;
-        }
-        let mut unit = c.to_string();
-        if c == 'm' && chars.peek() == Some(&'s') {
-            unit.push('s');
-            chars.next();
-        }
-        let n: f64 = num.parse().map_err(|_| bad())?;
-        num.clear();
-        total += n * match unit.as_str() {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 0.001,
-            _ => return Err(bad()),
-        };
-        any = true;
-    }
-    if !num.is_empty() {
-        // A bare number: seconds.
-        if any {
-            return Err(bad());
-        }
-        total = num.parse().map_err(|_| bad())?;
-    }
-    Ok(Some(total.round() as i64))
+/// A `NillableDuration` in seconds (`None` for Never); errors name `field`.
+fn nillable_secs(d: &api::NillableDuration, field: String) -> Result<Option<i64>> {
+    d.parse()
+        .map(|d| d.map(whole_secs))
+        .map_err(|e| SimError::invalid("", field, e.to_string()))
 }
 
 fn operator(s: &str) -> Option<core::Operator> {
@@ -246,8 +75,17 @@ pub fn taint(t: &corev1::Taint, field: &str) -> Result<core::Taint> {
 
 /// Requests map (`cpu: 500m`) -> core resources.
 pub fn resources(map: &BTreeMap<String, String>, field: &str) -> Result<core::Resources> {
+    resource_list(map.iter().map(|(k, v)| (k, v.as_str())), field)
+}
+
+/// A resource list (name -> quantity text) -> core resources; errors name `field.<name>`. One
+/// reader for pod requests (plain strings) and NodePool limits (Kubernetes `Quantity`s).
+fn resource_list<'a>(
+    entries: impl IntoIterator<Item = (&'a String, &'a str)>,
+    field: &str,
+) -> Result<core::Resources> {
     let mut r = core::Resources::default();
-    for (k, v) in map {
+    for (k, v) in entries {
         let err = |e: SimError| SimError::invalid("", format!("{field}.{k}"), e.to_string());
         match k.as_str() {
             "cpu" => r.cpu_milli = quantity::cpu_milli(v).map_err(err)?,
@@ -263,157 +101,173 @@ pub fn resources(map: &BTreeMap<String, String>, field: &str) -> Result<core::Re
     Ok(r)
 }
 
+/// A NodePool requirement in the core's form; `field` names it in errors.
+fn requirement(
+    r: &api::NodeSelectorRequirementWithMinValues,
+    field: &str,
+) -> Result<core::Requirement> {
+    let operator = match r.operator {
+        api::Operator::In => core::Operator::In,
+        api::Operator::NotIn => core::Operator::NotIn,
+        api::Operator::Exists => core::Operator::Exists,
+        api::Operator::DoesNotExist => core::Operator::DoesNotExist,
+        api::Operator::Gt => core::Operator::Gt,
+        api::Operator::Lt => core::Operator::Lt,
+        api::Operator::Gte => core::Operator::Gte,
+        api::Operator::Lte => core::Operator::Lte,
+    };
+    let min_values = r
+        .min_values
+        .map(|m| {
+            u32::try_from(m).map_err(|_| {
+                SimError::invalid(
+                    "",
+                    format!("{field}.minValues"),
+                    format!("`{m}` is not a count"),
+                )
+            })
+        })
+        .transpose()?;
+    Ok(core::Requirement {
+        key: r.key.clone(),
+        operator,
+        values: r.values().to_vec(),
+        min_values,
+    })
+}
+
 /// `karpenter.sh/v1` NodePool -> core NodePool. Errors name the field under `field`.
+///
+/// Validation that the API server does with CEL (label domains, `In` with values, ...) is not
+/// repeated here: the scheduling simulation treats such requirements as upstream's scheduler
+/// would. What the core cannot represent is an error rather than silently dropped.
 pub fn nodepool(np: &NodePoolV1, field: &str) -> Result<core::NodePool> {
     let spec = &np.spec;
     let tspec = &spec.template.spec;
-    let mut out = core::NodePool {
-        name: np.metadata.name.clone(),
-        weight: spec.weight.unwrap_or(0),
-        ..Default::default()
-    };
-    if out.name.is_empty() {
+    let name = np.metadata.name.clone().unwrap_or_default();
+    if name.is_empty() {
         return Err(SimError::invalid(
             "",
             format!("{field}.metadata.name"),
             "a NodePool needs a name",
         ));
     }
+    if spec.replicas.is_some() {
+        return Err(SimError::invalid(
+            "",
+            format!("{field}.spec.replicas"),
+            "static NodePools (`replicas`) are not simulated",
+        ));
+    }
+    let mut out = core::NodePool {
+        name,
+        weight: spec.weight_or_default(),
+        ..Default::default()
+    };
+    let tfield = format!("{field}.spec.template.spec");
     for (i, r) in tspec.requirements.iter().enumerate() {
-        let f = format!("{field}.spec.template.spec.requirements[{i}]");
-        let op = operator(&r.operator).ok_or_else(|| {
-            SimError::invalid(
-                "",
-                format!("{f}.operator"),
-                format!("unknown operator `{}`", r.operator),
-            )
-        })?;
-        out.requirements.push(core::Requirement {
-            key: r.key.clone(),
-            operator: op,
-            values: r.values.clone(),
-            min_values: r.min_values,
-        });
+        out.requirements
+            .push(requirement(r, &format!("{tfield}.requirements[{i}]"))?);
     }
-    if let Some(meta) = &spec.template.metadata {
-        out.labels = meta.labels.clone();
+    if let Some(labels) = spec
+        .template
+        .metadata
+        .as_ref()
+        .and_then(|m| m.labels.as_ref())
+    {
+        out.labels = labels.clone();
     }
-    for (i, t) in tspec.taints.iter().enumerate() {
-        out.taints.push(taint(
-            t,
-            &format!("{field}.spec.template.spec.taints[{i}]"),
-        )?);
+    for (i, t) in tspec.taints.iter().flatten().enumerate() {
+        out.taints.push(taint(t, &format!("{tfield}.taints[{i}]"))?);
     }
-    for (i, t) in tspec.startup_taints.iter().enumerate() {
-        out.startup_taints.push(taint(
-            t,
-            &format!("{field}.spec.template.spec.startupTaints[{i}]"),
-        )?);
+    for (i, t) in tspec.startup_taints.iter().flatten().enumerate() {
+        out.startup_taints
+            .push(taint(t, &format!("{tfield}.startupTaints[{i}]"))?);
     }
     if let Some(e) = &tspec.expire_after {
-        out.expire_after_secs = parse_duration(e).map_err(|err| {
-            SimError::invalid(
-                "",
-                format!("{field}.spec.template.spec.expireAfter"),
-                err.to_string(),
-            )
-        })?;
+        out.expire_after_secs = nillable_secs(e, format!("{tfield}.expireAfter"))?;
     }
     if let Some(limits) = &spec.limits {
-        let mut r = core::Resources::default();
-        for (k, v) in limits {
-            let s = v.as_string();
-            let f = format!("{field}.spec.limits.{k}");
-            let err = |e: SimError| SimError::invalid("", f.clone(), e.to_string());
-            match k.as_str() {
-                "cpu" => r.cpu_milli = quantity::cpu_milli(&s).map_err(err)?,
-                "memory" => r.memory = quantity::count(&s).map_err(err)?,
-                "pods" => r.pods = quantity::count(&s).map_err(err)?,
-                "ephemeral-storage" => r.ephemeral_storage = quantity::count(&s).map_err(err)?,
-                other => {
-                    r.extended
-                        .insert(other.to_string(), quantity::count(&s).map_err(err)?);
-                }
-            }
-        }
-        out.limits = Some(r);
+        out.limits = Some(resource_list(
+            limits.iter().map(|(k, v)| (k, v.0.as_str())),
+            &format!("{field}.spec.limits"),
+        )?);
     }
     if let Some(d) = &spec.disruption {
         let f = format!("{field}.spec.disruption");
-        if let Some(p) = &d.consolidation_policy {
-            out.disruption.consolidation_policy = match p.as_str() {
-                "WhenEmpty" => core::ConsolidationPolicy::WhenEmpty,
-                "WhenEmptyOrUnderutilized" => core::ConsolidationPolicy::WhenEmptyOrUnderutilized,
-                other => {
+        if let Some(p) = d.consolidation_policy {
+            out.disruption.consolidation_policy = match p {
+                api::ConsolidationPolicy::WhenEmpty => core::ConsolidationPolicy::WhenEmpty,
+                api::ConsolidationPolicy::WhenEmptyOrUnderutilized => {
+                    core::ConsolidationPolicy::WhenEmptyOrUnderutilized
+                }
+                api::ConsolidationPolicy::Balanced => {
                     return Err(SimError::invalid(
                         "",
                         format!("{f}.consolidationPolicy"),
-                        format!("unknown policy `{other}` (WhenEmpty | WhenEmptyOrUnderutilized)"),
+                        "`Balanced` is not simulated yet (WhenEmpty | WhenEmptyOrUnderutilized)",
                     ));
                 }
             };
         }
-        if let Some(c) = &d.consolidate_after {
-            out.disruption.consolidate_after_secs = parse_duration(c).map_err(|e| {
-                SimError::invalid("", format!("{f}.consolidateAfter"), e.to_string())
-            })?;
-        }
+        out.disruption.consolidate_after_secs =
+            nillable_secs(&d.consolidate_after, format!("{f}.consolidateAfter"))?;
         if let Some(budgets) = &d.budgets {
-            out.disruption.budgets.clear();
-            for (i, b) in budgets.iter().enumerate() {
-                let bf = format!("{f}.budgets[{i}]");
-                let nodes = b.nodes.trim();
-                let valid = match nodes.strip_suffix('%') {
-                    Some(p) => p.parse::<u32>().is_ok_and(|p| p <= 100),
-                    None => nodes.parse::<u32>().is_ok(),
-                };
-                if !valid {
-                    return Err(SimError::invalid(
-                        "",
-                        format!("{bf}.nodes"),
-                        format!("`{nodes}` is neither a count nor a percentage"),
-                    ));
-                }
-                let mut reasons = Vec::new();
-                for (j, r) in b.reasons.iter().flatten().enumerate() {
-                    reasons.push(match r.as_str() {
-                        "Empty" => core::DisruptionReason::Empty,
-                        "Underutilized" => core::DisruptionReason::Underutilized,
-                        "Drifted" => core::DisruptionReason::Drifted,
-                        other => {
-                            return Err(SimError::invalid(
-                                "",
-                                format!("{bf}.reasons[{j}]"),
-                                format!(
-                                    "unknown reason `{other}` (Empty | Underutilized | Drifted)"
-                                ),
-                            ));
-                        }
-                    });
-                }
-                let duration_secs = match &b.duration {
-                    Some(d) => parse_duration(d).map_err(|e| {
-                        SimError::invalid("", format!("{bf}.duration"), e.to_string())
-                    })?,
-                    None => None,
-                };
-                if b.schedule.is_some() != duration_secs.is_some() {
-                    return Err(SimError::invalid(
-                        "",
-                        bf,
-                        "`schedule` and `duration` must be set together",
-                    ));
-                }
-                out.disruption.budgets.push(core::Budget {
-                    nodes: nodes.to_string(),
-                    reasons,
-                    schedule: b.schedule.clone(),
-                    duration_secs,
-                });
-            }
+            out.disruption.budgets = budgets
+                .iter()
+                .enumerate()
+                .map(|(i, b)| budget(b, &format!("{f}.budgets[{i}]")))
+                .collect::<Result<_>>()?;
         }
     }
     Ok(out)
+}
+
+/// A disruption budget in the core's form; `field` names it in errors.
+fn budget(b: &api::Budget, field: &str) -> Result<core::Budget> {
+    let nodes = b.nodes.trim();
+    let valid = match nodes.strip_suffix('%') {
+        Some(p) => p.parse::<u32>().is_ok_and(|p| p <= 100),
+        None => nodes.parse::<u32>().is_ok(),
+    };
+    if !valid {
+        return Err(SimError::invalid(
+            "",
+            format!("{field}.nodes"),
+            format!("`{nodes}` is neither a count nor a percentage"),
+        ));
+    }
+    let reasons = b
+        .reasons
+        .iter()
+        .flatten()
+        .map(|r| match r {
+            api::DisruptionReason::Empty => core::DisruptionReason::Empty,
+            api::DisruptionReason::Underutilized => core::DisruptionReason::Underutilized,
+            api::DisruptionReason::Drifted => core::DisruptionReason::Drifted,
+        })
+        .collect();
+    let duration_secs = match &b.duration {
+        Some(d) => Some(
+            api::parse_go_duration(d)
+                .map(whole_secs)
+                .map_err(|e| SimError::invalid("", format!("{field}.duration"), e.to_string()))?,
+        ),
+        None => None,
+    };
+    if b.schedule.is_some() != duration_secs.is_some() {
+        return Err(SimError::invalid(
+            "",
+            field,
+            "`schedule` and `duration` must be set together",
+        ));
+    }
+    Ok(core::Budget {
+        nodes: nodes.to_string(),
+        reasons,
+        schedule: b.schedule.clone(),
+        duration_secs,
+    })
 }
 
 fn label_selector(s: &metav1::LabelSelector) -> core::LabelSelector {
@@ -590,17 +444,8 @@ fn policy(s: &str) -> core::InclusionPolicy {
 mod tests {
     use super::*;
 
-    #[test]
-    fn durations() -> Result<()> {
-        assert_eq!(parse_duration("30s")?, Some(30));
-        assert_eq!(parse_duration("10m")?, Some(600));
-        assert_eq!(parse_duration("1h30m")?, Some(5400));
-        assert_eq!(parse_duration("720h")?, Some(2_592_000));
-        assert_eq!(parse_duration("Never")?, None);
-        assert_eq!(parse_duration("15")?, Some(15));
-        assert!(parse_duration("3 days").is_err());
-        assert!(parse_duration("").is_err());
-        Ok(())
+    fn parse_nodepool(y: &str) -> Result<NodePoolV1> {
+        serde_saphyr::from_str(y).map_err(|e| SimError::Report(e.to_string()))
     }
 
     #[test]
@@ -644,9 +489,7 @@ spec:
 status:
   nodes: 3
 "#;
-        let v: NodePoolV1 =
-            serde_saphyr::from_str(y).map_err(|e| SimError::Report(e.to_string()))?;
-        let np = nodepool(&v, "nodePools[0]")?;
+        let np = nodepool(&parse_nodepool(y)?, "nodePools[0]")?;
         assert_eq!(np.name, "general");
         assert_eq!(np.weight, 10);
         assert_eq!(np.requirements.len(), 2);
@@ -662,42 +505,109 @@ status:
         );
         assert_eq!(np.disruption.consolidate_after_secs, Some(300));
         assert_eq!(np.disruption.budgets.len(), 2);
+        assert_eq!(
+            np.disruption.budgets[1].reasons,
+            vec![core::DisruptionReason::Underutilized]
+        );
         assert_eq!(np.disruption.budgets[1].duration_secs, Some(8 * 3600));
         assert_eq!(np.labels.get("team").map(String::as_str), Some("a"));
         Ok(())
     }
 
+    /// What the API server would default is left to the core, whose defaults are upstream's.
     #[test]
-    fn bad_operator_names_field() {
-        let v = NodePoolV1 {
-            metadata: ObjectMeta {
-                name: "x".into(),
+    fn minimal_nodepool_takes_upstream_defaults() -> Result<()> {
+        let y = "metadata: {name: p}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.cluster.x-k8s.io, kind: ClusterAPINodeClass, name: default}
+      requirements: []
+";
+        let np = nodepool(&parse_nodepool(y)?, "nodePools[0]")?;
+        assert_eq!(
+            np,
+            core::NodePool {
+                name: "p".into(),
                 ..Default::default()
-            },
-            spec: NodePoolSpec {
-                template: NodeClaimTemplate {
-                    metadata: None,
-                    spec: NodeClaimTemplateSpec {
-                        requirements: vec![RequirementV1 {
-                            key: "k".into(),
-                            operator: "Within".into(),
-                            values: vec![],
-                            min_values: None,
-                        }],
-                        ..Default::default()
-                    },
-                },
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let e = nodepool(&v, "nodePools[0]")
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
-        assert!(
-            e.contains("nodePools[0].spec.template.spec.requirements[0].operator"),
-            "{e}"
+            }
         );
+        assert_eq!(np.expire_after_secs, Some(720 * 3600));
+        Ok(())
+    }
+
+    /// Upstream's own example NodePools (kept as fixtures for the CRD tests) paste unchanged.
+    #[test]
+    fn upstream_docs_nodepools_convert() -> Result<()> {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/nodepools");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).map_err(|e| SimError::io(&dir, e))? {
+            let path = entry.map_err(|e| SimError::io(&dir, e))?.path();
+            let text = std::fs::read_to_string(&path).map_err(|e| SimError::io(&path, e))?;
+            let np = parse_nodepool(&text)?;
+            let result = nodepool(&np, "nodePools[0]");
+            if np.spec.replicas.is_some() {
+                assert!(
+                    result.is_err(),
+                    "{}: static pools are refused",
+                    path.display()
+                );
+            } else {
+                let core = result?;
+                assert_eq!(Some(&core.name), np.metadata.name.as_ref());
+                assert_eq!(
+                    core.requirements.len(),
+                    np.spec.template.spec.requirements.len()
+                );
+            }
+            n += 1;
+        }
+        assert!(n >= 3, "fixtures found: {n}");
+        Ok(())
+    }
+
+    fn error_of(y: &str) -> String {
+        match parse_nodepool(y).and_then(|v| nodepool(&v, "nodePools[0]")) {
+            Ok(_) => String::new(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn what_the_core_cannot_represent_names_its_field() {
+        let head = "metadata: {name: p}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: g, kind: K, name: n}
+      requirements: []
+";
+        let cases = [
+            ("  replicas: 3\n", "nodePools[0].spec.replicas"),
+            (
+                "  disruption: {consolidateAfter: 0s, consolidationPolicy: Balanced}\n",
+                "nodePools[0].spec.disruption.consolidationPolicy",
+            ),
+            (
+                "  disruption: {consolidateAfter: soon}\n",
+                "nodePools[0].spec.disruption.consolidateAfter",
+            ),
+            (
+                "  disruption: {consolidateAfter: 0s, budgets: [{nodes: lots}]}\n",
+                "nodePools[0].spec.disruption.budgets[0].nodes",
+            ),
+            (
+                "  disruption: {consolidateAfter: 0s, budgets: [{nodes: '1', schedule: '@daily'}]}\n",
+                "nodePools[0].spec.disruption.budgets[0]",
+            ),
+            ("  limits: {cpu: many}\n", "nodePools[0].spec.limits.cpu"),
+        ];
+        for (tail, field) in cases {
+            let e = error_of(&format!("{head}{tail}"));
+            assert!(e.contains(&format!("`{field}`")), "{tail}: {e}");
+        }
+        let e = error_of(&head.replace("{name: p}", "{labels: {a: b}}"));
+        assert!(e.contains("nodePools[0].metadata.name"), "{e}");
     }
 }

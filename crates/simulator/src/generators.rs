@@ -13,7 +13,10 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use crate::convert::{NodePoolSpec, NodePoolV1, ObjectMeta};
+use karpenter_api::wellknown::{NODECLASS_GROUP, NODECLASS_KIND};
+use karpenter_api::{NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePoolSpec};
+
+use crate::convert::NodePoolV1;
 use crate::error::{Result, SimError};
 use crate::rng::Rng;
 use crate::scenario::{
@@ -34,16 +37,33 @@ pub fn generate(kind: &str, seed: u64, pods: Option<usize>) -> Result<Scenario> 
     }
 }
 
+/// One NodePool `default` that may use every type, as a user would write it: upstream's
+/// required `nodeClassRef` points at our ClusterAPINodeClass (the simulator does not read it).
 fn default_nodepool() -> NodePoolV1 {
-    NodePoolV1 {
-        api_version: Some("karpenter.sh/v1".into()),
-        kind: Some("NodePool".into()),
-        metadata: ObjectMeta {
-            name: "default".into(),
-            ..Default::default()
+    NodePoolV1::new(
+        "default",
+        NodePoolSpec {
+            template: NodeClaimTemplate {
+                metadata: None,
+                spec: NodeClaimTemplateSpec {
+                    expire_after: None,
+                    node_class_ref: NodeClassReference {
+                        group: NODECLASS_GROUP.into(),
+                        kind: NODECLASS_KIND.into(),
+                        name: "default".into(),
+                    },
+                    requirements: Vec::new(),
+                    startup_taints: None,
+                    taints: None,
+                    termination_grace_period: None,
+                },
+            },
+            disruption: None,
+            limits: None,
+            replicas: None,
+            weight: None,
         },
-        spec: NodePoolSpec::default(),
-    }
+    )
 }
 
 fn q(cpu_milli: i64, mem_mib: i64) -> BTreeMap<String, String> {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Affinity, Taint, Toleration, TopologySpreadConstraint};
-use schemars::JsonSchema;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use crate::convert::NodePoolV1;
@@ -35,9 +35,11 @@ pub struct Scenario {
     /// `catalog.spotPriceFactor`.
     #[serde(default = "default_capacity_types")]
     pub capacity_types: Vec<CapacityTypeName>,
-    /// `karpenter.sh/v1` NodePools, as `kubectl get nodepool -o yaml` prints them. Without
-    /// any, one pool `default` with no requirements is used.
+    /// `karpenter.sh/v1` NodePools, as `kubectl get nodepool -o yaml` prints them (upstream's
+    /// schema: `nodeClassRef` and `requirements` are required). Without any, one pool
+    /// `default` with no requirements is used.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "node_pools_schema")]
     pub node_pools: Vec<NodePoolV1>,
     /// DaemonSets whose pods land on every node they tolerate.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -49,6 +51,39 @@ pub struct Scenario {
     /// Strategies to compare. Empty means every available one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub strategies: Vec<String>,
+}
+
+/// The schema of `nodePools`: karpenter-api's NodePool schema (the one our CRD is generated
+/// from) plus `apiVersion`, `kind` and `metadata`, which kube's derive leaves out because the
+/// API server checks them itself; here they are part of what a user writes.
+fn node_pools_schema(generator: &mut SchemaGenerator) -> Schema {
+    let mut nodepool = NodePoolV1::json_schema(generator);
+    if let Some(properties) = nodepool
+        .ensure_object()
+        .entry("properties")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()
+    {
+        properties.insert(
+            "apiVersion".into(),
+            serde_json::json!({"type": "string", "description": "karpenter.sh/v1"}),
+        );
+        properties.insert(
+            "kind".into(),
+            serde_json::json!({"type": "string", "description": "NodePool"}),
+        );
+        properties.insert(
+            "metadata".into(),
+            serde_json::json!({
+                "type": "object",
+                "description": "Kubernetes object metadata; the simulator reads `name` and ignores the rest.",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"]
+            }),
+        );
+    }
+    nodepool.insert("required".into(), serde_json::json!(["metadata", "spec"]));
+    json_schema!({"type": "array", "items": nodepool})
 }
 
 fn default_zones() -> Vec<String> {
@@ -465,12 +500,15 @@ pub fn yaml_error(text: &str, file: &str, e: &serde_saphyr::Error) -> SimError {
         .location()
         .map(|l| (l.line() as usize, l.column() as usize))
         .unwrap_or((0, 0));
-    let field = if line > 0 {
-        yamlpath::path_at_line(text, line)
-    } else {
-        String::new()
-    };
     let raw = e.without_snippet().to_string();
+    let field = if line == 0 {
+        String::new()
+    } else if raw.starts_with("missing field") {
+        // Reported at the first key of the mapping that lacks the field: name that mapping.
+        yamlpath::mapping_at(text, line, column)
+    } else {
+        yamlpath::path_at_line(text, line)
+    };
     // The message may repeat the position; keep the first line only.
     let first = raw.lines().next().unwrap_or_default().to_string();
     let message = if field.is_empty() {

@@ -14,14 +14,30 @@ struct Frame {
     is_seq: bool,
 }
 
+/// Where a line stands in the document tree.
+#[derive(Debug, Clone, Default)]
+struct LineInfo {
+    /// The field path of the line (`workload.pods[1].requests.cpu`).
+    path: String,
+    /// The path of the mapping the line's key belongs to (`workload.pods[1].requests`).
+    parent: String,
+    /// 1-based column of the line's key, after any `- ` prefixes (0 when it has none).
+    key_column: usize,
+}
+
 /// Compute the field path (`workload.pods[1].requests.cpu`) of every line (1-based index into
 /// the result; index 0 unused). Lines that are blank or comments inherit the previous path.
 pub fn paths_by_line(text: &str) -> Vec<String> {
-    let mut out = vec![String::new()];
+    walk(text).into_iter().map(|l| l.path).collect()
+}
+
+/// [`paths_by_line`] with each line's mapping and key column.
+fn walk(text: &str) -> Vec<LineInfo> {
+    let mut out = vec![LineInfo::default()];
     let mut stack: Vec<Frame> = Vec::new();
     // Sequence counters keyed by the indent of the `-`.
     let mut seq_counters: Vec<(usize, usize)> = Vec::new();
-    let mut last = String::new();
+    let mut last = LineInfo::default();
     for raw in text.lines() {
         let trimmed = raw.trim_start();
         if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with("---") {
@@ -70,6 +86,8 @@ pub fn paths_by_line(text: &str) -> Vec<String> {
             }
             break;
         }
+        let mut key_column = 0;
+        let mut parent = render(&stack);
         if let Some(key) = mapping_key(rest) {
             // Close frames at or deeper than this key's indent.
             while stack.last().is_some_and(|f| f.indent >= indent) {
@@ -77,13 +95,19 @@ pub fn paths_by_line(text: &str) -> Vec<String> {
             }
             seq_counters
                 .retain(|(i, _)| *i < indent || stack.iter().any(|f| f.is_seq && f.indent == *i));
+            key_column = indent + 1;
+            parent = render(&stack);
             stack.push(Frame {
                 indent,
                 seg: key,
                 is_seq: false,
             });
         }
-        last = render(&stack);
+        last = LineInfo {
+            path: render(&stack),
+            parent,
+            key_column,
+        };
         out.push(last.clone());
     }
     out
@@ -128,6 +152,19 @@ fn render(stack: &[Frame]) -> String {
 pub fn path_at_line(text: &str, line: usize) -> String {
     let paths = paths_by_line(text);
     paths.get(line).cloned().unwrap_or_default()
+}
+
+/// The path of the mapping that starts at a 1-based line and column, or, when no block
+/// mapping's key starts there, the line's path. A YAML reader reports a missing field at the
+/// first key of the mapping that lacks it; naming that key's path would send the user to the
+/// wrong field (`spec.requirements` instead of `spec`, which lacks `nodeClassRef`).
+pub fn mapping_at(text: &str, line: usize, column: usize) -> String {
+    let lines = walk(text);
+    match lines.get(line) {
+        Some(l) if l.key_column > 0 && l.key_column == column => l.parent.clone(),
+        Some(l) => l.path.clone(),
+        None => String::new(),
+    }
 }
 
 /// The first 1-based line whose path equals `path` or, failing that, the line of its longest
@@ -190,6 +227,20 @@ nodePools:
             p[17],
             "nodePools[0].spec.template.spec.requirements[0].operator"
         );
+    }
+
+    #[test]
+    fn mapping_of_a_first_key() {
+        // Line 16 is `- key: k` (key at column 15), the first key of requirements[0].
+        assert_eq!(
+            mapping_at(DOC, 16, 15),
+            "nodePools[0].spec.template.spec.requirements[0]"
+        );
+        // Line 15 is `requirements:` (key at column 11), the first key of the template spec.
+        assert_eq!(mapping_at(DOC, 15, 11), "nodePools[0].spec.template.spec");
+        // Inside a flow mapping the line's path is the mapping.
+        assert_eq!(mapping_at(DOC, 8, 18), "workload.pods[1].requests");
+        assert_eq!(mapping_at(DOC, 99, 1), "");
     }
 
     #[test]

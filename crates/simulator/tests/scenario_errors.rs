@@ -20,6 +20,14 @@ fn err_of(text: &str) -> SimError {
     }
 }
 
+/// The line and field of a YAML (parse) error.
+fn line_and_field(e: &SimError) -> (usize, &str) {
+    match e {
+        SimError::Yaml { line, field, .. } => (*line, field.as_str()),
+        other => panic!("expected a YAML error, got {other:?}"),
+    }
+}
+
 const GOOD_HEAD: &str = "name: x
 catalog:
   builtin: ec2-sample
@@ -34,13 +42,11 @@ fn wrong_type_names_line_and_field() {
     let text = format!("{GOOD_HEAD}      requests: {{cpu: 1}}\n      arriveAt: soon\n");
     let e = err_of(&text);
     let msg = e.to_string();
-    match &e {
-        SimError::Yaml { line, field, .. } => {
-            assert_eq!(*line, 9, "{msg}");
-            assert_eq!(field, "workload.pods[0].arriveAt", "{msg}");
-        }
-        other => panic!("expected a YAML error, got {other:?}"),
-    }
+    assert_eq!(
+        line_and_field(&e),
+        (9, "workload.pods[0].arriveAt"),
+        "{msg}"
+    );
     assert!(msg.starts_with("bad.yaml:9:"), "{msg}");
     assert!(msg.contains("workload.pods[0].arriveAt"), "{msg}");
 }
@@ -64,28 +70,55 @@ fn bad_quantity_names_line_and_field() {
     assert!(msg.contains("lots"), "{msg}");
 }
 
-#[test]
-fn bad_nodepool_operator_names_field() {
-    let text = "catalog: {builtin: ec2-sample}
+/// A scenario whose one NodePool's template spec is `template_spec` (lines indented by 10).
+fn nodepool_scenario(template_spec: &str) -> String {
+    format!(
+        "catalog: {{builtin: ec2-sample}}
 nodePools:
-  - metadata: {name: a}
+  - metadata: {{name: a}}
     spec:
       template:
         spec:
-          requirements:
-            - key: kubernetes.io/arch
-              operator: Within
-              values: [amd64]
-workload:
+{template_spec}workload:
   pods:
-    - {name: w, requests: {cpu: 1}}
-";
-    let msg = err_of(text).to_string();
+    - {{name: w, requests: {{cpu: 1}}}}
+"
+    )
+}
+
+/// One `kubernetes.io/arch` requirement with `operator`, starting on line 7 of the scenario.
+fn arch_requirement(operator: &str) -> String {
+    format!(
+        "          requirements:
+            - key: kubernetes.io/arch
+              operator: {operator}
+              values: [amd64]
+"
+    )
+}
+
+#[test]
+fn bad_nodepool_operator_names_field() {
+    let msg = err_of(&nodepool_scenario(&arch_requirement("Within"))).to_string();
     assert!(
         msg.contains("nodePools[0].spec.template.spec.requirements[0].operator"),
         "{msg}"
     );
     assert!(msg.contains("bad.yaml:9"), "{msg}");
+}
+
+/// Scenario NodePools follow upstream's schema, so a missing required field is named with the
+/// mapping that lacks it (not the first key of that mapping, where the reader notices).
+#[test]
+fn nodepool_without_node_class_ref_names_the_mapping() {
+    let e = err_of(&nodepool_scenario(&arch_requirement("In")));
+    let msg = e.to_string();
+    assert_eq!(
+        line_and_field(&e),
+        (7, "nodePools[0].spec.template.spec"),
+        "{msg}"
+    );
+    assert!(msg.contains("nodeClassRef"), "{msg}");
 }
 
 #[test]
