@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use provisioner_core::packing::{PackItem, PackPool, PackingProblem, Shape, ShapeSet};
+use provisioner_core::packing::{PackItem, PackPool, PackingProblem, Shape};
 use provisioner_core::{CapacityType, Resources};
 
 const MIB: i64 = 1 << 20;
@@ -238,7 +238,6 @@ pub fn shapes(types: &[Ec2Type]) -> Vec<Shape> {
 
 /// A packing problem of `requests` on `shapes` (one pool, every item may use every shape).
 pub fn problem(shapes: Vec<Shape>, requests: &[Resources]) -> PackingProblem {
-    let all = ShapeSet::from_ids(shapes.len(), 0..shapes.len() as u32);
     let items = requests
         .iter()
         .enumerate()
@@ -253,13 +252,7 @@ pub fn problem(shapes: Vec<Shape>, requests: &[Resources]) -> PackingProblem {
             limits: Vec::new(),
         })
         .collect();
-    PackingProblem {
-        shapes,
-        pools: vec![PackPool::unlimited("default")],
-        shape_sets: vec![all],
-        items,
-        groups: 0,
-    }
+    PackingProblem::new(shapes, vec![PackPool::unlimited("default")], items)
 }
 
 /// The requests of trace pods (CPU and memory only: GPUs are ignored, as the issue asks).
