@@ -9,7 +9,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use kcapi_benches::karpenter_shapes::{Rng, diverse_pods, existing_nodes, generic_pods, snapshot};
+use kcapi_workloads::Rng;
+use kcapi_workloads::karpenter::{diverse_pods, existing_nodes, generic_pods, snapshot};
 use provisioner_core::{ClusterState, SchedulingOptions, Strategy, schedule, schedule_on};
 
 fn opts(strategy: Strategy) -> SchedulingOptions {

@@ -5,7 +5,8 @@
 
 use std::time::Instant;
 
-use kcapi_benches::karpenter_shapes::{Rng, diverse_pods, existing_nodes, generic_pods, snapshot};
+use kcapi_workloads::Rng;
+use kcapi_workloads::karpenter::{diverse_pods, existing_nodes, generic_pods, snapshot};
 use provisioner_core::{SchedulingOptions, Strategy, schedule};
 
 fn main() {

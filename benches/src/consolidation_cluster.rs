@@ -13,20 +13,22 @@
 //! Nodes are spread round-robin over the three zones and were created at random times in the
 //! last 30 days (expireAfter 720h), so their disruption costs differ as in a real cluster.
 //!
-//! Included with `#[path]` by the consolidation bench and report, so the shared generators
-//! in this crate stay untouched.
+//! Included with `#[path]` by the consolidation bench and report; the shapes themselves
+//! (catalog, request sets, label values) come from `kcapi_workloads::karpenter`.
 
 use provisioner_core::{
     Budget, CapacityType, LabelSelector, Node, NodePool, Pod, PodAffinityTerm, Resources, Snapshot,
     TopologySpreadConstraint, WhenUnsatisfiable, labels,
 };
 
-use kcapi_benches::karpenter_shapes::{Rng, fake_price, instance_types};
+use kcapi_workloads::Rng;
+use kcapi_workloads::karpenter::{
+    INSTANCE_TYPES, LABEL_VALUES as VALUES, fake_price, instance_types, random_requests,
+};
 
 const GIB: i64 = 1 << 30;
 const MIB: i64 = 1 << 20;
 const ZONES: [&str; 3] = ["test-zone-1", "test-zone-2", "test-zone-3"];
-const VALUES: [&str; 7] = ["a", "b", "c", "d", "e", "f", "g"];
 const DAY: i64 = 86_400;
 
 /// Knobs of the generated cluster.
@@ -81,14 +83,17 @@ fn smallest_type(cpu: i64, mem: i64, pods: i64) -> i64 {
     let by_cpu = (cpu + 999) / 1000 - 1;
     let by_mem = (mem + 2 * GIB - 1) / (2 * GIB) - 1;
     let by_pods = (pods + 9) / 10 - 1;
-    by_cpu.max(by_mem).max(by_pods).clamp(0, 399)
+    by_cpu
+        .max(by_mem)
+        .max(by_pods)
+        .clamp(0, INSTANCE_TYPES as i64 - 1)
 }
 
 /// Builds the cluster.
 pub fn cluster(spec: &ClusterSpec) -> Snapshot {
     let mut rng = Rng::new(spec.seed);
     let now = 30 * DAY;
-    let types = instance_types(400);
+    let types = instance_types(INSTANCE_TYPES);
     let mut nodes = Vec::with_capacity(spec.nodes);
     let mut pods = Vec::with_capacity(spec.nodes * spec.pods_per_node);
     for i in 0..spec.nodes {
@@ -99,8 +104,8 @@ pub fn cluster(spec: &ClusterSpec) -> Snapshot {
         let mut host_values: Vec<&str> = VALUES.to_vec();
         let mut has_anti = false;
         for j in 0..spec.pods_per_node {
-            let cpu = *rng.pick(&[100, 250, 500, 1000, 1500]).unwrap_or(&100);
-            let mem = *rng.pick(&[100, 256, 512, 1024, 2048, 4096]).unwrap_or(&100) * MIB;
+            let requests = random_requests(&mut rng);
+            let (cpu, mem) = (requests.cpu_milli, requests.memory_mib * MIB);
             let mut p = Pod::new("default", &format!("{name}-p{j:02}"), cpu, mem).on(&name);
             p.owner_kind = Some("ReplicaSet".into());
             p.created_at = now - DAY;

@@ -1,7 +1,7 @@
-//! Workload generators shared by the benchmarks and the simulator.
+//! Inputs of the benchmarks that only the benchmarks use: the EC2 catalog and openb trace as
+//! packing problems ([`catalog`]).
 //!
-//! Kept as a small public library so the same shapes (Karpenter's own benchmark catalog and
-//! "diverse" pods) drive the criterion benches, the cost comparisons and simulator scenarios.
+//! Karpenter's benchmark shapes (catalog and "diverse" pods), which the simulator uses too,
+//! live in the `kcapi-workloads` crate: a simulator must not depend on a bench crate.
 
 pub mod catalog;
-pub mod karpenter_shapes;

@@ -2,9 +2,9 @@
 //! NodePool, workload), so `karpenter-capi-sim generate <kind>` writes a file that runs as is,
 //! and a scenario's `workload.generate` reuses the same code with a per-run seed.
 //!
-//! The Karpenter benchmark shapes are written here because the shared `kcapi-benches`
-//! generators had not landed when the simulator needed them; they follow Karpenter's
-//! scheduling benchmark (400 types, five "diverse" pod groups).
+//! Karpenter's benchmark shapes (the five "diverse" groups, their request sets, the seeded
+//! RNG) come from `kcapi-workloads`, shared with the benches; this module only writes them as
+//! a scenario (Kubernetes-shaped pod groups, a NodePool, the built-in catalog).
 
 use std::collections::BTreeMap;
 
@@ -15,10 +15,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use karpenter_api::wellknown::{NODECLASS_GROUP, NODECLASS_KIND};
 use karpenter_api::{NodeClaimTemplate, NodeClaimTemplateSpec, NodeClassReference, NodePoolSpec};
+use kcapi_workloads::Rng;
+use kcapi_workloads::karpenter::{DiverseGroup, diverse_deployments};
 
 use crate::convert::NodePoolV1;
 use crate::error::{Result, SimError};
-use crate::rng::Rng;
 use crate::scenario::{
     BuiltinCatalog, CatalogSpec, DaemonSetSpec, PodGroup, Scenario, Settings, Workload,
 };
@@ -35,6 +36,17 @@ pub fn generate(kind: &str, seed: u64, pods: Option<usize>) -> Result<Scenario> 
             KINDS.join(", "),
         )),
     }
+}
+
+/// The generators' RNG for `seed`. They have always mixed the seed into SplitMix64's state
+/// this way; kept so `generate --seed N` writes the scenarios it wrote before.
+fn seeded_rng(seed: u64) -> Rng {
+    Rng::new(seed ^ 0x9E37_79B9_7F4A_7C15)
+}
+
+/// An element of a constant, non-empty list (the default is never reached).
+fn pick(rng: &mut Rng, xs: &[i64]) -> i64 {
+    rng.pick(xs).copied().unwrap_or_default()
 }
 
 /// One NodePool `default` that may use every type, as a user would write it: upstream's
@@ -101,98 +113,79 @@ fn group(name: &str, count: u32, requests: BTreeMap<String, String>) -> PodGroup
 
 /// Karpenter's scheduling benchmark: the 400-type catalog and "diverse" pods in five equal
 /// groups (generic, zone spread, hostname spread, zone self-affinity, hostname
-/// anti-affinity), requests drawn from Karpenter's small sets. All pods arrive at 0; the
-/// odd-numbered batches of each group leave after an hour so consolidation has work.
+/// anti-affinity) as deployments of up to ten, requests drawn from Karpenter's small sets.
+/// All pods arrive at 0; the odd-numbered batches of each group leave after an hour so
+/// consolidation has work.
 pub fn karpenter_benchmark(seed: u64, pods: usize) -> Scenario {
-    let mut rng = Rng::new(seed);
-    let cpus = [100, 250, 500, 1000, 1500];
-    let mems = [100, 256, 512, 1024, 2048, 4096];
-    let per = pods / 5;
+    let mut rng = seeded_rng(seed);
     let mut groups = Vec::new();
-    for (gi, kind) in [
-        "generic",
-        "zone-spread",
-        "host-spread",
-        "zone-affinity",
-        "host-anti-affinity",
-    ]
-    .iter()
-    .enumerate()
-    {
-        let n = if gi == 4 { pods - 4 * per } else { per };
-        // Split each kind into batches of up to 10 identical pods, as deployments would be.
-        let mut left = n;
-        let mut b = 0;
-        while left > 0 {
-            let count = left.min(10);
-            left -= count;
-            let name = format!("{kind}-{b}");
-            let mut g = group(&name, count as u32, q(*rng.pick(&cpus), *rng.pick(&mems)));
-            // Spread constraints and affinity select the whole kind, as in Karpenter's test.
-            g.labels = BTreeMap::from([("app".to_string(), kind.to_string())]);
-            match *kind {
-                "zone-spread" | "host-spread" => {
-                    let key = if *kind == "zone-spread" {
-                        "topology.kubernetes.io/zone"
-                    } else {
-                        "kubernetes.io/hostname"
-                    };
-                    g.topology_spread_constraints
-                        .push(TopologySpreadConstraint {
-                            max_skew: 1,
-                            topology_key: key.into(),
-                            when_unsatisfiable: "DoNotSchedule".into(),
-                            label_selector: Some(selector(kind)),
-                            ..Default::default()
-                        });
-                }
-                "zone-affinity" => {
-                    g.affinity = Some(Affinity {
-                        pod_affinity: Some(k8s_openapi::api::core::v1::PodAffinity {
-                            required_during_scheduling_ignored_during_execution: Some(vec![
-                                PodAffinityTerm {
-                                    label_selector: Some(selector(kind)),
-                                    topology_key: "topology.kubernetes.io/zone".into(),
-                                    ..Default::default()
-                                },
-                            ]),
-                            preferred_during_scheduling_ignored_during_execution: None,
-                        }),
+    for d in diverse_deployments(&mut rng, pods) {
+        let kind = d.group.name();
+        let name = format!("{kind}-{}", d.index);
+        let mut g = group(
+            &name,
+            d.replicas as u32,
+            q(d.requests.cpu_milli, d.requests.memory_mib),
+        );
+        // Spread constraints and affinity select the whole kind, as in Karpenter's test.
+        g.labels = BTreeMap::from([("app".to_string(), kind.to_string())]);
+        let key = d.group.topology_key().unwrap_or_default().to_string();
+        match d.group {
+            DiverseGroup::ZoneSpread | DiverseGroup::HostnameSpread => {
+                g.topology_spread_constraints
+                    .push(TopologySpreadConstraint {
+                        max_skew: 1,
+                        topology_key: key,
+                        when_unsatisfiable: "DoNotSchedule".into(),
+                        label_selector: Some(selector(kind)),
                         ..Default::default()
                     });
-                }
-                "host-anti-affinity" => {
-                    // Each batch avoids itself only, so the group needs one node per pod of a
-                    // batch rather than one node per pod overall.
-                    g.labels.insert("batch".into(), name.clone());
-                    g.affinity = Some(Affinity {
-                        pod_anti_affinity: Some(PodAntiAffinity {
-                            required_during_scheduling_ignored_during_execution: Some(vec![
-                                PodAffinityTerm {
-                                    label_selector: Some(LabelSelector {
-                                        match_labels: Some(BTreeMap::from([(
-                                            "batch".to_string(),
-                                            name.clone(),
-                                        )])),
-                                        match_expressions: None,
-                                    }),
-                                    topology_key: "kubernetes.io/hostname".into(),
-                                    ..Default::default()
-                                },
-                            ]),
-                            preferred_during_scheduling_ignored_during_execution: None,
-                        }),
-                        ..Default::default()
-                    });
-                }
-                _ => {}
             }
-            if b % 2 == 1 {
-                g.duration_seconds = Some(3600);
+            DiverseGroup::ZoneAffinity => {
+                g.affinity = Some(Affinity {
+                    pod_affinity: Some(k8s_openapi::api::core::v1::PodAffinity {
+                        required_during_scheduling_ignored_during_execution: Some(vec![
+                            PodAffinityTerm {
+                                label_selector: Some(selector(kind)),
+                                topology_key: key,
+                                ..Default::default()
+                            },
+                        ]),
+                        preferred_during_scheduling_ignored_during_execution: None,
+                    }),
+                    ..Default::default()
+                });
             }
-            groups.push(g);
-            b += 1;
+            DiverseGroup::HostnameAntiAffinity => {
+                // Each batch avoids itself only, so the group needs one node per pod of a
+                // batch rather than one node per pod overall.
+                g.labels.insert("batch".into(), name.clone());
+                g.affinity = Some(Affinity {
+                    pod_anti_affinity: Some(PodAntiAffinity {
+                        required_during_scheduling_ignored_during_execution: Some(vec![
+                            PodAffinityTerm {
+                                label_selector: Some(LabelSelector {
+                                    match_labels: Some(BTreeMap::from([(
+                                        "batch".to_string(),
+                                        name.clone(),
+                                    )])),
+                                    match_expressions: None,
+                                }),
+                                topology_key: key,
+                                ..Default::default()
+                            },
+                        ]),
+                        preferred_during_scheduling_ignored_during_execution: None,
+                    }),
+                    ..Default::default()
+                });
+            }
+            DiverseGroup::Generic => {}
         }
+        if d.index % 2 == 1 {
+            g.duration_seconds = Some(3600);
+        }
+        groups.push(g);
     }
     Scenario {
         name: Some(format!("karpenter-benchmark-{pods}-seed{seed}")),
@@ -226,7 +219,7 @@ pub fn karpenter_benchmark(seed: u64, pods: usize) -> Scenario {
 /// min), so the cluster grows, changes shape and shrinks. The catalog is the built-in EC2-like
 /// sample, so cost-aware choices between general, compute and memory families matter.
 pub fn mixed(seed: u64, pods: usize) -> Scenario {
-    let mut rng = Rng::new(seed);
+    let mut rng = seeded_rng(seed);
     let horizon = 8 * 3600;
     let mut groups = Vec::new();
     let mut made = 0usize;
@@ -244,15 +237,19 @@ pub fn mixed(seed: u64, pods: usize) -> Scenario {
         let replicas = (1 + rng.below(8)).min(pods - made);
         let (kind, cpu, mem) = match rng.below(3) {
             0 => {
-                let c = *rng.pick(&[500, 1000, 2000, 3000, 4000]);
-                ("cpu", c, c * *rng.pick(&[1, 2]) / 2 * 1024 / 1000 + 256)
+                let c = pick(&mut rng, &[500, 1000, 2000, 3000, 4000]);
+                (
+                    "cpu",
+                    c,
+                    c * pick(&mut rng, &[1, 2]) / 2 * 1024 / 1000 + 256,
+                )
             }
             1 => {
-                let c = *rng.pick(&[250, 500, 1000]);
-                ("mem", c, *rng.pick(&[4096, 6144, 8192, 12288, 16384]))
+                let c = pick(&mut rng, &[250, 500, 1000]);
+                ("mem", c, pick(&mut rng, &[4096, 6144, 8192, 12288, 16384]))
             }
             _ => {
-                let c = *rng.pick(&[250, 500, 1000, 2000]);
+                let c = pick(&mut rng, &[250, 500, 1000, 2000]);
                 ("web", c, c * 4 * 1024 / 1000)
             }
         };
