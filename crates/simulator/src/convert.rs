@@ -4,8 +4,11 @@
 //! controller serves and our CRD is generated from, so a scenario accepts exactly what the API
 //! server accepts and users paste their own NodePools (`kubectl get nodepool -o yaml`) unchanged.
 //! Fields the API server defaults are left out of the core model's input and take the core's
-//! defaults, which are upstream's (`expireAfter` 720h, one 10% budget, ...). The conversion
-//! functions take plain values so the controller can reuse them.
+//! defaults, which are upstream's (`expireAfter` 720h, one 10% budget, ...).
+//!
+//! [`nodepool`] is the karpenter-api -> core conversion the controller needs too (it already
+//! converts requirements the same way in `cloudprovider::convert`); when the controller
+//! converts whole NodePools, this should move to one place both use rather than be copied.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
