@@ -1003,8 +1003,8 @@ fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { a / b } else { 0.0 }
 }
 
-/// The earliest time a consolidateAfter gate opens (a time-based change the version counter
-/// does not see).
+/// The earliest time a consolidateAfter gate opens or a budget window opens or closes (the
+/// time-based changes the version counter does not see).
 fn next_gate(snap: &core::Snapshot, w: &World, cas: i64) -> i64 {
     let mut t = cas;
     for n in &snap.nodes {
@@ -1022,6 +1022,14 @@ fn next_gate(snap: &core::Snapshot, w: &World, cas: i64) -> i64 {
         let open = n.last_pod_event_at + after;
         if open > snap.now {
             t = t.min(open);
+        }
+    }
+    // A budget window opening or closing changes what may be disrupted.
+    for b in snap.nodepools.iter().flat_map(|p| &p.disruption.budgets) {
+        if let Ok(parsed) = core::disruption::budgets::ParsedBudget::parse(b)
+            && let Some(edge) = parsed.window.and_then(|w| w.next_edge(snap.now))
+        {
+            t = t.min(edge);
         }
     }
     t
@@ -1348,5 +1356,59 @@ mod tests {
                 "decisions at {meanwhile:?} while the command of {proposed} waited until {validated}"
             );
         }
+    }
+
+    #[test]
+    fn a_budget_window_closing_wakes_the_disruption_loop() {
+        // Two nodes; one empties at 10 min, but a budget allows no disruption from 00:00 for
+        // 3 h (simulated time 0 is 1970-01-01 00:00 UTC). Nothing else happens afterwards, so
+        // only the window closing can bring the empty node's removal.
+        let yaml = r#"
+name: budget-window
+settings:
+  endSeconds: 14400
+catalog:
+  overhead: none
+  types:
+    - {name: small, vcpu: 2, memoryMib: 4096, price: 0.10}
+zones: [zone-a]
+nodePools:
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata:
+      name: default
+    spec:
+      template:
+        spec:
+          nodeClassRef: {group: karpenter.cluster.x-k8s.io, kind: ClusterAPINodeClass, name: default}
+          requirements: []
+      disruption:
+        consolidationPolicy: WhenEmptyOrUnderutilized
+        consolidateAfter: 0s
+        budgets:
+          - {nodes: "0", schedule: "0 0 * * *", duration: 3h}
+workload:
+  pods:
+    - {name: short, count: 1, requests: {cpu: "2", memory: 1Gi}, durationSeconds: 600}
+    - {name: long, count: 1, requests: {cpu: "2", memory: 1Gi}}
+"#;
+        let sc = scenario::parse(yaml, "budget-window.yaml").expect("valid scenario");
+        let ls = scenario::from_value(sc, "budget-window");
+        let w = crate::world::compile(&ls, 0).expect("world");
+        let mut rec = Recording {
+            inner: strategy::build("cost-aware", &w.settings).expect("strategy"),
+            disrupt_at: Vec::new(),
+            revalidate_at: Vec::new(),
+        };
+        let mut sim = Sim::new(&w);
+        sim.trigger = rec.trigger();
+        let out = sim.run(&mut rec, "cost-aware", 0, None);
+        let first = rec.disrupt_at.iter().find(|(_, cmd)| *cmd).map(|(t, _)| *t);
+        assert!(
+            first.is_some_and(|t| (3 * 3600..3 * 3600 + 60).contains(&t)),
+            "the empty node should go right after the window closes at 10800 s: commands at {:?}",
+            rec.disrupt_at
+        );
+        assert_eq!(out.summary.nodes_terminated, 1);
     }
 }

@@ -119,6 +119,32 @@ impl Window {
     }
 }
 
+impl Window {
+    /// The next time after `now` the window may open or close (`None` when the schedule
+    /// never fires again). A loop that skips evaluations while nothing changes must wake up
+    /// then: a budget's window moving is a change no cluster event announces. The answer may
+    /// be early (an occurrence inside an open window), never late.
+    pub fn next_edge(&self, now: i64) -> Option<i64> {
+        let now_t: DateTime<Utc> = DateTime::from_timestamp(now, 0)?;
+        let opens = self
+            .cron
+            .find_next_occurrence(&now_t, false)
+            .ok()
+            .map(|t| t.timestamp());
+        let start = now_t - TimeDelta::seconds(self.duration_secs);
+        let closes = self
+            .cron
+            .find_next_occurrence(&start, false)
+            .ok()
+            .map(|t| t.timestamp() + self.duration_secs)
+            .filter(|t| *t > now);
+        match (opens, closes) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
 /// A budget after validation.
 #[derive(Debug, Clone)]
 pub struct ParsedBudget {
@@ -510,6 +536,39 @@ mod tests {
             "the window is half-open: (hit, hit + duration)"
         );
         assert_eq!(at(23), Some(10));
+    }
+
+    #[test]
+    fn cron_window_edges_are_where_it_opens_and_closes() {
+        let b = ParsedBudget::parse(&scheduled("0", "0 9 * * *", 8 * HOUR)).expect("valid");
+        let w = b.window.expect("scheduled");
+        assert_eq!(
+            w.next_edge(MON_MIDNIGHT),
+            Some(MON_MIDNIGHT + 9 * HOUR),
+            "opens at 09:00"
+        );
+        assert_eq!(
+            w.next_edge(MON_MIDNIGHT + 12 * HOUR),
+            Some(MON_MIDNIGHT + 17 * HOUR),
+            "inside: closes at 17:00"
+        );
+        assert_eq!(
+            w.next_edge(MON_MIDNIGHT + 17 * HOUR),
+            Some(MON_MIDNIGHT + 33 * HOUR),
+            "closed: opens again the next morning"
+        );
+        // Every edge found is where the budget's state really flips.
+        let mut t = MON_MIDNIGHT;
+        for _ in 0..6 {
+            let edge = w.next_edge(t).expect("fires daily");
+            assert!(edge > t);
+            assert_ne!(
+                w.is_active(edge - 1).expect("in range"),
+                w.is_active(edge).expect("in range"),
+                "no flip at {edge}"
+            );
+            t = edge;
+        }
     }
 
     #[test]
