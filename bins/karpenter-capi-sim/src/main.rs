@@ -116,7 +116,6 @@ fn main() -> ExitCode {
                             | SimError::Invalid { .. }
                             | SimError::Csv { .. }
                             | SimError::Quantity(_)
-                            | SimError::Duration(_)
                             | SimError::UnknownStrategy(..)
                             | SimError::StrategyUnavailable(..)
                             | SimError::UnknownGenerator(..)

@@ -24,8 +24,6 @@ pub enum SimError {
     },
     #[error("invalid quantity `{0}` (expected e.g. 500m, 2, 1.5Gi)")]
     Quantity(String),
-    #[error("invalid duration `{0}` (expected e.g. 30s, 10m, 720h, Never)")]
-    Duration(String),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
