@@ -744,5 +744,9 @@ fn a_price_cap_skips_building_claims_only_when_the_nodes_cost_at_least_that() {
     assert!(at.over_price_cap);
     assert!(at.new_node_claims.is_empty());
     assert!((at.new_node_cost_per_hour - least).abs() < 1e-12);
-    assert!(at.unschedulable.is_empty(), "the pods do fit: {:?}", at.unschedulable);
+    assert!(
+        at.unschedulable.is_empty(),
+        "the pods do fit: {:?}",
+        at.unschedulable
+    );
 }
