@@ -94,7 +94,11 @@ struct PendingCommand {
 pub struct Sample {
     pub t: i64,
     pub cost_per_hour: f64,
+    /// The world's lower bound at `t` (see `lower_bound_kind`), the same in every run of it.
     pub lower_bound_per_hour: f64,
+    /// Its per-resource part alone (the bound before the LP part), for comparison.
+    #[serde(default)]
+    pub per_resource_bound_per_hour: f64,
     pub nodes: u32,
     pub pending_pods: u32,
     pub running_pods: u32,
@@ -107,7 +111,8 @@ pub struct Sample {
 pub struct Summary {
     /// Total spend over the run, in price units (USD for the built-in catalogs).
     pub total_cost: f64,
-    /// The lower bound integrated over time (see `lower_bound_kind`).
+    /// The lower bound integrated over time (see `lower_bound_kind`); the world's, so the
+    /// same for every strategy.
     pub lower_bound_cost: f64,
     /// total_cost / lower_bound_cost.
     pub cost_over_lower_bound: f64,
@@ -155,6 +160,9 @@ pub struct Timing {
     pub wall_seconds: f64,
     pub decision_seconds: f64,
     pub decisions_per_second: f64,
+    /// Wall seconds computing the world's lower bound (once per world, shared by its runs).
+    #[serde(default)]
+    pub bound_seconds: f64,
 }
 
 /// A finished run.
@@ -169,8 +177,8 @@ pub struct RunResult {
     pub unschedulable_reasons: Vec<String>,
 }
 
-/// How the lower bound in reports is computed.
-pub const LOWER_BOUND_KIND: &str = "per-resource bound: max over CPU, memory and GPU of (demand x the catalog's cheapest price per allocatable unit); looser than the core's LP bound, which `cost-aware+opt` reports per provisioning round (round_lower_bound)";
+/// How the lower bound in reports is computed ([`crate::bound`] has the why).
+pub const LOWER_BOUND_KIND: &str = "what any cluster that runs every present pod must cost: at each instant the largest of (a) the per-resource bound (max over CPU, memory and GPU of the present pods' requests x the catalog's cheapest price per allocatable unit), (b) the core's LP bound (column generation, Farley-certified) of packing the pods present during the whole surrounding interval from scratch onto every launchable shape, daemonset overhead included, and (c) the prices behind nearby LP solves charged to the pods present at the instant; existing nodes' possible savings subtracted";
 
 struct Sim<'w> {
     w: &'w World,
@@ -202,15 +210,12 @@ struct Sim<'w> {
     // Accounting.
     cost_rate: f64,
     cost: f64,
-    lb_cost: f64,
     cpu_used_int: f64,
     cpu_alloc_int: f64,
     mem_used_int: f64,
     mem_alloc_int: f64,
     ready_used: core::Resources,
     ready_alloc: core::Resources,
-    demand: core::Resources,
-    unit_price: (f64, f64, f64),
     summary: Summary,
     series: Vec<Sample>,
     step: i64,
@@ -227,40 +232,27 @@ fn pref(p: &core::Pod) -> (String, String) {
     (p.namespace.clone(), p.name.clone())
 }
 
-/// Cheapest price per allocatable vCPU, per GiB and per GPU over the catalog.
-fn unit_prices(w: &World) -> (f64, f64, f64) {
-    let (mut c, mut m, mut g) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
-    for it in &w.instance_types {
-        let a = catalog::allocatable(it);
-        for o in it.offerings.iter().filter(|o| o.available) {
-            if a.cpu_milli > 0 {
-                c = c.min(o.price / (a.cpu_milli as f64 / 1000.0));
-            }
-            if a.memory > 0 {
-                m = m.min(o.price / (a.memory as f64 / (1u64 << 30) as f64));
-            }
-            if let Some(gpus) = a.extended.get(catalog::GPU).filter(|v| **v > 0) {
-                g = g.min(o.price / *gpus as f64);
-            }
-        }
-    }
-    let fin = |x: f64| if x.is_finite() { x } else { 0.0 };
-    (fin(c), fin(m), fin(g))
-}
-
-impl<'w> Sim<'w> {
-    fn new(w: &'w World) -> Self {
-        let end = w.end();
-        let step = w.settings.sample_step_seconds.unwrap_or_else(|| {
+/// The time series' sample step: `settings.sampleStepSeconds`, else about horizon/1000
+/// rounded up to a readable step. The lower bound's intervals are multiples of it.
+pub fn sample_step(w: &World) -> i64 {
+    let end = w.end();
+    w.settings
+        .sample_step_seconds
+        .unwrap_or_else(|| {
             let raw = (end / 1000).max(10);
-            // Round to a readable step.
             [
                 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 21600, 43200, 86400,
             ]
             .into_iter()
             .find(|s| *s >= raw)
             .unwrap_or(raw)
-        });
+        })
+        .max(1)
+}
+
+impl<'w> Sim<'w> {
+    fn new(w: &'w World) -> Self {
+        let step = sample_step(w);
         Sim {
             w,
             now: 0,
@@ -286,18 +278,15 @@ impl<'w> Sim<'w> {
             commands: Vec::new(),
             cost_rate: 0.0,
             cost: 0.0,
-            lb_cost: 0.0,
             cpu_used_int: 0.0,
             cpu_alloc_int: 0.0,
             mem_used_int: 0.0,
             mem_alloc_int: 0.0,
             ready_used: core::Resources::default(),
             ready_alloc: core::Resources::default(),
-            demand: core::Resources::default(),
-            unit_price: unit_prices(w),
             summary: Summary::default(),
             series: Vec::new(),
-            step: step.max(1),
+            step,
             next_sample: 0,
             decision_secs: 0.0,
             reasons: BTreeSet::new(),
@@ -314,14 +303,6 @@ impl<'w> Sim<'w> {
     fn push(&mut self, t: i64, ev: Ev) {
         self.seq += 1;
         self.q.push(Reverse((t, self.seq, ev)));
-    }
-
-    fn lb_rate(&self) -> f64 {
-        let (c, m, g) = self.unit_price;
-        let cpu = self.demand.cpu_milli as f64 / 1000.0 * c;
-        let mem = self.demand.memory as f64 / (1u64 << 30) as f64 * m;
-        let gpu = self.demand.extended.get(catalog::GPU).copied().unwrap_or(0) as f64 * g;
-        cpu.max(mem).max(gpu)
     }
 
     /// Move the clock to `t`, integrating cost and utilisation and emitting samples.
@@ -341,7 +322,6 @@ impl<'w> Sim<'w> {
         }
         let dt = (t - self.now) as f64;
         self.cost += self.cost_rate * dt / 3600.0;
-        self.lb_cost += self.lb_rate() * dt / 3600.0;
         self.cpu_used_int += self.ready_used.cpu_milli as f64 * dt;
         self.cpu_alloc_int += self.ready_alloc.cpu_milli as f64 * dt;
         self.mem_used_int += self.ready_used.memory as f64 * dt;
@@ -358,7 +338,9 @@ impl<'w> Sim<'w> {
         self.series.push(Sample {
             t,
             cost_per_hour: self.cost_rate,
-            lower_bound_per_hour: self.lb_rate(),
+            // The world's bound, filled in after the run (`bound::apply`).
+            lower_bound_per_hour: 0.0,
+            per_resource_bound_per_hour: 0.0,
             nodes: self.node_count,
             pending_pods: self.pending.len() as u32,
             running_pods: running,
@@ -1085,8 +1067,6 @@ impl Sim<'_> {
             let before = self.version;
             match ev {
                 Ev::Arrive(pi) => {
-                    let r = self.pods[pi].req.clone();
-                    self.demand.add_assign(&without_pods(&r));
                     self.pods[pi].phase = PodPhase::Pending;
                     let bound_to = self.w.arrivals[pi].bound_to.clone();
                     let bound = match bound_to.and_then(|n| self.node_by_name(&n)) {
@@ -1109,8 +1089,6 @@ impl Sim<'_> {
                         {
                             self.summary.pods_left_pending += 1;
                         }
-                        let r = self.pods[pi].req.clone();
-                        self.demand = self.demand.sub(&without_pods(&r));
                         let freed = match self.pods[pi].phase {
                             PodPhase::Bound(ni) => Some(ni),
                             _ => None,
@@ -1230,8 +1208,8 @@ impl Sim<'_> {
         let mut s = self.summary.clone();
         s.disruption_simulations = a.simulations();
         s.total_cost = self.cost;
-        s.lower_bound_cost = self.lb_cost;
-        s.cost_over_lower_bound = ratio(self.cost, self.lb_cost);
+        // `lower_bound_cost` and `cost_over_lower_bound` come from the world's bound
+        // (`bound::apply`), computed once for all strategies.
         s.avg_cpu_utilisation = ratio(self.cpu_used_int, self.cpu_alloc_int);
         s.avg_memory_utilisation = ratio(self.mem_used_int, self.mem_alloc_int);
         s.pending_p50_seconds = pct(0.5);
@@ -1250,20 +1228,16 @@ impl Sim<'_> {
                 wall_seconds: wall,
                 decision_seconds: self.decision_secs,
                 decisions_per_second: ratio(decisions, self.decision_secs),
+                bound_seconds: 0.0,
             },
             unschedulable_reasons: self.reasons.into_iter().collect(),
         }
     }
 }
 
-fn without_pods(r: &core::Resources) -> core::Resources {
-    core::Resources {
-        pods: 0,
-        ..r.clone()
-    }
-}
-
-/// Run one strategy over one compiled world.
+/// Run one strategy over one compiled world. The lower-bound figures are left at zero: the
+/// bound is the world's, computed once for all strategies ([`crate::bound::compute`]) and
+/// filled in with [`crate::bound::apply`] (as [`crate::run::execute`] does).
 pub fn simulate(
     w: &World,
     strategy_name: &str,

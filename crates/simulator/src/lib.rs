@@ -5,8 +5,10 @@
 //! Map: [`scenario`] (the file format) -> [`world`] (compiled into core model values, with
 //! [`convert`], [`catalog`], [`importers`], [`generators`]) -> [`engine`] (discrete-event
 //! simulation driving a [`strategy`]) -> [`metrics`] -> [`report`] (JSON, terminal table,
-//! HTML with SVG plots). [`run`] ties them together across strategies and seeds with rayon.
+//! HTML with SVG plots), with [`bound`] (the lower bound over time, once per world). [`run`]
+//! ties them together across strategies and seeds with rayon.
 
+pub mod bound;
 pub mod catalog;
 pub mod convert;
 pub mod csv_table;

@@ -8,6 +8,7 @@ use std::fmt::Write as _;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::bound::BoundSummary;
 use crate::engine::{RunResult, Sample};
 use crate::strategy::StrategyInfo;
 
@@ -52,6 +53,10 @@ pub struct Report {
     pub problems: Vec<String>,
     /// Wall time of all runs together (parallel).
     pub wall_seconds: f64,
+    /// The lower bound of each seed's world (shared by its runs), with the per-resource
+    /// bound alone for comparison.
+    #[serde(default)]
+    pub lower_bounds: Vec<BoundSummary>,
     pub runs: Vec<RunResult>,
 }
 
@@ -220,6 +225,14 @@ pub fn table(r: &Report) -> String {
         "lower bound (total): {lb:.2} -- {}",
         r.lower_bound_kind
     );
+    for b in &r.lower_bounds {
+        let secs = r
+            .runs
+            .iter()
+            .find(|x| x.seed == b.seed)
+            .map_or(0.0, |x| x.timing.bound_seconds);
+        let _ = writeln!(out, "  {}", bound_note(b, r.horizon_seconds, secs));
+    }
     for run in r.runs.iter().filter(|x| x.summary.rounds_with_bound > 0) {
         let s = &run.summary;
         let gap = if s.round_lower_bound > 0.0 {
@@ -249,6 +262,43 @@ pub fn table(r: &Report) -> String {
         let _ = writeln!(out, "figures are means over seeds (pending max: the max)");
     }
     out
+}
+
+/// One line about a world's bound: how it compares with the per-resource bound alone and what
+/// it took.
+fn bound_note(b: &BoundSummary, horizon: i64, seconds: f64) -> String {
+    let gain = if b.per_resource_cost > 0.0 {
+        format!("{:+.1}%", (b.cost / b.per_resource_cost - 1.0) * 100.0)
+    } else {
+        "n/a".to_string()
+    };
+    format!(
+        "seed {}: {:.2} vs {:.2} for the per-resource bound alone ({gain}); the LP part is higher {:.0}% of the time; {} intervals of {}, {} LP solves{}{}, {seconds:.2} s",
+        b.seed,
+        b.cost,
+        b.per_resource_cost,
+        if horizon > 0 {
+            b.lp_tighter_seconds as f64 / horizon as f64 * 100.0
+        } else {
+            0.0
+        },
+        b.intervals,
+        dur(b.interval_seconds as f64),
+        b.lp_solves,
+        if b.lp_fallbacks > 0 {
+            format!(" ({} fell back to price per unit)", b.lp_fallbacks)
+        } else {
+            String::new()
+        },
+        if b.lp_budget_hits > 0 {
+            format!(
+                " ({} hit the time budget: may vary between runs)",
+                b.lp_budget_hits
+            )
+        } else {
+            String::new()
+        },
+    )
 }
 
 // ---------------------------------------------------------------- SVG plots
@@ -465,12 +515,22 @@ pub fn plots(r: &Report) -> Vec<(&'static str, String)> {
     if let Some(run) = runs.first() {
         cost.push(Line {
             name: "lower bound".into(),
-            color: "#444".into(),
+            color: "#222".into(),
             dashed: true,
             points: run
                 .series
                 .iter()
                 .map(|s| (s.t as f64 / div, s.lower_bound_per_hour))
+                .collect(),
+        });
+        cost.push(Line {
+            name: "per-resource part".into(),
+            color: "#aaa".into(),
+            dashed: true,
+            points: run
+                .series
+                .iter()
+                .map(|s| (s.t as f64 / div, s.per_resource_bound_per_hour))
                 .collect(),
         });
     }
@@ -544,6 +604,18 @@ pub fn html(r: &Report) -> String {
         "</table><p class=note>Lower bound over the run: {lb:.2}. {}</p>",
         esc(&r.lower_bound_kind)
     );
+    for b in &r.lower_bounds {
+        let secs = r
+            .runs
+            .iter()
+            .find(|x| x.seed == b.seed)
+            .map_or(0.0, |x| x.timing.bound_seconds);
+        let _ = write!(
+            s,
+            "<p class=note>Lower bound, {}</p>",
+            esc(&bound_note(b, r.horizon_seconds, secs))
+        );
+    }
     for (_, svg) in plots(r) {
         s.push_str(&svg);
     }

@@ -4,6 +4,7 @@ use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
+use crate::bound::{self, LowerBound};
 use crate::engine::{self, RunResult};
 use crate::error::{Result, SimError};
 use crate::report::{Report, StrategyRow};
@@ -83,6 +84,7 @@ pub fn execute(
     });
     let slots: Vec<Mutex<Option<Result<RunResult>>>> =
         pairs.iter().map(|_| Mutex::new(None)).collect();
+    let bounds: Vec<Mutex<Option<LowerBound>>> = worlds.iter().map(|_| Mutex::new(None)).collect();
     rayon::scope_fifo(|scope| {
         for &i in &order {
             let (s, w) = pairs[i];
@@ -95,7 +97,22 @@ pub fn execute(
                 }
             });
         }
+        // The lower bound depends on the world only: once per world, alongside the runs
+        // (queued last, it fills a thread the shorter runs free).
+        for (w, slot) in bounds.iter().enumerate() {
+            let world = &worlds[w];
+            scope.spawn_fifo(move |_| {
+                let lb = bound::compute(world, w as u64, engine::sample_step(world));
+                if let Ok(mut g) = slot.lock() {
+                    *g = Some(lb);
+                }
+            });
+        }
     });
+    let bounds: Vec<LowerBound> = bounds
+        .into_iter()
+        .map(|m| m.into_inner().ok().flatten().unwrap_or_default())
+        .collect();
     let results: Vec<Result<RunResult>> = slots
         .into_iter()
         .map(|m| {
@@ -105,7 +122,12 @@ pub fn execute(
                 .unwrap_or_else(|| Err(SimError::Internal("a run did not finish".into())))
         })
         .collect();
-    let runs = results.into_iter().collect::<Result<Vec<_>>>()?;
+    let mut runs = results.into_iter().collect::<Result<Vec<_>>>()?;
+    for (run, &(_, w)) in runs.iter_mut().zip(&pairs) {
+        if let Some(lb) = bounds.get(w) {
+            bound::apply(run, lb);
+        }
+    }
     let first = worlds.first();
     Ok(Report {
         schema_version: crate::report::SCHEMA_VERSION,
@@ -121,6 +143,7 @@ pub fn execute(
         horizon_seconds: first.map(|w| w.end()).unwrap_or(0),
         problems: first.map(|w| w.problems.clone()).unwrap_or_default(),
         wall_seconds: start.elapsed().as_secs_f64(),
+        lower_bounds: bounds.into_iter().map(|b| b.summary).collect(),
         runs,
     })
 }

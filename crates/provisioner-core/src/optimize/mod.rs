@@ -41,6 +41,7 @@ mod colgen;
 mod integer;
 mod knapsack;
 mod pattern;
+mod standalone_bound;
 #[cfg(test)]
 mod tests;
 
@@ -50,6 +51,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 pub use backend::{Backend, BackendError};
+pub use standalone_bound::{PackingBound, packing_lower_bound};
 
 use crate::packing::{ItemId, LaunchPlan, LaunchPlanner, PackingProblem, PlannedNode, verify};
 use crate::strategies::cost_aware::CostAwarePlanner;
