@@ -74,9 +74,11 @@ pub fn execute(
     let pairs: Vec<(usize, usize)> = (0..strategies.len())
         .flat_map(|s| (0..worlds.len()).map(move |w| (s, w)))
         .collect();
-    // Longest runs first, one rayon task each (FIFO), so the slow strategies do not end up
-    // queued behind each other on one thread. The scope body runs on a pool thread, so the
-    // core's own parallel sections join the pool instead of crossing threads per call.
+    // Longest runs first, then the lower bounds (once per world); as many runner threads as
+    // cores take jobs in that order. Each runner has its own one-thread rayon pool, so the
+    // core's parallel sections run inline: on a shared pool a thread waiting inside one run
+    // stole whole other runs and stalled its own (two runs on two cores used one core's
+    // worth of CPU).
     let mut order: Vec<usize> = (0..pairs.len()).collect();
     order.sort_by_key(|&i| {
         let (s, w) = pairs[i];
@@ -85,28 +87,55 @@ pub fn execute(
     let slots: Vec<Mutex<Option<Result<RunResult>>>> =
         pairs.iter().map(|_| Mutex::new(None)).collect();
     let bounds: Vec<Mutex<Option<LowerBound>>> = worlds.iter().map(|_| Mutex::new(None)).collect();
-    rayon::scope_fifo(|scope| {
-        for &i in &order {
-            let (s, w) = pairs[i];
-            let slot = &slots[i];
-            let per_run = progress.per_run.get(i);
-            scope.spawn_fifo(move |_| {
-                let r = engine::simulate(&worlds[w], strategies[s].name, w as u64, per_run);
-                if let Ok(mut g) = slot.lock() {
-                    *g = Some(r);
+    enum Job {
+        Run(usize),
+        Bound(usize),
+    }
+    let jobs: Vec<Job> = order
+        .iter()
+        .map(|&i| Job::Run(i))
+        .chain((0..worlds.len()).map(Job::Bound))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let runners = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len())
+        .max(1);
+    let work = || {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().ok();
+        loop {
+            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(job) = jobs.get(k) else { break };
+            let run = || match *job {
+                Job::Run(i) => {
+                    let (s, w) = pairs[i];
+                    let r = engine::simulate(
+                        &worlds[w],
+                        strategies[s].name,
+                        w as u64,
+                        progress.per_run.get(i),
+                    );
+                    if let Ok(mut g) = slots[i].lock() {
+                        *g = Some(r);
+                    }
                 }
-            });
+                Job::Bound(w) => {
+                    let world = &worlds[w];
+                    let lb = bound::compute(world, w as u64, engine::sample_step(world));
+                    if let Ok(mut g) = bounds[w].lock() {
+                        *g = Some(lb);
+                    }
+                }
+            };
+            match &pool {
+                Some(p) => p.install(run),
+                None => run(),
+            }
         }
-        // The lower bound depends on the world only: once per world, alongside the runs
-        // (queued last, it fills a thread the shorter runs free).
-        for (w, slot) in bounds.iter().enumerate() {
-            let world = &worlds[w];
-            scope.spawn_fifo(move |_| {
-                let lb = bound::compute(world, w as u64, engine::sample_step(world));
-                if let Ok(mut g) = slot.lock() {
-                    *g = Some(lb);
-                }
-            });
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..runners {
+            scope.spawn(work);
         }
     });
     let bounds: Vec<LowerBound> = bounds
