@@ -42,9 +42,11 @@
 //! the bound for a while; reports show this as a ratio slightly under 1.
 //!
 //! Cost: the pods are grouped into classes (requests and usable shapes); pod sets with equal
-//! class counts share one solve, at most [`MAX_SOLVES`] are solved, in parallel with rayon,
-//! each with small deterministic work limits ([`lp_config`]) and a time budget as a safety
-//! net only, so the bound is a pure function of the world.
+//! class counts share one solve, at most [`MAX_SOLVES`] are solved (with rayon, on whatever
+//! pool the caller runs in: [`crate::run::execute`] gives each job a one-thread pool, so there
+//! the bound is one job next to the runs), each with small deterministic work limits
+//! ([`lp_config`]) and a time budget as a safety net only, so the bound is a pure function of
+//! the world.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -65,9 +67,10 @@ use crate::engine::RunResult;
 use crate::strategy::cluster;
 use crate::world::World;
 
-/// Most intervals the LP part cuts the horizon into: enough to follow a day's load on a
-/// 150-day trace, few enough that the bound stays a small fraction of a run's time.
-pub const MAX_INTERVALS: i64 = 500;
+/// Most intervals the LP part cuts the horizon into: enough to follow the load through a
+/// 150-day trace (12 h intervals), few enough that the bound stays a small fraction of a run's
+/// time.
+pub const MAX_INTERVALS: i64 = 300;
 
 /// Work limits of one LP bound: small, so a whole trace costs a few seconds, and
 /// deterministic (the time budget only guards against pathological inputs).
@@ -75,7 +78,7 @@ pub fn lp_config() -> OptimizerConfig {
     OptimizerConfig {
         // A safety net only: the work limits below end every solve long before it.
         time_budget_ms: 10_000,
-        max_iterations: 12,
+        max_iterations: 10,
         columns_per_iteration: 10,
         knapsack_nodes: 2_000,
         max_classes: 120,

@@ -4,9 +4,14 @@
 //! for the pods of one provisioning round, after a heuristic plan and before its integer pass.
 //! A caller that wants to know what *any* cluster running a given set of pods must cost (the
 //! simulator's lower bound over time) needs the same bound with no plan, no integer pass and
-//! no pool ranks, for pod sets that never formed a round. This is that bound, computed by the
-//! same pattern view, column generation and Farley certification, so its validity argument is
-//! the optimiser's (see [`super::colgen`]).
+//! no pool ranks, for pod sets that never formed a round, and it runs hundreds of times per
+//! simulation, so a few iterations must go far. This is that bound, from the optimiser's own
+//! pieces (the pattern view, the restricted master and the pricing of [`super::colgen`]) and
+//! certified the same way (Farley's bound for every priced dual vector, so its validity
+//! argument is the optimiser's). The loop differs in two ways that speed it up without touching
+//! validity: it starts from the best price-per-unit blend (feasible prices, see [`super::bound`])
+//! and prices smoothed duals (Wentges: halfway between the master's and the best so far), which
+//! damps the oscillation behind column generation's slow tail.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -29,8 +34,8 @@ pub struct PackingBound {
     /// most the shape's price. Their sum is itself a lower bound (at most `bound`), and unlike
     /// `bound` it can be charged against other capacity: a node outside the shapes (an
     /// existing node) that can hold items worth `V` by these prices saves at most `V` minus
-    /// its own price. Zero for items that fit no shape; all zero when only the price-per-unit
-    /// bound is available.
+    /// its own price. Zero for items that fit no shape; all zero when column generation could
+    /// not run.
     pub item_prices: Vec<f64>,
     pub method: BoundMethod,
     /// Distinct classes the items formed (after coarsening, if any).
@@ -45,7 +50,9 @@ pub struct PackingBound {
 /// `knapsack_nodes`, `max_classes`, `lp_backend`) and `time_budget_ms` as a safety net. Pool
 /// ranks, NodePool limits and `minValues` are relaxed, so the bound holds for nodes of any
 /// pool in any number. Falls back to the price-per-unit bound when column generation cannot
-/// run (too many classes to coarsen, a failed LP), and is never below it.
+/// run (too many classes to coarsen, a failed LP), and is never below it. Column generation
+/// stops at the iteration limit or once the bound is within 0.5% of the restricted master's
+/// LP value (reported as `converged`).
 pub fn packing_lower_bound(problem: &PackingProblem, config: &OptimizerConfig) -> PackingBound {
     let start = Instant::now();
     let deadline = start + Duration::from_millis(config.time_budget_ms);
@@ -270,6 +277,10 @@ fn blend_prices(pp: &PatternProblem) -> Vec<f64> {
 /// Weight of the stability centre in the duals that are priced (Wentges smoothing).
 const SMOOTHING: f64 = 0.5;
 
+/// Stop once the bound is this close (relative) to the restricted master's LP value, which is
+/// at least the LP optimum: column generation's last iterations are slow and add little.
+const GAP_TOLERANCE: f64 = 0.005;
+
 /// Column generation with dual smoothing: the duals priced are a mix of the restricted
 /// master's and the best ones so far (the stability centre), which keeps them from jumping
 /// between extremes, the cause of column generation's slow tail. Every priced dual vector
@@ -310,7 +321,7 @@ fn smoothed_bound(
         let Ok((duals, lp_value)) = colgen::solve_master_dual(pp, &columns, backend) else {
             break;
         };
-        if best >= lp_value * (1.0 - 1e-9) {
+        if best >= lp_value * (1.0 - GAP_TOLERANCE) {
             converged = true;
             break;
         }
