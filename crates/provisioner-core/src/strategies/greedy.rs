@@ -123,32 +123,26 @@ struct CandList {
 impl CandList {
     fn new(problem: &PackingProblem, ids: Vec<ShapeId>) -> CandList {
         let alloc = |s: ShapeId| problem.shapes.get(s as usize).map(|sh| &sh.allocatable);
-        let ids = if problem.by_size.len() == problem.shapes.len() {
-            // The problem's shared size order, restricted to `ids`.
-            let mut member = vec![false; problem.shapes.len()];
-            for s in &ids {
-                if let Some(m) = member.get_mut(*s as usize) {
-                    *m = true;
-                }
-            }
-            problem
-                .by_size
-                .iter()
-                .copied()
-                .filter(|s| member.get(*s as usize).copied().unwrap_or(false))
-                .collect()
+        // The problem's shared size order (recomputed only for a problem built without one),
+        // restricted to `ids`.
+        let computed;
+        let order: &[ShapeId] = if problem.by_size.len() == problem.shapes.len() {
+            &problem.by_size
         } else {
-            let mut ids = ids;
-            ids.sort_by(|a, b| match (alloc(*a), alloc(*b)) {
-                (Some(x), Some(y)) => y
-                    .cpu_milli
-                    .cmp(&x.cpu_milli)
-                    .then(y.memory.cmp(&x.memory))
-                    .then(a.cmp(b)),
-                _ => a.cmp(b),
-            });
-            ids
+            computed = crate::packing::size_order(&problem.shapes);
+            &computed
         };
+        let mut member = vec![false; problem.shapes.len()];
+        for s in &ids {
+            if let Some(m) = member.get_mut(*s as usize) {
+                *m = true;
+            }
+        }
+        let ids: Vec<ShapeId> = order
+            .iter()
+            .copied()
+            .filter(|s| member.get(*s as usize).copied().unwrap_or(false))
+            .collect();
         let mut suffix_max = vec![[i64::MIN; 4]; ids.len()];
         let mut acc = [i64::MIN; 4];
         for (i, s) in ids.iter().enumerate().rev() {
