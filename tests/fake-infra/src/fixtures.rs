@@ -262,7 +262,7 @@ impl ClusterFixture {
         Api::namespaced_with(self.client.clone(), &self.namespace, &capi_resource(kind))
     }
 
-    /// Waits until the Cluster's `status.initialization.controlPlaneInitialized` is true.
+    /// Waits until CAPI reports the Cluster's control plane initialized.
     pub async fn wait_initialized(&self, timeout_secs: u64) -> Result<()> {
         let clusters = self.capi("Cluster");
         wait_for(
@@ -273,10 +273,7 @@ impl ClusterFixture {
             timeout_secs,
             || async {
                 let c = clusters.get(&self.name).await?;
-                Ok(c.data
-                    .pointer("/status/initialization/controlPlaneInitialized")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false))
+                Ok(control_plane_initialized(&c.data))
             },
         )
         .await
@@ -417,6 +414,25 @@ impl MachineDeploymentFixture {
             .await?;
         Ok(())
     }
+}
+
+/// Whether CAPI considers a Cluster's control plane initialized: its v1beta2
+/// `ControlPlaneInitialized` condition is True. (`status.initialization.controlPlaneInitialized`
+/// is only set for Clusters with a control-plane provider; without one, CAPI sets just the
+/// condition, once a control-plane Machine has a nodeRef.)
+pub fn control_plane_initialized(cluster: &Value) -> bool {
+    let by_condition = cluster
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "ControlPlaneInitialized" && c["status"] == "True")
+        });
+    by_condition
+        || cluster
+            .pointer("/status/initialization/controlPlaneInitialized")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
 }
 
 /// Whether a Node is Ready (kwok sets the condition).

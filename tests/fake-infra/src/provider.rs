@@ -274,14 +274,22 @@ impl Provider {
         if behavior.never_register {
             debug!("FakeInfraMachine {ns}/{name}: never registers, no Node");
         } else {
-            let node = node_for(machine, template.as_ref(), &ns, &name, &provider_id)?;
+            let node_name = node_name(&ns, &name);
+            let node = node_for(machine, template.as_ref(), &ns, &node_name, &provider_id)?;
             let workload = self.workloads.get(&self.client, &ns, &cluster).await?;
-            match Api::<Node>::all(workload)
-                .create(&PostParams::default(), &node)
-                .await
-            {
+            let nodes = Api::<Node>::all(workload);
+            match nodes.create(&PostParams::default(), &node).await {
                 Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    // Ours from an earlier tick whose status write failed, or a clash.
+                    let existing = nodes.get(&node_name).await?;
+                    let theirs = existing.spec.and_then(|s| s.provider_id);
+                    if theirs.as_deref() != Some(provider_id.as_str()) {
+                        return Err(Error::Invalid(format!(
+                            "Node {node_name} exists with providerID {theirs:?}, not {provider_id}"
+                        )));
+                    }
+                }
                 Err(e) => return Err(e.into()),
             }
         }
@@ -305,6 +313,22 @@ impl Provider {
         );
         Ok(())
     }
+}
+
+/// The Node's name: `<namespace>-<InfraMachine name>`. Tests share one workload API server
+/// and reuse Cluster and MachineDeployment names in their own namespaces, so the InfraMachine
+/// name alone would clash (a Node is cluster-scoped).
+pub fn node_name(namespace: &str, name: &str) -> String {
+    format!("{namespace}-{name}")
+}
+
+/// A label value (at most 63 characters, alphanumeric at both ends) for the hostname label.
+fn hostname_label(node_name: &str) -> String {
+    let mut value: String = node_name.chars().take(63).collect();
+    while value.ends_with(|c: char| !c.is_ascii_alphanumeric()) {
+        value.pop();
+    }
+    value
 }
 
 fn provisioned(data: &Value) -> bool {
@@ -343,7 +367,7 @@ fn fake_ip(provider_id: &str) -> String {
     )
 }
 
-/// The Node for a provisioned InfraMachine. Shape: the template's `status` (the
+/// The Node `name` for a provisioned InfraMachine. Shape: the template's `status` (the
 /// scale-from-zero contract fields), else the InfraMachine's `spec.capacity`/`spec.nodeInfo`
 /// (used by fixtures that create an InfraMachine without a template).
 pub fn node_for(
@@ -375,7 +399,7 @@ pub fn node_for(
         .unwrap_or("linux");
 
     let mut labels = str_map(machine.data.pointer("/spec/nodeLabels"));
-    labels.insert("kubernetes.io/hostname".into(), name.to_string());
+    labels.insert("kubernetes.io/hostname".into(), hostname_label(name));
     labels.insert("kubernetes.io/arch".into(), arch.to_string());
     labels.insert("kubernetes.io/os".into(), os.to_string());
     labels.insert(NODE_CLUSTER_LABEL.into(), namespace.to_string());
@@ -486,6 +510,10 @@ mod tests {
             node.metadata.annotations.unwrap_or_default()[KWOK_ANNOTATION.0],
             KWOK_ANNOTATION.1
         );
+        assert_eq!(node_name("ns", "m1"), "ns-m1");
+        let long = node_name(&"n".repeat(40), &format!("{}-x", "m".repeat(22)));
+        assert_eq!(hostname_label(&long).len(), 63);
+        assert!(hostname_label(&long).ends_with('m'));
         // Without any capacity the launch is refused, not guessed.
         assert!(node_for(&machine, None, "ns", "m1", "fake://ns/m1").is_err());
     }

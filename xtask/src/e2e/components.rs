@@ -18,8 +18,10 @@ use crate::pki::Pki;
 /// status (evictions during drain and consolidation depend on it); serviceaccount(-token)
 /// give namespaces their default ServiceAccount and tokens; namespace deletes namespaces;
 /// pod-garbage-collector removes pods of deleted nodes; daemonset, statefulset, job and
-/// ttl-after-finished for workloads tests may create. No cloud, route, service-LB, CSR, IPAM
-/// or volume controllers: nothing here provides what they manage.
+/// ttl-after-finished for workloads tests may create; root-ca-certificate-publisher gives
+/// every namespace `kube-root-ca.crt`, which projected service-account volumes read. No
+/// cloud, route, service-LB, CSR, IPAM or volume controllers: nothing here provides what they
+/// manage.
 pub const KCM_CONTROLLERS: &[&str] = &[
     "deployment-controller",
     "replicaset-controller",
@@ -35,6 +37,7 @@ pub const KCM_CONTROLLERS: &[&str] = &[
     "statefulset-controller",
     "job-controller",
     "ttl-after-finished-controller",
+    "root-ca-certificate-publisher-controller",
 ];
 
 fn serving_args(command: &mut Command, kubeconfig: &Path, port: u16, cert_dir: &Path) {

@@ -232,7 +232,8 @@ pub async fn supervise(dir: &Path) -> Result<ExitCode> {
     use tokio::signal::unix::{SignalKind, signal};
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env() // kube's client logs every failed /readyz poll while the apiserver starts.
+                .unwrap_or_else(|_| "info,kube_client::client::builder=off".into()),
         )
         .with_ansi(false)
         .try_init();
