@@ -57,8 +57,10 @@ pub mod annotations {
     pub const PROVISION_DELAY: &str = "fake-infra.test.karpenter-capi.dev/provision-delay";
     /// The launch fails: the InfraMachine never gets a providerID, its `Ready` condition is
     /// False with reason `InsufficientCapacity` and this annotation's value as the message
-    /// (and the v1beta1 `status.failureReason`/`failureMessage`, which CAPI surfaces on the
-    /// Machine).
+    /// (and the v1beta1 `status.failureReason`/`failureMessage`). CAPI shows it on the
+    /// Machine as `InfrastructureReady=False` with the same reason and message, and in
+    /// `status.deprecated.v1beta1.failureReason`/`failureMessage`; the Machine stays
+    /// `Pending` without a providerID.
     pub const FAIL_LAUNCH: &str = "fake-infra.test.karpenter-capi.dev/fail-launch";
     /// `"true"`: the InfraMachine is provisioned and gets a providerID, but no Node is ever
     /// created (a node that never registers).
