@@ -73,9 +73,21 @@ pub fn is_running(dir: &Path) -> bool {
 /// Builds what is missing, starts the supervisor for `dir` and waits until it is ready.
 /// Returns the kubeconfig path.
 pub fn up(dir: &Path) -> Result<PathBuf> {
+    // Someone else's `up` may be starting it right now: wait for that supervisor instead of
+    // removing its directory from under it.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while supervisor_pid(dir).is_some() && !env_json(dir).is_file() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+    }
     if is_running(dir) {
         eprintln!("xtask: e2e environment already running ({})", dir.display());
         return Ok(dir.join("control-plane").join("kubeconfig"));
+    }
+    if let Some(pid) = supervisor_pid(dir) {
+        bail!(
+            "an e2e supervisor (pid {pid}) for {} is still starting after 300 s",
+            dir.display()
+        );
     }
     let build_started = Instant::now();
     gobuild::ensure_binaries()?;
