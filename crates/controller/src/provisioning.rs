@@ -113,6 +113,12 @@ pub async fn round(ctx: &Arc<Context>) -> Result<Option<SchedulingResult>> {
         took_ms = took.as_millis() as u64,
         "provisioning round"
     );
+    for u in &result.unschedulable {
+        tracing::debug!(pod = %u.pod, reason = %u.reason, "unschedulable");
+    }
+    for (nc, cat) in &catalogs.by_nodeclass {
+        tracing::debug!(nodeclass = %nc, instance_types = ?cat.instance_types.iter().map(|t| &t.name).collect::<Vec<_>>(), problems = ?cat.problems.iter().map(ToString::to_string).collect::<Vec<_>>(), "catalog");
+    }
     replay::write_provisioning(&ctx.options, &snapshot, &options, &result);
 
     let nodepools: BTreeMap<String, _> = ctx
