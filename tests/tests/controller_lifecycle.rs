@@ -30,7 +30,10 @@ async fn pending_pod_to_node_and_back_to_zero() {
         serde_json::json!({"consolidateAfter": "0s", "consolidationPolicy": "WhenEmptyOrUnderutilized"}),
     )
     .await;
-    let running = start(&client, options(&scope)).await;
+    let replay_dir = std::env::temp_dir().join(format!("kcapi-replay-{scope}"));
+    let mut opts = options(&scope);
+    opts.replay_dir = Some(replay_dir.clone());
+    let running = start(&client, opts).await;
     unschedulable_pod(&client, &ns, "web-1", &scope, "500m").await;
 
     // One NodeClaim, and replicas raised by one.
@@ -155,4 +158,27 @@ async fn pending_pod_to_node_and_back_to_zero() {
         "{text}"
     );
     running.stop();
+
+    // Every round was recorded and replays offline to the same decision.
+    let records: Vec<_> = std::fs::read_dir(&replay_dir)
+        .expect("replay dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    let provisioning = records
+        .iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("provisioning-"))
+        })
+        .count();
+    assert!(provisioning >= 1, "{records:?}");
+    assert!(records.iter().any(|p| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("disruption-"))
+    }));
+    for r in &records {
+        let out = karpenter_capi_simulator::replay::replay(r).expect("replay");
+        assert!(out.same, "{}: {}", r.display(), out.summary);
+    }
+    let _ = std::fs::remove_dir_all(&replay_dir);
 }
