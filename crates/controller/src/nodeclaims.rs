@@ -331,11 +331,10 @@ mod tests {
             Some("1500m".to_string())
         );
         assert!(
-            c.metadata
+            !c.metadata
                 .annotations
                 .unwrap_or_default()
-                .get(keys::ours::LAUNCH_TARGET)
-                .is_none(),
+                .contains_key(keys::ours::LAUNCH_TARGET),
             "no target without a catalog that resolves the offering"
         );
     }
