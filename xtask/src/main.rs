@@ -3,12 +3,14 @@
 //! - `control-plane up|down|env|status`: the test control plane (real etcd and
 //!   kube-apiserver on loopback, built once per machine from their Go modules).
 //! - `crdgen [--check]`: write (or check) `config/crd/` from the Rust API types.
+//! - `helm`: build (once per machine) and print the path of the `helm` binary.
 //! - `test [-- <cargo test args>]`: start the control plane if none runs, run every test in
 //!   the workspace against it, stop what it started, exit non-zero on any failure.
 
 mod controlplane;
 mod crdgen;
 mod gobuild;
+mod helm;
 mod pki;
 mod testrun;
 
@@ -38,6 +40,8 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Build helm from its Go module (once per machine) and print its path.
+    Helm,
     /// Run every test in the workspace against a test control plane.
     Test {
         /// Always start a private control plane, even if the shared one is running.
@@ -122,6 +126,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             );
         }
         Command::Crdgen { check } => return crdgen::run(check),
+        Command::Helm => println!("{}", helm::ensure()?.display()),
         Command::Test { fresh, args } => return testrun::run(fresh, args).await,
     }
     Ok(ExitCode::SUCCESS)
