@@ -36,6 +36,10 @@ struct Cli {
     /// Output format.
     #[arg(short, long, global = true, value_enum, default_value_t = Format::Table)]
     output: Format,
+    /// Only look at these namespaces (scalable resources, CAS Deployments,
+    /// MachineAutoscalers), e.g. a HyperShift control-plane namespace. Repeatable.
+    #[arg(long = "only-namespace", global = true)]
+    only_namespaces: Vec<String>,
     /// Our namespace (controller, CAS hand-off record).
     #[arg(long, global = true, default_value = "karpenter-capi")]
     namespace: String,
@@ -170,6 +174,7 @@ async fn run(cli: Cli) -> Result<u8, Error> {
         kubeconfig: cli.kubeconfig.clone(),
         context: cli.context.clone(),
         cluster_api_kubeconfig: cli.cluster_api_kubeconfig.clone(),
+        namespaces: Some(cli.only_namespaces.clone()),
     };
     let fmt_err = |e: anyhow::Error| Error::Invalid(e.to_string());
     match cli.command {

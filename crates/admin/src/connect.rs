@@ -18,6 +18,7 @@ pub struct ConnectOptions {
     pub kubeconfig: Option<PathBuf>,
     pub context: Option<String>,
     pub cluster_api_kubeconfig: Option<PathBuf>,
+    pub namespaces: Option<Vec<String>>,
 }
 
 /// Both clients. `same` is true when the management cluster is the workload cluster.
@@ -27,6 +28,9 @@ pub struct Clusters {
     pub management: Client,
     pub same: bool,
     pub capi_version: CapiVersion,
+    /// Only these namespaces (scalable resources, CAS Deployments, MachineAutoscalers); `None`:
+    /// all. For a HyperShift control-plane namespace, or a shared cluster.
+    pub namespaces: Option<Vec<String>>,
 }
 
 impl std::fmt::Debug for Clusters {
@@ -34,6 +38,7 @@ impl std::fmt::Debug for Clusters {
         f.debug_struct("Clusters")
             .field("same", &self.same)
             .field("capi_version", &self.capi_version)
+            .field("namespaces", &self.namespaces)
             .finish_non_exhaustive()
     }
 }
@@ -90,6 +95,7 @@ impl Clusters {
             management,
             same,
             capi_version: CapiVersion::V1Beta2,
+            namespaces: opts.namespaces.clone().filter(|n| !n.is_empty()),
         })
     }
 
@@ -100,7 +106,32 @@ impl Clusters {
             management: client,
             same: true,
             capi_version: CapiVersion::V1Beta2,
+            namespaces: None,
         }
+    }
+
+    /// Limits everything to these namespaces.
+    pub fn scoped(mut self, namespaces: &[&str]) -> Clusters {
+        self.namespaces = Some(namespaces.iter().map(|n| n.to_string()).collect());
+        self
+    }
+
+    /// Whether `namespace` is in scope.
+    pub fn in_scope(&self, namespace: &str) -> bool {
+        self.namespaces
+            .as_ref()
+            .is_none_or(|ns| ns.iter().any(|n| n == namespace))
+    }
+
+    /// Every scalable resource in scope.
+    pub async fn resources(&self) -> Result<Vec<capi_adapter::ScalableResource>, Error> {
+        let mut all = self
+            .provider()
+            .resources(&capi_adapter::ResourceKind::ALL)
+            .await?;
+        all.retain(|r| self.in_scope(&r.id.namespace));
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        Ok(all)
     }
 
     /// The controller's cloud provider, used here only to list scalable resources.

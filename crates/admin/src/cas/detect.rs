@@ -219,12 +219,12 @@ async fn cas_deployments(client: &Client, side: ClusterSide) -> Result<Vec<CasDe
 /// Reads scalable resources, CAS Deployments (both clusters), OpenShift's autoscaler
 /// objects and our record in `namespace`.
 pub async fn observe(clusters: &Clusters, namespace: &str) -> Result<Observed, Error> {
-    let mut resources = clusters.provider().resources(&ResourceKind::ALL).await?;
-    resources.sort_by(|a, b| a.id.cmp(&b.id));
+    let resources = clusters.resources().await?;
     let mut deployments = cas_deployments(&clusters.workload, ClusterSide::Workload).await?;
     if !clusters.same {
         deployments.extend(cas_deployments(&clusters.management, ClusterSide::Management).await?);
     }
+    deployments.retain(|d| clusters.in_scope(&d.namespace));
     let ca_api: Api<DynamicObject> =
         Api::all_with(clusters.management.clone(), &cluster_autoscaler_resource());
     let cluster_autoscaler = match ca_api.get_opt("default").await {
@@ -239,6 +239,8 @@ pub async fn observe(clusters: &Clusters, namespace: &str) -> Result<Observed, E
         Err(e) if not_served(&e) => Vec::new(),
         Err(e) => return Err(e.into()),
     };
+    machine_autoscalers
+        .retain(|m| clusters.in_scope(m.metadata.namespace.as_deref().unwrap_or("")));
     machine_autoscalers.sort_by_key(|m| (m.metadata.namespace.clone(), m.metadata.name.clone()));
     let stored = record::read(&clusters.workload, namespace).await?;
     Ok(Observed {
