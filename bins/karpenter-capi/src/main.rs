@@ -280,18 +280,12 @@ async fn run(cli: Cli) -> Result<u8, Error> {
                 set,
                 helm,
             };
-            let yaml = install::render(&opts)?;
             if openshift {
                 eprint!("{}", install::OPENSHIFT_NOTES);
             }
-            if render {
-                print!("{yaml}");
-                return Ok(0);
-            }
             let clusters = Clusters::connect(&connect).await?;
-            let objects = install::documents(&yaml)?;
-            for d in install::apply(&clusters.workload, &objects, &cli.namespace, dry_run).await? {
-                println!("applied{} {d}", if dry_run { " (dry run)" } else { "" });
+            for line in install::install(&clusters, &opts, render, dry_run).await? {
+                println!("{line}");
             }
             Ok(0)
         }

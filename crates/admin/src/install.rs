@@ -184,3 +184,95 @@ pub async fn apply(
     }
     Ok(done)
 }
+
+/// What to render for each cluster: one release with everything when the management cluster
+/// is the workload cluster; otherwise the controller and workload RBAC for the workload
+/// cluster and only the management identity for the management cluster.
+pub fn plan_renders(
+    same_cluster: bool,
+    opts: &InstallOptions,
+) -> Result<Vec<(ClusterTarget, InstallOptions)>, Error> {
+    if same_cluster {
+        return Ok(vec![(ClusterTarget::Workload, opts.clone())]);
+    }
+    if opts.management_kubeconfig_secret.is_none() {
+        return Err(Error::Invalid(
+            "a separate management cluster needs --management-kubeconfig-secret: a Secret (key `kubeconfig`) in the workload cluster holding a kubeconfig for the ServiceAccount this command creates in the management cluster".into(),
+        ));
+    }
+    let mut workload = opts.clone();
+    workload.set.push("components=workload".into());
+    let mut management = opts.clone();
+    management.management_kubeconfig_secret = None;
+    management.set.push("components=management".into());
+    Ok(vec![
+        (ClusterTarget::Workload, workload),
+        (ClusterTarget::Management, management),
+    ])
+}
+
+/// Which cluster a rendering is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterTarget {
+    Workload,
+    Management,
+}
+
+/// Renders and applies (or, with `render_only`, returns the YAML of) the chart for the
+/// chosen clusters.
+pub async fn install(
+    clusters: &crate::Clusters,
+    opts: &InstallOptions,
+    render_only: bool,
+    dry_run: bool,
+) -> Result<Vec<String>, Error> {
+    let mut out = Vec::new();
+    for (target, o) in plan_renders(clusters.same, opts)? {
+        let yaml = render(&o)?;
+        let name = match target {
+            ClusterTarget::Workload => "workload",
+            ClusterTarget::Management => "management",
+        };
+        if render_only {
+            out.push(format!("# ---- {name} cluster ----\n{yaml}"));
+            continue;
+        }
+        let client = match target {
+            ClusterTarget::Workload => &clusters.workload,
+            ClusterTarget::Management => &clusters.management,
+        };
+        for d in apply(client, &documents(&yaml)?, &o.namespace, dry_run).await? {
+            out.push(format!(
+                "{name} cluster: applied{} {d}",
+                if dry_run { " (dry run)" } else { "" }
+            ));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_clusters_get_two_renders_and_need_the_kubeconfig_secret() {
+        let opts = InstallOptions {
+            release: "r".into(),
+            namespace: "n".into(),
+            ..Default::default()
+        };
+        assert_eq!(plan_renders(true, &opts).unwrap().len(), 1);
+        assert!(matches!(plan_renders(false, &opts), Err(Error::Invalid(_))));
+        let opts = InstallOptions {
+            management_kubeconfig_secret: Some("s".into()),
+            ..opts
+        };
+        let r = plan_renders(false, &opts).unwrap();
+        assert_eq!(r[0].0, ClusterTarget::Workload);
+        assert!(r[0].1.set.contains(&"components=workload".to_string()));
+        assert_eq!(r[0].1.management_kubeconfig_secret.as_deref(), Some("s"));
+        assert!(r[1].1.set.contains(&"components=management".to_string()));
+        assert!(r[1].1.management_kubeconfig_secret.is_none());
+    }
+}
