@@ -80,7 +80,10 @@ pub fn write_chart(dir: &Path) -> Result<PathBuf, Error> {
 
 /// `helm template` of the chart with the options; returns the YAML stream.
 pub fn render(opts: &InstallOptions) -> Result<String, Error> {
-    let dir = std::env::temp_dir().join(format!("karpenter-capi-chart-{}", std::process::id()));
+    // One directory per call: renders may run concurrently (the UI, tests).
+    static RENDERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = RENDERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("karpenter-capi-chart-{}-{n}", std::process::id()));
     let chart = write_chart(&dir)?;
     let mut cmd = std::process::Command::new(opts.helm.clone().unwrap_or_else(|| "helm".into()));
     cmd.args(["template", &opts.release]).arg(&chart).args([
