@@ -176,6 +176,8 @@ async fn chart_renders_applies_and_grants_least_privilege() {
         assert!(args.iter().any(|x| x == a), "{a} not in {args:?}");
     }
     assert!(c.resources.as_ref().unwrap().requests.is_some());
+    let env: Vec<String> = c.env.iter().flatten().map(|e| e.name.clone()).collect();
+    assert!(env.contains(&"POD_NAME".to_string()) && env.contains(&"POD_NAMESPACE".to_string()), "{env:?}");
     assert_eq!(
         pod.security_context.as_ref().unwrap().run_as_user,
         Some(65532)
