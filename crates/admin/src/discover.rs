@@ -148,7 +148,10 @@ pub fn report(observed: &Observed, templates: &Templates) -> Discovery {
                 namespace: r.id.namespace.clone(),
                 name: r.id.name.clone(),
                 replicas: r.replicas,
-                instance_type: offer.map(|o| o.instance_type.clone()),
+                // Even a resource with problems shows the instance type it is known to run.
+                instance_type: offer
+                    .map(|o| o.instance_type.clone())
+                    .or_else(|| crate::setup::instance_type_of(r, templates)),
                 zones,
                 price: PriceInfo {
                     per_hour: offer.filter(|o| o.priced).map(|o| o.price),

@@ -123,7 +123,7 @@ impl SetupPlan {
 }
 
 /// The instance type a resource is known to run, if any.
-fn instance_type_of(r: &ScalableResource, templates: &Templates) -> Option<String> {
+pub(crate) fn instance_type_of(r: &ScalableResource, templates: &Templates) -> Option<String> {
     if let Some(it) = r
         .template
         .provider_spec

@@ -17,8 +17,8 @@ use support::*;
 
 const MEMBER: (&str, &str) = (keys::capi::KARPENTER_MEMBER, "");
 
-/// ClusterAutoscaler `default` is a cluster-wide singleton: the tests that create it run one
-/// at a time, and only this file creates it.
+/// ClusterAutoscaler `default` is a cluster-wide singleton that every hand-off looks at: the
+/// tests of this file run one at a time, and only this file creates it.
 static SINGLETON: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn record_exists(client: &kube::Client, ns: &str) -> bool {
@@ -31,6 +31,7 @@ async fn record_exists(client: &kube::Client, ns: &str) -> bool {
 
 #[tokio::test]
 async fn capi_round_trip_restores_byte_for_byte() {
+    let _guard = SINGLETON.lock().await;
     let (client, ns, clusters) = setup("cas-capi").await;
     create_cas(
         &client,
@@ -152,39 +153,50 @@ async fn openshift_round_trip_restores_byte_for_byte() {
     .unwrap();
     let before_ms = annotations(&client, &ms).await;
 
-    let result = async {
-        let s = cas::status(&clusters, &ns).await.unwrap();
-        assert!(s.cluster_autoscaler);
-        let m = s
-            .resources
-            .iter()
-            .find(|r| r.resource == ms.to_string())
-            .unwrap();
-        assert!(m.overlap, "{m:?}");
-        assert!(m.cas.iter().any(|c| c.contains("MachineAutoscaler")));
-
-        cas::disable(&clusters, &ns, &DisableOptions::default())
-            .await
-            .unwrap();
-        assert!(cas_objects.get_opt("default").await.unwrap().is_none());
-        assert!(
-            machine_autoscaler(&client, &ns, "workers-a")
-                .await
-                .is_none()
+    let body = {
+        let (client, ns, clusters, cas_objects) = (
+            client.clone(),
+            ns.clone(),
+            clusters.clone(),
+            cas_objects.clone(),
         );
-        let a = annotations(&client, &ms).await;
-        assert!(!a.contains_key(keys::openshift::MAX_SIZE), "{a:?}");
+        tokio::spawn(async move {
+            let s = cas::status(&clusters, &ns).await.unwrap();
+            assert!(s.cluster_autoscaler);
+            let m = s
+                .resources
+                .iter()
+                .find(|r| r.resource == ms.to_string())
+                .unwrap();
+            assert!(m.overlap, "{m:?}");
+            assert!(m.cas.iter().any(|c| c.contains("MachineAutoscaler")));
 
-        cas::enable(&clusters, &ns).await.unwrap();
-        let ca_after = serde_json::to_value(cas_objects.get("default").await.unwrap()).unwrap();
-        assert_eq!(essence(&ca_after), essence(&ca));
-        let ma_after = machine_autoscaler(&client, &ns, "workers-a").await.unwrap();
-        assert_eq!(essence(&ma_after), essence(&ma));
-        assert_eq!(annotations(&client, &ms).await, before_ms);
-    }
-    .await;
+            cas::disable(&clusters, &ns, &DisableOptions::default())
+                .await
+                .unwrap();
+            assert!(cas_objects.get_opt("default").await.unwrap().is_none());
+            assert!(
+                machine_autoscaler(&client, &ns, "workers-a")
+                    .await
+                    .is_none()
+            );
+            let a = annotations(&client, &ms).await;
+            assert!(!a.contains_key(keys::openshift::MAX_SIZE), "{a:?}");
+
+            cas::enable(&clusters, &ns).await.unwrap();
+            let ca_after = serde_json::to_value(cas_objects.get("default").await.unwrap()).unwrap();
+            assert_eq!(essence(&ca_after), essence(&ca));
+            let ma_after = machine_autoscaler(&client, &ns, "workers-a").await.unwrap();
+            assert_eq!(essence(&ma_after), essence(&ma));
+            assert_eq!(annotations(&client, &ms).await, before_ms);
+        })
+    };
+    let result = body.await;
+    // Clean up the singleton even when an assertion failed, then report the failure.
     let _ = cas_objects.delete("default", &Default::default()).await;
-    result
+    if let Err(e) = result {
+        std::panic::resume_unwind(e.into_panic());
+    }
 }
 
 fn refused(r: Result<cas::HandoffReport, Error>, needle: &str) {
@@ -196,6 +208,7 @@ fn refused(r: Result<cas::HandoffReport, Error>, needle: &str) {
 
 #[tokio::test]
 async fn refuses_two_autoscalers_unless_forced() {
+    let _guard = SINGLETON.lock().await;
     let (client, ns, clusters) = setup("cas-two").await;
     create_cas(&client, &ns, "ca-a", 1, &[]).await;
     create_cas(&client, &ns, "ca-b", 1, &[]).await;
@@ -258,6 +271,7 @@ async fn refuses_two_autoscalers_unless_forced() {
 
 #[tokio::test]
 async fn refuses_an_autoscaler_with_an_unknown_owner() {
+    let _guard = SINGLETON.lock().await;
     let (client, ns, clusters) = setup("cas-owner").await;
     let owner = Api::<ConfigMap>::namespaced(client.clone(), &ns)
         .create(
@@ -287,6 +301,7 @@ async fn refuses_an_autoscaler_with_an_unknown_owner() {
 
 #[tokio::test]
 async fn refuses_openshift_annotations_without_a_machine_autoscaler() {
+    let _guard = SINGLETON.lock().await;
     let (client, ns, clusters) = setup("cas-orphan").await;
     let ms = create_os_ms(
         &client,
@@ -310,6 +325,7 @@ async fn refuses_openshift_annotations_without_a_machine_autoscaler() {
 
 #[tokio::test]
 async fn refuses_managed_service_objects() {
+    let _guard = SINGLETON.lock().await;
     let (client, ns, clusters) = setup("cas-rosa").await;
     create_os_ms(
         &client,
@@ -408,6 +424,7 @@ async fn snapshot(client: &kube::Client, ns: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn a_kill_at_any_step_of_disable_is_repaired_by_rerun_or_enable() {
+    let _guard = SINGLETON.lock().await;
     for stop in 0..4 {
         let (client, ns, clusters, original) = kill_fixture("cas-kill").await;
         let r = cas::disable(

@@ -177,7 +177,10 @@ async fn chart_renders_applies_and_grants_least_privilege() {
     }
     assert!(c.resources.as_ref().unwrap().requests.is_some());
     let env: Vec<String> = c.env.iter().flatten().map(|e| e.name.clone()).collect();
-    assert!(env.contains(&"POD_NAME".to_string()) && env.contains(&"POD_NAMESPACE".to_string()), "{env:?}");
+    assert!(
+        env.contains(&"POD_NAME".to_string()) && env.contains(&"POD_NAMESPACE".to_string()),
+        "{env:?}"
+    );
     assert_eq!(
         pod.security_context.as_ref().unwrap().run_as_user,
         Some(65532)

@@ -242,6 +242,15 @@ pub async fn observe(clusters: &Clusters, namespace: &str) -> Result<Observed, E
     machine_autoscalers
         .retain(|m| clusters.in_scope(m.metadata.namespace.as_deref().unwrap_or("")));
     machine_autoscalers.sort_by_key(|m| (m.metadata.namespace.clone(), m.metadata.name.clone()));
+    // With a namespace scope, the cluster-wide ClusterAutoscaler matters only if something
+    // it acts on (an OpenShift MachineSet or a MachineAutoscaler) is in scope.
+    let cluster_autoscaler = cluster_autoscaler.filter(|_| {
+        clusters.namespaces.is_none()
+            || !machine_autoscalers.is_empty()
+            || resources
+                .iter()
+                .any(|r| r.id.kind == ResourceKind::OpenShiftMachineSet)
+    });
     let stored = record::read(&clusters.workload, namespace).await?;
     Ok(Observed {
         resources,
