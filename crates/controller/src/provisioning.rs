@@ -155,6 +155,7 @@ pub async fn round(ctx: &Arc<Context>) -> Result<Option<SchedulingResult>> {
             }
         };
         let name = nc.name_any();
+        ctx.nominate(&name);
         created.push(name.clone());
         crate::lifecycle::launch_soon(ctx, &name);
         for pod in &claim.pods {
@@ -168,6 +169,19 @@ pub async fn round(ctx: &Arc<Context>) -> Result<Option<SchedulingResult>> {
                 )
                 .await;
             }
+        }
+    }
+    for placement in &result.existing_placements {
+        ctx.nominate(&placement.node);
+        if let Some(p) = pods.get(&(placement.pod.namespace.clone(), placement.pod.name.clone())) {
+            ctx.event(
+                &p.object_ref(&()),
+                false,
+                "Nominated",
+                "Provision",
+                format!("Pod should schedule on: node/{}", placement.node),
+            )
+            .await;
         }
     }
     for u in &result.unschedulable {
