@@ -42,7 +42,10 @@ rules:
     verbs: [get, update, patch]
   {{- if .Values.management.readInfrastructureTemplates }}
   # Infrastructure machine templates: status.capacity for scale from zero (read only).
-  - apiGroups: [infrastructure.cluster.x-k8s.io]
+  - apiGroups:
+    {{- range .Values.management.infrastructureGroups }}
+      - {{ . | quote }}
+    {{- end }}
     resources: ["*"]
     verbs: [get, list, watch]
   {{- end }}
