@@ -317,7 +317,7 @@ impl<'a> Run<'a> {
         let mut seen = BTreeSet::new();
         for p in pending {
             let term = effective_term(p);
-            for t in owned_terms(p, &self.state.base.snapshot.namespaces, &term) {
+            for t in owned_terms(p, &self.state.base.snapshot.namespaces, &[term]) {
                 if seen.insert(t.key.clone()) {
                     self.state.group(&t);
                 }
@@ -403,7 +403,11 @@ impl<'a> Run<'a> {
             .unwrap_or_default();
         let requests = with_volumes(pod_requests(pod), pod);
         let mut owned = Vec::new();
-        for t in owned_terms(pod, &self.state.base.snapshot.namespaces, &term) {
+        for t in owned_terms(
+            pod,
+            &self.state.base.snapshot.namespaces,
+            std::slice::from_ref(&term),
+        ) {
             let g = self.state.group(&t);
             let self_sel = self.state.groups.get(g).is_some_and(|x| x.selects(pod));
             let elig = self.eligible(g, class);

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog;
 use crate::error::Result;
-use crate::predicates::{self, NodeView, PodMark};
+use crate::predicates::{self, NodeView, PodFilter, PodMark};
 use crate::scenario::SchedulerScoring;
 use crate::strategy::{self, Autoscaler, Command, LaunchRequest, Provision, Trigger};
 use crate::world::World;
@@ -226,6 +226,8 @@ struct Sim<'w> {
     scoring: SchedulerScoring,
     trigger: Trigger,
     monotone: bool,
+    /// Namespace labels of every namespace the pods use (the API server's name label).
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 fn pref(p: &core::Pod) -> (String, String) {
@@ -293,10 +295,14 @@ impl<'w> Sim<'w> {
             node_count: 0,
             scoring: w.settings.scheduler_scoring,
             trigger: Trigger::Batch,
-            monotone: !w
-                .arrivals
-                .iter()
-                .any(|a| predicates::has_inter_pod_constraints(&a.pod)),
+            monotone: !w.arrivals.iter().any(|a| {
+                !a.pod.topology_spread.is_empty()
+                    || !a.pod.pod_affinity.required.is_empty()
+                    || !a.pod.pod_anti_affinity.required.is_empty()
+            }),
+            namespaces: provisioner_core::filter::default_namespace_labels(
+                w.arrivals.iter().map(|a| a.pod.namespace.as_str()),
+            ),
         }
     }
 
@@ -398,24 +404,20 @@ impl<'w> Sim<'w> {
                 ds.push(dp);
             }
         }
-        self.views.push(NodeView {
-            name: node.name.clone(),
-            labels: node.labels.clone(),
-            taints: node.taints.clone(),
-            allocatable: node.allocatable.clone(),
-            used: ds_req.clone(),
-            pods: ds
-                .iter()
-                .map(|p| PodMark {
-                    id: usize::MAX,
-                    namespace: p.namespace.clone(),
-                    labels: p.labels.clone(),
-                    daemon: true,
-                })
-                .collect(),
-            schedulable: phase == Phase::Ready,
-            live: phase == Phase::Ready,
-        });
+        let mut view = NodeView::new(
+            &node.name,
+            node.labels.clone(),
+            node.taints.clone(),
+            node.allocatable.clone(),
+        );
+        for p in &ds {
+            let mut mark = PodMark::of(usize::MAX, p);
+            mark.daemon = true;
+            view.add_pod(mark, &pod_requests(p));
+        }
+        view.schedulable = phase == Phase::Ready;
+        view.live = phase == Phase::Ready;
+        self.views.push(view);
         self.meta.push(NodeMeta {
             phase,
             nodepool: node.nodepool.clone(),
@@ -569,14 +571,8 @@ impl<'w> Sim<'w> {
 
     fn bind(&mut self, pi: usize, ni: usize) {
         let req = self.pods[pi].req.clone();
-        self.views[ni].used.add_assign(&req);
         let pod = &self.w.arrivals[pi].pod;
-        self.views[ni].pods.push(PodMark {
-            id: pi,
-            namespace: pod.namespace.clone(),
-            labels: pod.labels.clone(),
-            daemon: false,
-        });
+        self.views[ni].add_pod(PodMark::of(pi, pod), &req);
         self.ready_used.add_assign(&req);
         self.meta[ni].bound.insert(pi);
         self.meta[ni].last_pod_event_at = self.now;
@@ -593,8 +589,7 @@ impl<'w> Sim<'w> {
     fn unbind(&mut self, pi: usize) {
         if let PodPhase::Bound(ni) = self.pods[pi].phase {
             let req = self.pods[pi].req.clone();
-            self.views[ni].used = self.views[ni].used.sub(&req);
-            self.views[ni].pods.retain(|m| m.id != pi);
+            self.views[ni].remove_pod(pi, &req);
             self.ready_used = self.ready_used.sub(&req);
             self.meta[ni].bound.remove(&pi);
             self.meta[ni].last_pod_event_at = self.now;
@@ -604,7 +599,7 @@ impl<'w> Sim<'w> {
 
     fn try_bind_to(&mut self, pi: usize, ni: usize) -> bool {
         let pod = &self.w.arrivals[pi].pod;
-        if predicates::fits(pod, &self.pods[pi].req, &self.views[ni], &self.views) {
+        if self.filter(pod, &self.pods[pi].req).allows(&self.views[ni]) {
             self.bind(pi, ni);
             true
         } else {
@@ -616,9 +611,10 @@ impl<'w> Sim<'w> {
     fn schedule_pod(&mut self, pi: usize) -> bool {
         let pod = &self.w.arrivals[pi].pod;
         let req = &self.pods[pi].req;
+        let filter = self.filter(pod, req);
         let mut best: Option<(f64, usize)> = None;
         for &ni in &self.ready {
-            if !predicates::fits(pod, req, &self.views[ni], &self.views) {
+            if !filter.allows(&self.views[ni]) {
                 continue;
             }
             let u = predicates::utilisation_after(req, &self.views[ni]);
@@ -637,6 +633,18 @@ impl<'w> Sim<'w> {
             }
             None => false,
         }
+    }
+
+    /// The kube-scheduler's filter for one pod over the current cluster. When no pod in the
+    /// world has inter-pod constraints there is nothing to count, so the node-local part is
+    /// all there is and the filter is built over no nodes.
+    fn filter<'a>(&self, pod: &'a core::Pod, req: &'a core::Resources) -> PodFilter<'a> {
+        let nodes: &[NodeView] = if self.monotone { &[] } else { &self.views };
+        let ctx = predicates::Context {
+            namespaces: &self.namespaces,
+            potential: &[],
+        };
+        PodFilter::new(pod, req, nodes, &ctx)
     }
 
     fn make_pending(&mut self, pi: usize) {
@@ -722,7 +730,7 @@ impl<'w> Sim<'w> {
             nodepools: self.w.nodepools.clone(),
             instance_types: self.w.instance_types.clone(),
             pdbs: Vec::new(),
-            namespaces: BTreeMap::new(),
+            namespaces: self.namespaces.clone(),
         }
     }
 

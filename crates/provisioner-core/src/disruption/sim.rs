@@ -93,7 +93,7 @@ impl<'a> Sim<'a> {
             .iter()
             .filter(|p| p.node_name.is_some() && is_reschedulable(p))
         {
-            for t in owned_terms(p, &snapshot.namespaces, &effective_term(p)) {
+            for t in owned_terms(p, &snapshot.namespaces, &[effective_term(p)]) {
                 if seen.insert(t.key.clone()) {
                     base.group(&t);
                 }
