@@ -108,7 +108,18 @@ pub struct BoundSummary {
     pub lp_budget_hits: u32,
     /// Seconds of the run in which the LP part is above the per-resource bound.
     pub lp_tighter_seconds: i64,
+    /// Pods no launchable shape and no existing node can hold (too large, or their
+    /// nodeSelector, node affinity or tolerations match none): no cluster runs them, so the
+    /// bound leaves them out and they are counted here instead.
+    #[serde(default)]
+    pub unschedulable_pods: u32,
+    /// Up to [`MAX_UNSCHEDULABLE_EXAMPLES`] of them, `namespace/name: why`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unschedulable_examples: Vec<String>,
 }
+
+/// How many unschedulable pods a bound summary names.
+pub const MAX_UNSCHEDULABLE_EXAMPLES: usize = 10;
 
 /// A piecewise-constant bound over `[0, end]`.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -213,6 +224,9 @@ struct Class {
     set: u32,
     /// Fits some shape of its set: takes part in the LP.
     placeable: bool,
+    /// Fits some shape or some existing node: some cluster runs it, so it counts in the
+    /// bound. `None` when it does; otherwise why not.
+    unrunnable: Option<String>,
     existing: ShapeSet,
 }
 
@@ -381,8 +395,12 @@ struct Prepared {
     existing: Vec<Existing>,
     /// Per arrival: (arrive, leave or i64::MAX, class), clamped at 0.
     spans: Vec<(i64, i64, u32)>,
-    /// Per arrival: its requests for the per-resource demand (CPU, memory, GPUs).
+    /// Per arrival: its requests for the per-resource demand (CPU, memory, GPUs); zero for
+    /// pods nothing can run.
     demand: Vec<(i64, i64, i64)>,
+    /// Arrivals nothing can run: count and the first few, `namespace/name: why`.
+    unschedulable: u32,
+    unschedulable_examples: Vec<String>,
 }
 
 impl Prepared {
@@ -421,6 +439,8 @@ fn prepare(w: &World) -> Prepared {
     let mut set_index: HashMap<ShapeSet, u32> = HashMap::new();
     let mut spans = Vec::with_capacity(w.arrivals.len());
     let mut demand = Vec::with_capacity(w.arrivals.len());
+    let mut unschedulable = 0u32;
+    let mut unschedulable_examples = Vec::new();
     for a in &w.arrivals {
         let p = &a.pod;
         let sig = format!(
@@ -453,11 +473,6 @@ fn prepare(w: &World) -> Prepared {
             })
             .clone();
         let req = pod_requests(p);
-        demand.push((
-            req.cpu_milli,
-            req.memory,
-            req.extended.get(catalog::GPU).copied().unwrap_or(0),
-        ));
         let key = ClassKey {
             req: req.clone(),
             shapes: shapes.clone(),
@@ -475,10 +490,29 @@ fn prepare(w: &World) -> Prepared {
                         .get(s as usize)
                         .is_some_and(|b| req.fits_in(&b.shape.allocatable))
                 });
+                let on_existing = existing.iter().any(|e| {
+                    existing_views
+                        .get(e as usize)
+                        .is_some_and(|(x, n)| {
+                            a.bound_to.as_deref() == Some(n.name.as_str())
+                                || req.fits_in(&x.room)
+                        })
+                });
+                let unrunnable = (!placeable && !on_existing).then(|| {
+                    if shapes.is_empty() && existing.is_empty() {
+                        "no launchable node type or existing node matches its nodeSelector, node affinity and tolerations".to_string()
+                    } else {
+                        format!(
+                            "its requests ({}) exceed every node it may use",
+                            req
+                        )
+                    }
+                });
                 classes.push(Class {
-                    req,
+                    req: req.clone(),
                     set,
                     placeable,
+                    unrunnable,
                     existing,
                 });
                 let c = (classes.len() - 1) as u32;
@@ -486,6 +520,20 @@ fn prepare(w: &World) -> Prepared {
                 c
             }
         };
+        match classes.get(class as usize).and_then(|c| c.unrunnable.as_ref()) {
+            None => demand.push((
+                req.cpu_milli,
+                req.memory,
+                req.extended.get(catalog::GPU).copied().unwrap_or(0),
+            )),
+            Some(why) => {
+                demand.push((0, 0, 0));
+                unschedulable += 1;
+                if unschedulable_examples.len() < MAX_UNSCHEDULABLE_EXAMPLES {
+                    unschedulable_examples.push(format!("{}/{}: {why}", p.namespace, p.name));
+                }
+            }
+        }
         let at = a.at.max(0);
         let leave = a.leave.map_or(i64::MAX, |l| l.max(at));
         spans.push((at, leave, class));
@@ -500,6 +548,8 @@ fn prepare(w: &World) -> Prepared {
         existing: existing_views.into_iter().map(|(e, _)| e).collect(),
         spans,
         demand,
+        unschedulable,
+        unschedulable_examples,
     }
 }
 
@@ -825,6 +875,8 @@ pub fn compute_with(
         return out;
     }
     let prep = prepare(w);
+    out.summary.unschedulable_pods = prep.unschedulable;
+    out.summary.unschedulable_examples = prep.unschedulable_examples.clone();
     let u = unit_prices(w);
     let x = per_resource_excess(&prep.existing, u);
     let (len, n) = intervals(end, step, max_intervals);
@@ -1107,6 +1159,42 @@ mod tests {
             busiest,
             vec![set(&[p0]), set(&[p0, p1]), set(&[p0, p1, p2]), set(&[p2])]
         );
+    }
+
+    #[test]
+    fn pods_nothing_can_run_are_left_out_and_counted() {
+        // One ordinary pod (1 vCPU on an 8-vCPU $0.30 node), one larger than every type, one
+        // whose nodeSelector no type has. Only the first counts: the bound is the ordinary
+        // pod's node for the hour. (The huge pod used to add 64 vCPU at the per-resource
+        // price, a bound above anything a strategy can pay.)
+        let mut y = yaml(
+            &[("big", 8, 16, 0.30)],
+            &[(1000, 1024, 0, None), (64000, 1024, 0, None)],
+            3600,
+        );
+        y += "    - {name: picky, count: 1, requests: {cpu: 500m, memory: 1Gi}, nodeSelector: {disk: nvme}}\n";
+        let w = world_of(&y);
+        let lb = compute(&w, 0, 600);
+        assert_eq!(lb.summary.unschedulable_pods, 2, "{:?}", lb.summary);
+        assert_eq!(lb.summary.unschedulable_examples.len(), 2);
+        assert!(
+            lb.summary
+                .unschedulable_examples
+                .iter()
+                .any(|e| e.contains("exceed every node")),
+            "{:?}",
+            lb.summary.unschedulable_examples
+        );
+        assert!(
+            lb.summary
+                .unschedulable_examples
+                .iter()
+                .any(|e| e.contains("picky") && e.contains("nodeSelector")),
+            "{:?}",
+            lb.summary.unschedulable_examples
+        );
+        assert!((lb.summary.cost - 0.30).abs() < 1e-9, "{:?}", lb.summary);
+        assert!((lb.summary.per_resource_cost - 0.0375).abs() < 1e-9);
     }
 
     #[test]
