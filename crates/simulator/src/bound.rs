@@ -491,12 +491,9 @@ fn prepare(w: &World) -> Prepared {
                         .is_some_and(|b| req.fits_in(&b.shape.allocatable))
                 });
                 let on_existing = existing.iter().any(|e| {
-                    existing_views
-                        .get(e as usize)
-                        .is_some_and(|(x, n)| {
-                            a.bound_to.as_deref() == Some(n.name.as_str())
-                                || req.fits_in(&x.room)
-                        })
+                    existing_views.get(e as usize).is_some_and(|(x, n)| {
+                        a.bound_to.as_deref() == Some(n.name.as_str()) || req.fits_in(&x.room)
+                    })
                 });
                 let unrunnable = (!placeable && !on_existing).then(|| {
                     if shapes.is_empty() && existing.is_empty() {
@@ -520,7 +517,10 @@ fn prepare(w: &World) -> Prepared {
                 c
             }
         };
-        match classes.get(class as usize).and_then(|c| c.unrunnable.as_ref()) {
+        match classes
+            .get(class as usize)
+            .and_then(|c| c.unrunnable.as_ref())
+        {
             None => demand.push((
                 req.cpu_milli,
                 req.memory,

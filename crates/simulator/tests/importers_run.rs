@@ -53,6 +53,13 @@ fn kubectl_snapshot_example_runs() -> Result<(), Box<dyn std::error::Error>> {
             "{}: {:?}",
             r.strategy, r.unschedulable_reasons
         );
+        // The snapshot's bound pods are on their nodes before its pending pods arrive (both
+        // at time 0): no pending pod is scheduled into room a bound pod then overfills.
+        assert_eq!(
+            r.summary.overcommitted_bindings, 0,
+            "{}: {:?}",
+            r.strategy, r.summary
+        );
     }
     Ok(())
 }
