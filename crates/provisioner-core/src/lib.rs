@@ -29,6 +29,7 @@ pub mod filter;
 pub mod model;
 pub mod optimize;
 pub mod packing;
+pub mod replay;
 pub mod requirements;
 pub mod resources;
 pub mod result;
