@@ -489,9 +489,39 @@ impl LoadedScenario {
     }
 }
 
+/// Pods a scenario file may describe one group each (real traces written out as scenarios):
+/// the YAML reader's limits are set from it.
+pub const MAX_SCENARIO_POD_GROUPS: usize = 100_000;
+
+/// YAML nodes (mappings, sequences, scalars) one pod group may take, generously: a group with
+/// requests, labels, affinity and spread is a few dozen.
+const NODES_PER_POD_GROUP: usize = 200;
+
+/// The YAML reader's limits: serde-saphyr's defaults guard against hostile input (250,000
+/// nodes, a few thousand pod groups), too little for a trace written out as a scenario; these
+/// hold [`MAX_SCENARIO_POD_GROUPS`] groups and still stop runaway input.
+pub fn yaml_options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = MAX_SCENARIO_POD_GROUPS * NODES_PER_POD_GROUP;
+    budget.max_events = budget.max_nodes * 3;
+    budget.max_total_scalar_bytes = 1 << 30;
+    budget.max_reader_input_bytes = Some(1 << 30);
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
+}
+
 /// Parse scenario text. `file` names it in errors.
 pub fn parse(text: &str, file: &str) -> Result<Scenario> {
-    serde_saphyr::from_str::<Scenario>(text).map_err(|e| yaml_error(text, file, &e))
+    serde_saphyr::from_str_with_options::<Scenario>(text, yaml_options())
+        .map_err(|e| yaml_error(text, file, &e))
+}
+
+/// A reader limit in plain words, for [`yaml_error`].
+fn budget_words(breach: &serde_saphyr::budget::BudgetBreach) -> String {
+    format!(
+        "the file is larger than the simulator reads ({breach:?}): the reader accepts about {MAX_SCENARIO_POD_GROUPS} pod groups (YAML nodes, events, 1 GiB of text are limited so a runaway file cannot exhaust memory); split the workload, use `count` for identical pods, or load a trace with `workload.openb`"
+    )
 }
 
 /// Turn a serde-saphyr error into one that names the line, column and field path.
@@ -500,6 +530,15 @@ pub fn yaml_error(text: &str, file: &str, e: &serde_saphyr::Error) -> SimError {
         .location()
         .map(|l| (l.line() as usize, l.column() as usize))
         .unwrap_or((0, 0));
+    if let serde_saphyr::Error::Budget { breach, .. } = e.without_snippet() {
+        return SimError::Yaml {
+            file: file.to_string(),
+            line,
+            column,
+            field: String::new(),
+            message: budget_words(breach),
+        };
+    }
     let raw = e.without_snippet().to_string();
     let field = if line == 0 {
         String::new()
@@ -598,4 +637,24 @@ impl LoadedScenario {
 pub fn json_schema() -> serde_json::Value {
     let schema = schemars::schema_for!(Scenario);
     serde_json::to_value(&schema).unwrap_or(serde_json::Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_limit_is_said_in_plain_words() {
+        let mut options = yaml_options();
+        if let Some(b) = options.budget.as_mut() {
+            b.max_nodes = 10;
+        }
+        let text = "name: x\nworkload:\n  pods:\n    - {name: a, requests: {cpu: 1, memory: 1Gi}}\n    - {name: b, requests: {cpu: 1, memory: 1Gi}}\n";
+        let e = serde_saphyr::from_str_with_options::<Scenario>(text, options)
+            .map(|_| ())
+            .expect_err("over the tiny budget");
+        let msg = yaml_error(text, "x.yaml", &e).to_string();
+        assert!(msg.contains("larger than the simulator reads"), "{msg}");
+        assert!(msg.contains("100000 pod groups"), "{msg}");
+    }
 }

@@ -143,3 +143,18 @@ fn empty_workload_and_catalog() {
     let msg = err_of("workload:\n  pods:\n    - {name: w, requests: {cpu: 1}}\n").to_string();
     assert!(msg.contains("catalog"), "{msg}");
 }
+
+/// A trace written out as a scenario, 10,000 pod groups of ~25 YAML nodes each: over
+/// serde-saphyr's default 250,000-node budget (it was refused with `budget breached: Nodes
+/// { nodes: 250001 }`), within the simulator's.
+#[test]
+fn ten_thousand_pod_groups_parse() {
+    let mut text = String::from("name: big\nworkload:\n  pods:\n");
+    for i in 0..10_000 {
+        text += &format!(
+            "    - name: g{i}\n      count: 2\n      arriveAt: {i}\n      durationSeconds: 600\n      requests: {{cpu: 250m, memory: 512Mi}}\n      labels: {{app: g{i}, tier: web}}\n      nodeSelector: {{kubernetes.io/arch: amd64}}\n"
+        );
+    }
+    let s = scenario::parse(&text, "big.yaml").expect("10,000 groups parse");
+    assert_eq!(s.workload.pods.len(), 10_000);
+}
