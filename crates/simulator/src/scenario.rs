@@ -513,8 +513,96 @@ pub fn yaml_options() -> serde_saphyr::Options {
 
 /// Parse scenario text. `file` names it in errors.
 pub fn parse(text: &str, file: &str) -> Result<Scenario> {
-    serde_saphyr::from_str_with_options::<Scenario>(text, yaml_options())
-        .map_err(|e| yaml_error(text, file, &e))
+    let scenario = serde_saphyr::from_str_with_options::<Scenario>(text, yaml_options())
+        .map_err(|e| yaml_error(text, file, &e))?;
+    reject_unknown_fields(text, file, &scenario)?;
+    Ok(scenario)
+}
+
+/// Fields the typed parse dropped. Our own types deny unknown fields, but the Kubernetes
+/// objects inside a scenario (NodePools, tolerations, affinity, topology spread) are
+/// upstream's types, which ignore them: a misspelt `whenUnsatisfiabel` would silently mean
+/// the default. So the scenario is read once more as plain YAML and every key with a value
+/// that the parsed scenario does not serialize back is an error, with its line.
+fn reject_unknown_fields(text: &str, file: &str, scenario: &Scenario) -> Result<()> {
+    let Ok(original) =
+        serde_saphyr::from_str_with_options::<serde_json::Value>(text, yaml_options())
+    else {
+        return Ok(());
+    };
+    let Ok(parsed) = serde_json::to_value(scenario) else {
+        return Ok(());
+    };
+    let mut unknown = Vec::new();
+    dropped_keys(&original, &parsed, String::new(), &mut unknown);
+    let Some(field) = unknown.first() else {
+        return Ok(());
+    };
+    let line = yamlpath::line_of_path(text, field).unwrap_or(0);
+    let (parent, key) = field.rsplit_once('.').unwrap_or(("", field.as_str()));
+    Err(SimError::Yaml {
+        file: file.to_string(),
+        line,
+        column: 0,
+        field: field.clone(),
+        message: format!(
+            "field `{field}`: unknown field `{key}`{}{}",
+            if parent.is_empty() {
+                String::new()
+            } else {
+                format!(" in `{parent}`")
+            },
+            if unknown.len() > 1 {
+                format!(" (and {} more)", unknown.len() - 1)
+            } else {
+                String::new()
+            }
+        ),
+    })
+}
+
+/// Whether a YAML value says nothing (a field left empty is dropped on serialization too).
+fn is_empty_value(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null => true,
+        serde_json::Value::Object(m) => m.is_empty(),
+        serde_json::Value::Array(a) => a.is_empty(),
+        serde_json::Value::String(s) => s.is_empty(),
+        serde_json::Value::Bool(b) => !b,
+        _ => false,
+    }
+}
+
+/// Paths (`a.b[0].c`) of keys in `original` with a value that `parsed` lacks.
+fn dropped_keys(
+    original: &serde_json::Value,
+    parsed: &serde_json::Value,
+    path: String,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    match (original, parsed) {
+        (Value::Object(o), Value::Object(p)) => {
+            for (k, v) in o {
+                let sub = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match p.get(k) {
+                    Some(pv) => dropped_keys(v, pv, sub, out),
+                    None if !is_empty_value(v) => out.push(sub),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(o), Value::Array(p)) => {
+            for (i, (v, pv)) in o.iter().zip(p).enumerate() {
+                dropped_keys(v, pv, format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A reader limit in plain words, for [`yaml_error`].
