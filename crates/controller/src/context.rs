@@ -29,6 +29,10 @@ pub struct Context {
     pub recorder: Recorder,
     pub options: Options,
     pub catalogs: CatalogCache,
+    /// Nodes and NodeClaims that provisioning just promised pods to, with when: disruption
+    /// leaves them alone for a while (Karpenter's nomination), or it would remove a node in
+    /// the seconds between its launch and the scheduler binding the pods it was made for.
+    nominations: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
     leader: watch::Receiver<bool>,
 }
 
@@ -65,8 +69,29 @@ impl Context {
             recorder,
             options,
             catalogs: CatalogCache::new(Duration::from_secs(5)),
+            nominations: Default::default(),
             leader,
         })
+    }
+
+    /// How long a nomination protects a node: twice the longest batch window, at least 20 s.
+    fn nomination_window(&self) -> Duration {
+        (self.options.batch_max * 2).max(Duration::from_secs(20))
+    }
+
+    /// Records that pods were promised to this node or NodeClaim.
+    pub fn nominate(&self, name: &str) {
+        let mut n = self.nominations.lock().unwrap_or_else(|e| e.into_inner());
+        let window = self.nomination_window();
+        n.retain(|_, at| at.elapsed() < window);
+        n.insert(name.to_string(), tokio::time::Instant::now());
+    }
+
+    /// Whether this node or NodeClaim was nominated within the window.
+    pub fn is_nominated(&self, name: &str) -> bool {
+        let n = self.nominations.lock().unwrap_or_else(|e| e.into_inner());
+        n.get(name)
+            .is_some_and(|at| at.elapsed() < self.nomination_window())
     }
 
     /// Only the leader acts; the others keep their reflectors warm to take over at once.

@@ -87,6 +87,15 @@ fn options(ctx: &Context) -> DisruptionOptions {
     }
 }
 
+/// Marks the nodes provisioning promised pods to (by node or NodeClaim name).
+fn nominated(ctx: &Context, mut built: kcapi_snapshot::Built) -> kcapi_snapshot::Built {
+    for n in &mut built.snapshot.nodes {
+        let claim = built.claims_by_node.get(&n.name);
+        n.nominated |= ctx.is_nominated(&n.name) || claim.is_some_and(|c| ctx.is_nominated(c));
+    }
+    built
+}
+
 /// One disruption loop.
 pub async fn tick(ctx: &Arc<Context>) -> Result<Outcome> {
     if !ctx.is_leader() {
@@ -109,7 +118,7 @@ pub async fn tick(ctx: &Arc<Context>) -> Result<Outcome> {
         )));
     }
     let catalogs = ctx.catalogs().await;
-    let built = crate::snapshot::build(ctx, &catalogs, Context::now());
+    let built = nominated(ctx, crate::snapshot::build(ctx, &catalogs, Context::now()));
     let cost: f64 = built
         .snapshot
         .nodes
@@ -142,7 +151,7 @@ pub async fn tick(ctx: &Arc<Context>) -> Result<Outcome> {
         return Ok(Outcome::NotLeader);
     }
     let catalogs = ctx.catalogs().await;
-    let fresh = crate::snapshot::build(ctx, &catalogs, Context::now());
+    let fresh = nominated(ctx, crate::snapshot::build(ctx, &catalogs, Context::now()));
     let (s, o, c) = (fresh.snapshot.clone(), opts.clone(), command.clone());
     let validation = tokio::task::spawn_blocking(move || {
         provisioner_core::disruption::validate_with(&c, &s, &o, &o.scheduling)

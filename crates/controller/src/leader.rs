@@ -1,28 +1,30 @@
 //! Leader election with a coordination.k8s.io Lease (kube-lease-manager): only the holder
 //! acts; the others keep their reflectors warm and take over when the Lease expires.
 
-use std::time::Duration;
-
 use kube::Client;
 use kube_lease_manager::LeaseManagerBuilder;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// The Lease's name.
 pub const LEASE: &str = "karpenter-capi-leader";
 
-/// A receiver that is `true` while this instance leads. With election off, always `true`.
+/// A receiver that is `true` while this instance leads (with election off, always `true`),
+/// and the task that holds or waits for the Lease (abort it to step down).
 pub async fn elect(
     client: Client,
     enabled: bool,
     namespace: &str,
     identity: &str,
     lease_secs: u64,
-) -> Result<watch::Receiver<bool>, kube_lease_manager::LeaseManagerError> {
+) -> Result<(watch::Receiver<bool>, JoinHandle<()>), kube_lease_manager::LeaseManagerError> {
     if !enabled {
         let (tx, rx) = watch::channel(true);
-        // Keep the sender alive for the life of the process.
-        std::mem::forget(tx);
-        return Ok(rx);
+        // The sender lives as long as this task: the flag stays `true`.
+        let task = tokio::spawn(async move {
+            tx.closed().await;
+        });
+        return Ok((rx, task));
     }
     let manager = LeaseManagerBuilder::new(client, LEASE)
         .with_namespace(namespace)
@@ -32,13 +34,26 @@ pub async fn elect(
         .build()
         .await?;
     let (rx, task) = manager.watch().await;
-    tokio::spawn(async move {
+    let mut changes = rx.clone();
+    let id = identity.to_string();
+    let watcher = tokio::spawn(async move {
+        let abort = task.abort_handle();
+        // Stepping down (this task aborted) stops the manager too.
+        struct StopOnDrop(tokio::task::AbortHandle);
+        impl Drop for StopOnDrop {
+            fn drop(&mut self) {
+                self.0.abort();
+            }
+        }
+        let _stop = StopOnDrop(abort);
+        while changes.changed().await.is_ok() {
+            tracing::info!(identity = %id, leader = *changes.borrow(), "leadership changed");
+        }
         match task.await {
             Ok(Ok(_)) => tracing::info!("leader election stopped"),
             Ok(Err(e)) => tracing::error!(error = %e, "leader election failed"),
-            Err(e) => tracing::error!(error = %e, "leader election task panicked"),
+            Err(e) => tracing::debug!(error = %e, "leader election task ended"),
         }
     });
-    let _ = Duration::from_secs(lease_secs);
-    Ok(rx)
+    Ok((rx, watcher))
 }

@@ -113,6 +113,12 @@ pub async fn round(ctx: &Arc<Context>) -> Result<Option<SchedulingResult>> {
         took_ms = took.as_millis() as u64,
         "provisioning round"
     );
+    for u in &result.unschedulable {
+        tracing::debug!(pod = %u.pod, reason = %u.reason, "unschedulable");
+    }
+    for (nc, cat) in &catalogs.by_nodeclass {
+        tracing::debug!(nodeclass = %nc, instance_types = ?cat.instance_types.iter().map(|t| &t.name).collect::<Vec<_>>(), problems = ?cat.problems.iter().map(ToString::to_string).collect::<Vec<_>>(), "catalog");
+    }
     replay::write_provisioning(&ctx.options, &snapshot, &options, &result);
 
     let nodepools: BTreeMap<String, _> = ctx
@@ -149,6 +155,7 @@ pub async fn round(ctx: &Arc<Context>) -> Result<Option<SchedulingResult>> {
             }
         };
         let name = nc.name_any();
+        ctx.nominate(&name);
         created.push(name.clone());
         crate::lifecycle::launch_soon(ctx, &name);
         for pod in &claim.pods {
@@ -162,6 +169,19 @@ pub async fn round(ctx: &Arc<Context>) -> Result<Option<SchedulingResult>> {
                 )
                 .await;
             }
+        }
+    }
+    for placement in &result.existing_placements {
+        ctx.nominate(&placement.node);
+        if let Some(p) = pods.get(&(placement.pod.namespace.clone(), placement.pod.name.clone())) {
+            ctx.event(
+                &p.object_ref(&()),
+                false,
+                "Nominated",
+                "Provision",
+                format!("Pod should schedule on: node/{}", placement.node),
+            )
+            .await;
         }
     }
     for u in &result.unschedulable {

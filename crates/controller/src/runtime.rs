@@ -53,7 +53,7 @@ pub async fn start(
     serve: &[SocketAddr],
 ) -> Result<Running, crate::error::Error> {
     let state = ClusterState::start(&clients.workload);
-    let leader = crate::leader::elect(
+    let (leader, leader_task) = crate::leader::elect(
         clients.workload.clone(),
         options.leader_elect,
         &options.leader_election_namespace,
@@ -86,6 +86,7 @@ pub async fn start(
         );
     }
     let tasks = vec![
+        leader_task,
         tokio::spawn(crate::provisioning::run(ctx.clone())),
         tokio::spawn(crate::lifecycle::run(ctx.clone())),
         tokio::spawn(crate::disruption::run(ctx.clone())),
