@@ -36,8 +36,8 @@ enum Cmd {
         /// Strategies to run (repeatable); default: the scenario's list, else all available.
         #[arg(long = "strategy", value_name = "NAME")]
         strategies: Vec<String>,
-        /// Number of seeds (0..N); seeds change generated workloads only.
-        #[arg(long, default_value_t = 1)]
+        /// Number of seeds (0..N), at least 1; seeds change generated workloads only.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         seeds: u64,
         /// Write the full report (every figure and time series) as JSON.
         #[arg(long, value_name = "FILE")]
