@@ -260,6 +260,10 @@ pub fn plan_launch(input: LaunchInput<'_>) -> LaunchPlan {
     }
     let completing: BTreeSet<&MachineKey> = plan.complete.iter().map(|b| &b.machine).collect();
 
+    // Unbound Machines may serve pending claims, with one exception checked per claim below:
+    // a Machine that already backs a Node and predates the claim was not made for it (a base
+    // node kept by min-size, a node running pods); binding it would make Karpenter believe
+    // a busy node is its own empty one. Such Machines are never bound; replicas are raised.
     let mut bindable: Vec<&MachineView> = c
         .live
         .iter()
@@ -279,15 +283,27 @@ pub fn plan_launch(input: LaunchInput<'_>) -> LaunchPlan {
     plan.counts.pending = pending.len() as i64;
     plan.counts.bindable = bindable.len() as i64;
     plan.counts.failed_unbound = failed_unbound;
-    let n_bind = pending.len().min(bindable.len());
-    for (cl, m) in pending.iter().zip(&bindable) {
-        plan.bind.push(BindAction {
-            claim: cl.name.clone(),
-            machine: m.key(),
-            machine_resource_version: m.resource_version.clone(),
-        });
+    // Oldest claims first, each to the first unused Machine that could have been made for
+    // it: no Node yet, or created no earlier than the claim.
+    let mut used = vec![false; bindable.len()];
+    let mut remaining: Vec<&ClaimView> = Vec::new();
+    for cl in &pending {
+        let found = bindable
+            .iter()
+            .enumerate()
+            .find(|(i, m)| !used[*i] && (m.node_name.is_none() || m.created_at >= cl.created_at));
+        match found {
+            Some((i, m)) => {
+                used[i] = true;
+                plan.bind.push(BindAction {
+                    claim: cl.name.clone(),
+                    machine: m.key(),
+                    machine_resource_version: m.resource_version.clone(),
+                });
+            }
+            None => remaining.push(cl),
+        }
     }
-    let remaining: Vec<&ClaimView> = pending[n_bind..].to_vec();
 
     let non_deleting = (c.live.len() + c.annotated.len()) as i64;
     let excess = non_deleting - replicas;

@@ -120,6 +120,27 @@ fn raises_by_the_shortfall_only() {
     assert_eq!(p.bind[0].claim, "c0");
 }
 
+/// Machines that back Nodes and predate the claim (base nodes kept by min-size, nodes
+/// running pods) are never bound as spare capacity: replicas are raised instead, and the
+/// Machine created for the claim is the one bound.
+#[test]
+fn busy_machines_older_than_the_claim_are_not_spare_capacity() {
+    let mut base = machine("base", 0);
+    base.node_name = Some("node-base".into());
+    let mut fresh_with_node = machine("fresh", 20);
+    fresh_with_node.node_name = Some("node-fresh".into());
+    let claims = vec![claim("c0", 10)];
+    let p = launch(1, std::slice::from_ref(&base), &claims);
+    assert!(p.bind.is_empty(), "{:?}", p.bind);
+    assert_eq!(p.scale_to, Some(2));
+    // A Machine created after the claim may bind even once its Node exists (the binding
+    // was delayed, e.g. by a restart).
+    let p = launch(2, &[base, fresh_with_node], &claims);
+    assert_eq!(p.bind.len(), 1);
+    assert_eq!(p.bind[0].machine.name, "fresh");
+    assert_eq!(p.scale_to, None);
+}
+
 #[test]
 fn a_restart_after_the_scale_write_does_not_raise_again() {
     let claims = vec![claim("c0", 0)];
