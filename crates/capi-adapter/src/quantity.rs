@@ -37,8 +37,8 @@ fn parse_scaled(raw: &str, scale: i32) -> Result<i64, QuantityError> {
     if s.is_empty() {
         return Err(QuantityError::Empty);
     }
-    let invalid = || QuantityError::Invalid(raw.to_string());
-    let overflow = || QuantityError::Overflow(raw.to_string());
+    let invalid = || QuantityError::Invalid(crate::parse::clip(raw));
+    let overflow = || QuantityError::Overflow(crate::parse::clip(raw));
 
     let bytes = s.as_bytes();
     let mut i = 0;
@@ -131,7 +131,7 @@ fn parse_scaled(raw: &str, scale: i32) -> Result<i64, QuantityError> {
         _ => return Err(invalid()),
     };
     if negative && mantissa != 0 {
-        return Err(QuantityError::Negative(raw.to_string()));
+        return Err(QuantityError::Negative(crate::parse::clip(raw)));
     }
     if mantissa == 0 {
         return Ok(0);
