@@ -628,3 +628,7 @@ fn extract(
 #[cfg(test)]
 #[path = "instance_types_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "cas_cases_tests.rs"]
+mod cas_cases;
