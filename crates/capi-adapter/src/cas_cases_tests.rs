@@ -163,6 +163,60 @@ fn with_scale<'a>(extra: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     v
 }
 
+/// `TestAnnotations` (clusterapi_unstructured_test.go), both kinds: every capacity key with
+/// the values as the test writes them (`cpuQuantity.String()` etc.). `gpu-count` comes with
+/// `dra-driver` and no `gpu-type`, so no extended resource, as CAS' `InstanceCapacity`.
+#[test]
+fn cas_test_annotations() {
+    let ann = [
+        (keys::cas::CPU, "2"),
+        (keys::cas::MEMORY, "1Gi"),
+        (keys::cas::EPHEMERAL_DISK, "100Gi"),
+        (keys::cas::GPU_COUNT, "1"),
+        (keys::cas::MAX_PODS, "42"),
+        (
+            keys::cas::TAINTS,
+            "key1=value1:NoSchedule,key2=value2:NoExecute",
+        ),
+        (keys::cas::LABELS, "key3=value3,key4=value4,key5=value5"),
+        (keys::cas::DRA_DRIVER, "test-driver"),
+    ];
+    for deployment in [false, true] {
+        let c = catalog(
+            capi_resource(deployment, &ann, &[], &[]),
+            &empty_templ(),
+            &no_nodes(),
+        );
+        assert!(c.problems.is_empty(), "{:?}", c.problems);
+        let it = only(&c).unwrap();
+        assert_eq!(
+            (
+                it.capacity.cpu_milli,
+                it.capacity.memory,
+                it.capacity.ephemeral_storage,
+                it.capacity.pods
+            ),
+            (2000, 1024 * MIB, 100 * GIB, 42)
+        );
+        assert!(it.capacity.extended.is_empty());
+        let taints: Vec<(&str, Option<&str>, TaintEffect)> = it
+            .taints
+            .iter()
+            .map(|t| (t.key.as_str(), t.value.as_deref(), t.effect))
+            .collect();
+        assert_eq!(
+            taints,
+            vec![
+                ("key1", Some("value1"), TaintEffect::NoSchedule),
+                ("key2", Some("value2"), TaintEffect::NoExecute)
+            ]
+        );
+        for (k, v) in [("key3", "value3"), ("key4", "value4"), ("key5", "value5")] {
+            assert_eq!(it.labels[k], v);
+        }
+    }
+}
+
 /// `TestCanScaleFromZero` (clusterapi_unstructured_test.go): every case, MachineSet and
 /// MachineDeployment. "Can scale" here is "is offered".
 #[test]

@@ -126,7 +126,20 @@ pub fn taints(r: &ScalableResource, problems: &mut Vec<Problem>) -> Vec<Taint> {
             ));
             TaintEffect::NoSchedule
         });
-        let value = t.value.clone().filter(|v| parse::is_label_value(v));
+        let value = match &t.value {
+            Some(v) if !parse::is_label_value(v) => {
+                problems.push(Problem::entry(
+                    obj.clone(),
+                    "spec.template.spec.taints",
+                    BadEntry {
+                        entry: parse::clip(&entry()),
+                        error: ValueError::InvalidValue(parse::clip(v)),
+                    },
+                ));
+                None
+            }
+            v => v.clone(),
+        };
         put(Taint {
             key: t.key.clone(),
             value,

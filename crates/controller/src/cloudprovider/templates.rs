@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use capi_adapter::{
-    InfraRef, NodeSample, NodeSamples, ScalableResource, TemplateLookup, Templates,
-    sample_machine, wants_node,
+    InfraRef, NodeSample, NodeSamples, ScalableResource, TemplateLookup, Templates, sample_machine,
+    wants_node,
 };
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{ApiResource, DynamicObject};
