@@ -73,7 +73,7 @@ impl NodeSample {
 }
 
 /// The Machine whose Node to sample: a live one with a node, oldest first (stable choice).
-pub fn sample_machine<'a>(machines: &'a [MachineView]) -> Option<&'a MachineView> {
+pub fn sample_machine(machines: &[MachineView]) -> Option<&MachineView> {
     machines
         .iter()
         .filter(|m| !m.deleting && m.node_name.is_some())

@@ -8,6 +8,9 @@
 //! became capacity 0, allocatable -1 GiB) and the CAPZ group was left out
 //! (`MissingCapacity`, zone `1`).
 
+// A failed fixture read is a failed test; the path or value says which.
+#![allow(clippy::unwrap_used, clippy::expect_fun_call)]
+
 use std::collections::BTreeMap;
 
 use capi_adapter::instance_types::Backoff;
