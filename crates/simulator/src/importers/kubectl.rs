@@ -13,7 +13,7 @@ use provisioner_core as core;
 use serde_json::Value;
 
 use super::Arrival;
-use crate::convert::{self, NodePoolV1};
+use crate::convert::NodePoolV1;
 use crate::error::{Result, SimError};
 use crate::quantity;
 use crate::scenario::InstanceTypeSpec;
@@ -76,80 +76,10 @@ pub fn parse(text: &str, file: &str, out: &mut KubectlSnapshot) -> Result<()> {
     Ok(())
 }
 
-fn requests(rr: Option<&corev1::ResourceRequirements>) -> core::Resources {
-    let mut r = core::Resources::default();
-    if let Some(req) = rr.and_then(|x| x.requests.as_ref()) {
-        for (k, v) in req {
-            let s = &v.0;
-            match k.as_str() {
-                "cpu" => r.cpu_milli = quantity::cpu_milli(s).unwrap_or(0),
-                "memory" => r.memory = quantity::count(s).unwrap_or(0),
-                "ephemeral-storage" => r.ephemeral_storage = quantity::count(s).unwrap_or(0),
-                other => {
-                    r.extended
-                        .insert(other.to_string(), quantity::count(s).unwrap_or(0));
-                }
-            }
-        }
-    }
-    r
-}
-
-/// A Kubernetes pod -> core pod.
+/// A Kubernetes pod -> core pod (the shared conversion; a static snapshot has no PVCs).
 pub fn convert_pod(p: &corev1::Pod) -> std::result::Result<core::Pod, String> {
-    let meta = &p.metadata;
-    let spec = p.spec.as_ref().ok_or("no spec")?;
-    let mut pod = core::Pod {
-        namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
-        name: meta.name.clone().unwrap_or_default(),
-        labels: meta.labels.clone().unwrap_or_default(),
-        annotations: meta.annotations.clone().unwrap_or_default(),
-        containers: spec
-            .containers
-            .iter()
-            .map(|c| requests(c.resources.as_ref()))
-            .collect(),
-        init_containers: spec
-            .init_containers
-            .iter()
-            .flatten()
-            .map(|c| core::InitContainer {
-                requests: requests(c.resources.as_ref()),
-                restart_always: c.restart_policy.as_deref() == Some("Always"),
-            })
-            .collect(),
-        node_selector: spec.node_selector.clone().unwrap_or_default(),
-        owner_kind: meta
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true))
-            .map(|o| o.kind.clone()),
-        priority: spec.priority.unwrap_or(0),
-        node_name: spec.node_name.clone(),
-        ..Default::default()
-    };
-    if let Some(o) = &spec.overhead {
-        pod.overhead = Some(requests(Some(&corev1::ResourceRequirements {
-            requests: Some(o.clone()),
-            ..Default::default()
-        })));
-    }
-    if let Some(c) = pod
-        .annotations
-        .get("controller.kubernetes.io/pod-deletion-cost")
-    {
-        pod.deletion_cost = c.parse().unwrap_or(0);
-    }
-    convert::apply_constraints(
-        &mut pod,
-        spec.tolerations.as_deref().unwrap_or(&[]),
-        spec.affinity.as_ref(),
-        spec.topology_spread_constraints.as_deref().unwrap_or(&[]),
-        "spec",
-    )
-    .map_err(|e| e.to_string())?;
-    Ok(pod)
+    kcapi_snapshot::pod::convert_pod(p, &kcapi_snapshot::VolumeIndex::default())
+        .map_err(|e| e.to_string())
 }
 
 fn pod(
@@ -205,57 +135,8 @@ fn pod(
 
 fn node(obj: Value, out: &mut KubectlSnapshot) -> std::result::Result<(), String> {
     let n: corev1::Node = serde_json::from_value(obj).map_err(|e| e.to_string())?;
-    let labels = n.metadata.labels.clone().unwrap_or_default();
-    let status = n.status.as_ref();
-    let rl =
-        |m: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
-            let mut r = core::Resources::default();
-            for (k, v) in m.into_iter().flatten() {
-                match k.as_str() {
-                    "cpu" => r.cpu_milli = quantity::cpu_milli(&v.0).unwrap_or(0),
-                    "memory" => r.memory = quantity::count(&v.0).unwrap_or(0),
-                    "pods" => r.pods = quantity::count(&v.0).unwrap_or(0),
-                    "ephemeral-storage" => r.ephemeral_storage = quantity::count(&v.0).unwrap_or(0),
-                    other if other.contains('/') => {
-                        r.extended
-                            .insert(other.to_string(), quantity::count(&v.0).unwrap_or(0));
-                    }
-                    _ => {}
-                }
-            }
-            r
-        };
-    let allocatable = rl(status.and_then(|s| s.allocatable.as_ref()));
-    if allocatable.cpu_milli == 0 {
-        return Err("no allocatable cpu in status".into());
-    }
-    let mut taints = Vec::new();
-    for (i, t) in n
-        .spec
-        .as_ref()
-        .and_then(|s| s.taints.clone())
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
-    {
-        taints.push(convert::taint(t, &format!("spec.taints[{i}]")).map_err(|e| e.to_string())?);
-    }
-    let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    out.nodes.push(core::Node {
-        name: n.metadata.name.clone().unwrap_or_default(),
-        nodepool: labels.get(core::labels::NODEPOOL).cloned(),
-        instance_type: labels.get(core::labels::INSTANCE_TYPE).cloned(),
-        labels,
-        annotations: n.metadata.annotations.clone().unwrap_or_default(),
-        taints,
-        capacity: rl(status.and_then(|s| s.capacity.as_ref())),
-        allocatable,
-        ready,
-        initialized: ready,
-        ..Default::default()
-    });
+    out.nodes
+        .push(kcapi_snapshot::node::convert_node(&n).map_err(|e| e.to_string())?);
     Ok(())
 }
 

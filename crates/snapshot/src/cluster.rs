@@ -1,0 +1,394 @@
+//! The whole cluster -> one [`core::Snapshot`]: the conversion the controller runs on its
+//! reflectors every round, the admin CLI on a live read, and the simulator's importer on
+//! `kubectl get -o yaml` output, so an offline replay sees exactly what the controller saw.
+//!
+//! Nodes and NodeClaims are merged: a Node backed by a NodeClaim (same providerID, or the
+//! claim's `status.nodeName`) takes its NodePool, conditions and launch time from the claim; a
+//! NodeClaim with no Node yet becomes an in-flight node sized from its status, its instance
+//! type, or at least its requests, so pods already promised to it are not launched for twice.
+//! Objects that cannot be converted are left out with a [`SnapshotProblem`]; the rest is used.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1 as appsv1;
+use k8s_openapi::api::core::v1 as corev1;
+use k8s_openapi::api::policy::v1 as policyv1;
+use k8s_openapi::api::storage::v1 as storagev1;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use karpenter_api::{NodeClaim, NodePool, wellknown};
+use provisioner_core as core;
+
+use crate::constraints::{label_selector, taint};
+use crate::error::SnapshotProblem;
+use crate::node::convert_node;
+use crate::nodepool::nodepool;
+use crate::pod::{controller_kind, convert_pod, epoch_secs, is_provisionable, is_terminal};
+use crate::resources::quantities;
+use crate::volumes::{VolumeIndex, csi_limits};
+
+/// Everything a snapshot is built from, borrowed from wherever the caller keeps it.
+#[derive(Debug, Default)]
+pub struct Objects<'a> {
+    /// Seconds since the epoch (the core reads no clock).
+    pub now: i64,
+    pub pods: Vec<&'a corev1::Pod>,
+    pub nodes: Vec<&'a corev1::Node>,
+    pub nodeclaims: Vec<&'a NodeClaim>,
+    pub nodepools: Vec<&'a NodePool>,
+    pub daemonsets: Vec<&'a appsv1::DaemonSet>,
+    pub pdbs: Vec<&'a policyv1::PodDisruptionBudget>,
+    pub namespaces: Vec<&'a corev1::Namespace>,
+    pub csinodes: Vec<&'a storagev1::CSINode>,
+    pub volumes: VolumeIndex,
+    /// The shapes the cluster can grow (from the provider's catalog).
+    pub instance_types: Vec<core::InstanceType>,
+    /// Per NodePool name, the instance types its NodeClass resolves to; a NodePool missing
+    /// here may use every type.
+    pub nodepool_instance_types: BTreeMap<String, Vec<String>>,
+    /// Include pending pods the kube-scheduler has not yet declared unschedulable (the
+    /// importer of a static snapshot wants every pending pod; the controller only acts for
+    /// pods the scheduler gave up on).
+    pub all_pending: bool,
+}
+
+/// A snapshot and what was left out of it.
+#[derive(Debug, Clone, Default)]
+pub struct Built {
+    pub snapshot: core::Snapshot,
+    pub problems: Vec<SnapshotProblem>,
+    /// NodeClaims by the name of the core node that stands for them (Node name or, in
+    /// flight, the claim's own name).
+    pub claims_by_node: BTreeMap<String, String>,
+}
+
+fn object(kind: &str, meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    match &meta.namespace {
+        Some(ns) => format!("{kind} {ns}/{}", meta.name.as_deref().unwrap_or("?")),
+        None => format!("{kind} {}", meta.name.as_deref().unwrap_or("?")),
+    }
+}
+
+/// Whether condition `type_` is `True`.
+pub fn condition_true(conditions: Option<&Vec<Condition>>, type_: &str) -> bool {
+    conditions
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == type_ && c.status == "True")
+}
+
+/// The hourly price of an instance type's offering in a zone and capacity type (the
+/// cheapest matching one when the zone is unknown); 0 when the type is unknown.
+pub fn offering_price(
+    types: &[core::InstanceType],
+    instance_type: Option<&str>,
+    zone: Option<&str>,
+    capacity_type: Option<&str>,
+) -> f64 {
+    let Some(it) = instance_type.and_then(|n| types.iter().find(|t| t.name == n)) else {
+        return 0.0;
+    };
+    it.offerings
+        .iter()
+        .filter(|o| zone.is_none_or(|z| o.zone == z))
+        .filter(|o| capacity_type.is_none_or(|c| o.capacity_type.as_label() == c))
+        .map(|o| o.price)
+        .fold(None, |best: Option<f64>, p| {
+            Some(best.map_or(p, |b| b.min(p)))
+        })
+        .unwrap_or(0.0)
+}
+
+/// Builds the snapshot.
+pub fn build(objects: &Objects<'_>) -> Built {
+    let mut out = Built::default();
+    let snap = &mut out.snapshot;
+    snap.now = objects.now;
+    snap.instance_types = objects.instance_types.clone();
+
+    for np in &objects.nodepools {
+        match nodepool(np, "nodepool") {
+            Ok(mut p) => {
+                if let Some(types) = objects.nodepool_instance_types.get(&p.name) {
+                    p.instance_types = Some(types.clone());
+                }
+                snap.nodepools.push(p);
+            }
+            Err(e) => out.problems.push(SnapshotProblem {
+                object: object("NodePool", &np.metadata),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    let limits: BTreeMap<&str, BTreeMap<String, i64>> = objects
+        .csinodes
+        .iter()
+        .filter_map(|c| Some((c.metadata.name.as_deref()?, csi_limits(c))))
+        .collect();
+
+    // Claims by providerID and by node name, for the merge.
+    let mut by_provider: BTreeMap<&str, &NodeClaim> = BTreeMap::new();
+    let mut by_node: BTreeMap<&str, &NodeClaim> = BTreeMap::new();
+    for c in &objects.nodeclaims {
+        if let Some(st) = &c.status {
+            if let Some(p) = st.provider_id.as_deref().filter(|p| !p.is_empty()) {
+                by_provider.insert(p, c);
+            }
+            if let Some(n) = st.node_name.as_deref().filter(|n| !n.is_empty()) {
+                by_node.insert(n, c);
+            }
+        }
+    }
+    let mut claimed: std::collections::BTreeSet<String> = Default::default();
+    for n in &objects.nodes {
+        let mut node = match convert_node(n) {
+            Ok(node) => node,
+            Err(e) => {
+                out.problems.push(SnapshotProblem {
+                    object: object("Node", &n.metadata),
+                    message: e.to_string(),
+                });
+                continue;
+            }
+        };
+        if let Some(l) = limits.get(node.name.as_str()) {
+            node.csi_limits = l.clone();
+        }
+        let provider = n.spec.as_ref().and_then(|s| s.provider_id.as_deref());
+        let claim = provider
+            .and_then(|p| by_provider.get(p))
+            .or_else(|| by_node.get(node.name.as_str()))
+            .copied();
+        match claim {
+            Some(c) => {
+                let cname = c.metadata.name.clone().unwrap_or_default();
+                claimed.insert(cname.clone());
+                out.claims_by_node.insert(node.name.clone(), cname);
+                merge_claim(&mut node, c);
+            }
+            None => {
+                // A node no NodeClaim stands for is not ours to disrupt, whatever its labels.
+                node.nodepool = None;
+            }
+        }
+        node.price = offering_price(
+            &objects.instance_types,
+            node.instance_type.as_deref(),
+            node.labels.get(core::labels::ZONE).map(String::as_str),
+            node.labels
+                .get(core::labels::CAPACITY_TYPE)
+                .map(String::as_str),
+        );
+        snap.nodes.push(node);
+    }
+    for c in &objects.nodeclaims {
+        let name = c.metadata.name.clone().unwrap_or_default();
+        if claimed.contains(&name) {
+            continue;
+        }
+        match in_flight(c, &objects.instance_types, objects.now) {
+            Ok(node) => {
+                out.claims_by_node.insert(node.name.clone(), name);
+                snap.nodes.push(node);
+            }
+            Err(message) => out.problems.push(SnapshotProblem {
+                object: object("NodeClaim", &c.metadata),
+                message,
+            }),
+        }
+    }
+
+    for p in &objects.pods {
+        if is_terminal(p)
+            || controller_kind(&p.metadata).as_deref() == Some("DaemonSet")
+                && p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .is_none()
+        {
+            continue;
+        }
+        let bound = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty());
+        if !bound
+            && !(is_provisionable(p)
+                || objects.all_pending && p.metadata.deletion_timestamp.is_none())
+        {
+            continue;
+        }
+        match convert_pod(p, &objects.volumes) {
+            Ok(pod) => snap.pods.push(pod),
+            Err(e) => out.problems.push(SnapshotProblem {
+                object: object("Pod", &p.metadata),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    for ds in &objects.daemonsets {
+        match daemonset(ds, &objects.volumes) {
+            Ok(d) => snap.daemonsets.push(d),
+            Err(message) => out.problems.push(SnapshotProblem {
+                object: object("DaemonSet", &ds.metadata),
+                message,
+            }),
+        }
+    }
+
+    for pdb in &objects.pdbs {
+        let spec = pdb.spec.as_ref();
+        snap.pdbs.push(core::PodDisruptionBudget {
+            namespace: pdb.metadata.namespace.clone().unwrap_or_default(),
+            name: pdb.metadata.name.clone().unwrap_or_default(),
+            selector: spec
+                .and_then(|s| s.selector.as_ref())
+                .map(label_selector)
+                .unwrap_or_default(),
+            disruptions_allowed: pdb.status.as_ref().map_or(0, |s| s.disruptions_allowed),
+        });
+    }
+
+    for ns in &objects.namespaces {
+        if let Some(name) = &ns.metadata.name {
+            snap.namespaces
+                .insert(name.clone(), ns.metadata.labels.clone().unwrap_or_default());
+        }
+    }
+    out
+}
+
+/// What only the NodeClaim knows about a registered node.
+fn merge_claim(node: &mut core::Node, c: &NodeClaim) {
+    let conds = c.status.as_ref().and_then(|s| s.conditions.as_ref());
+    node.nodepool = c
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(wellknown::NODEPOOL_LABEL))
+        .cloned();
+    node.initialized = condition_true(conds, "Initialized");
+    node.drifted = condition_true(conds, "Drifted");
+    node.marked_for_deletion |= c.metadata.deletion_timestamp.is_some();
+    node.created_at = epoch_secs(c.metadata.creation_timestamp.as_ref());
+    node.last_pod_event_at = c
+        .status
+        .as_ref()
+        .and_then(|s| s.last_pod_event_time.as_ref())
+        .map_or(node.created_at, |t| t.0.as_second());
+}
+
+/// A NodeClaim with no Node yet, as an in-flight node.
+fn in_flight(c: &NodeClaim, types: &[core::InstanceType], now: i64) -> Result<core::Node, String> {
+    let name = c.metadata.name.clone().unwrap_or_default();
+    let mut labels = c.metadata.labels.clone().unwrap_or_default();
+    for r in &c.spec.requirements {
+        if r.operator == karpenter_api::Operator::In && r.values().len() == 1 {
+            labels
+                .entry(r.key.clone())
+                .or_insert_with(|| r.values()[0].clone());
+        }
+    }
+    labels.insert(core::labels::HOSTNAME.to_string(), name.clone());
+    let instance_type = labels.get(core::labels::INSTANCE_TYPE).cloned();
+    let status = c.status.as_ref();
+    let from_status = quantities(
+        status.and_then(|s| s.allocatable.as_ref()),
+        "status.allocatable",
+    )
+    .map_err(|e| e.to_string())?;
+    let allocatable = if from_status != core::Resources::default() {
+        from_status
+    } else if let Some(it) = instance_type
+        .as_deref()
+        .and_then(|n| types.iter().find(|t| t.name == n))
+    {
+        allocatable_of(it)
+    } else {
+        quantities(
+            c.spec.resources.as_ref().and_then(|r| r.requests.as_ref()),
+            "spec.resources.requests",
+        )
+        .map_err(|e| e.to_string())?
+    };
+    let mut taints = Vec::new();
+    for (i, t) in c.spec.taints.iter().flatten().enumerate() {
+        taints.push(taint(t, &format!("spec.taints[{i}]")).map_err(|e| e.to_string())?);
+    }
+    let created = epoch_secs(c.metadata.creation_timestamp.as_ref()).max(0);
+    let price = offering_price(
+        types,
+        instance_type.as_deref(),
+        labels.get(core::labels::ZONE).map(String::as_str),
+        labels.get(core::labels::CAPACITY_TYPE).map(String::as_str),
+    );
+    Ok(core::Node {
+        nodepool: labels.get(core::labels::NODEPOOL).cloned(),
+        instance_type,
+        name,
+        labels,
+        annotations: c.metadata.annotations.clone().unwrap_or_default(),
+        taints,
+        capacity: allocatable.clone(),
+        allocatable,
+        price,
+        in_flight: true,
+        marked_for_deletion: c.metadata.deletion_timestamp.is_some(),
+        created_at: if created == 0 { now } else { created },
+        last_pod_event_at: if created == 0 { now } else { created },
+        ..Default::default()
+    })
+}
+
+/// What pods can use on a node of this type: capacity minus overhead, never negative.
+pub fn allocatable_of(it: &core::InstanceType) -> core::Resources {
+    let c = &it.capacity;
+    let o = &it.overhead;
+    let mut r = core::Resources {
+        cpu_milli: (c.cpu_milli - o.cpu_milli).max(0),
+        memory: (c.memory - o.memory).max(0),
+        pods: (c.pods - o.pods).max(0),
+        ephemeral_storage: (c.ephemeral_storage - o.ephemeral_storage).max(0),
+        extended: c.extended.clone(),
+    };
+    for (k, v) in &o.extended {
+        if let Some(x) = r.extended.get_mut(k) {
+            *x = (*x - v).max(0);
+        }
+    }
+    r
+}
+
+/// A DaemonSet's pod template as the pod it places on every node it selects.
+fn daemonset(ds: &appsv1::DaemonSet, volumes: &VolumeIndex) -> Result<core::DaemonSet, String> {
+    let namespace = ds.metadata.namespace.clone().unwrap_or_default();
+    let name = ds.metadata.name.clone().unwrap_or_default();
+    let template = ds
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
+    let pod = corev1::Pod {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            namespace: Some(namespace.clone()),
+            name: Some(format!("{name}-template")),
+            labels: template.metadata.as_ref().and_then(|m| m.labels.clone()),
+            annotations: template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.annotations.clone()),
+            ..Default::default()
+        },
+        spec: template.spec,
+        status: None,
+    };
+    let mut p = convert_pod(&pod, volumes).map_err(|e| e.to_string())?;
+    p.owner_kind = Some("DaemonSet".into());
+    Ok(core::DaemonSet {
+        namespace,
+        name,
+        pod: p,
+    })
+}

@@ -1,0 +1,215 @@
+//! A Kubernetes Pod -> the core's pod, and which pods the autoscaler must act for.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1 as corev1;
+use provisioner_core as core;
+
+use crate::constraints::apply_constraints;
+use crate::error::Result;
+use crate::resources::quantities;
+use crate::volumes::VolumeIndex;
+
+/// `controller.kubernetes.io/pod-deletion-cost`.
+const DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
+
+/// Seconds since the epoch of a Kubernetes timestamp.
+pub fn epoch_secs(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> i64 {
+    t.map(|t| t.0.as_second()).unwrap_or(0)
+}
+
+/// Whether a pod has finished and holds no resources.
+pub fn is_terminal(p: &corev1::Pod) -> bool {
+    matches!(
+        p.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded") | Some("Failed")
+    )
+}
+
+/// Whether the kube-scheduler gave up on this pod: unbound, `PodScheduled=False` with reason
+/// `Unschedulable`, not being deleted, not waiting for a preemption it nominated. These are
+/// the pods a provisioning round acts for (Karpenter's `IsProvisionable`).
+pub fn is_provisionable(p: &corev1::Pod) -> bool {
+    let spec_bound = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    if spec_bound || p.metadata.deletion_timestamp.is_some() || is_terminal(p) {
+        return false;
+    }
+    let status = p.status.as_ref();
+    if status
+        .and_then(|s| s.nominated_node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+    {
+        return false;
+    }
+    status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            })
+        })
+}
+
+/// The kind of the pod's controlling owner.
+pub fn controller_kind(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<String> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.kind.clone())
+}
+
+/// A Kubernetes pod -> core pod; persistent volume claims resolve through `volumes`.
+pub fn convert_pod(p: &corev1::Pod, volumes: &VolumeIndex) -> Result<core::Pod> {
+    let meta = &p.metadata;
+    let default_spec = corev1::PodSpec::default();
+    let spec = p.spec.as_ref().unwrap_or(&default_spec);
+    let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+    let mut containers = Vec::with_capacity(spec.containers.len());
+    for (i, c) in spec.containers.iter().enumerate() {
+        containers.push(quantities(
+            c.resources.as_ref().and_then(|r| r.requests.as_ref()),
+            &format!("spec.containers[{i}].resources.requests"),
+        )?);
+    }
+    let mut init_containers = Vec::new();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        init_containers.push(core::InitContainer {
+            requests: quantities(
+                c.resources.as_ref().and_then(|r| r.requests.as_ref()),
+                &format!("spec.initContainers[{i}].resources.requests"),
+            )?,
+            restart_always: c.restart_policy.as_deref() == Some("Always"),
+        });
+    }
+    let annotations: BTreeMap<String, String> = meta.annotations.clone().unwrap_or_default();
+    let mut pod = core::Pod {
+        namespace: namespace.clone(),
+        name: meta.name.clone().unwrap_or_default(),
+        labels: meta.labels.clone().unwrap_or_default(),
+        deletion_cost: annotations
+            .get(DELETION_COST)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0),
+        annotations,
+        containers,
+        init_containers,
+        overhead: match &spec.overhead {
+            Some(o) => Some(quantities(Some(o), "spec.overhead")?),
+            None => None,
+        },
+        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        owner_kind: controller_kind(meta),
+        priority: spec.priority.unwrap_or(0),
+        node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
+        created_at: epoch_secs(meta.creation_timestamp.as_ref()),
+        ..Default::default()
+    };
+    for c in &spec.containers {
+        for port in c.ports.iter().flatten() {
+            let Some(host_port) = port.host_port.filter(|p| *p > 0) else {
+                continue;
+            };
+            pod.host_ports.push(core::HostPort {
+                port: u16::try_from(host_port).unwrap_or(0),
+                protocol: match port.protocol.as_deref() {
+                    Some("UDP") => core::Protocol::UDP,
+                    Some("SCTP") => core::Protocol::SCTP,
+                    _ => core::Protocol::TCP,
+                },
+                host_ip: port.host_ip.clone().filter(|ip| !ip.is_empty()),
+            });
+        }
+    }
+    for v in spec.volumes.iter().flatten() {
+        if let Some(pvc) = &v.persistent_volume_claim
+            && let Some(vol) = volumes.resolve(&namespace, &pvc.claim_name)
+        {
+            pod.volumes.push(vol);
+        }
+    }
+    apply_constraints(
+        &mut pod,
+        spec.tolerations.as_deref().unwrap_or(&[]),
+        spec.affinity.as_ref(),
+        spec.topology_spread_constraints.as_deref().unwrap_or(&[]),
+        "spec",
+    )?;
+    Ok(pod)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(json: serde_json::Value) -> corev1::Pod {
+        serde_json::from_value(json).unwrap_or_default()
+    }
+
+    #[test]
+    fn provisionable_only_when_the_scheduler_gave_up() {
+        let unschedulable = serde_json::json!({
+            "metadata": {"name": "a", "namespace": "n"},
+            "spec": {"containers": []},
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+        });
+        assert!(is_provisionable(&pod(unschedulable.clone())));
+        let mut nominated = unschedulable.clone();
+        nominated["status"]["nominatedNodeName"] = "node-1".into();
+        assert!(!is_provisionable(&pod(nominated)));
+        let mut fresh = unschedulable.clone();
+        fresh["status"]["conditions"] = serde_json::json!([]);
+        assert!(!is_provisionable(&pod(fresh)));
+        let mut bound = unschedulable;
+        bound["spec"]["nodeName"] = "node-1".into();
+        assert!(!is_provisionable(&pod(bound)));
+    }
+
+    #[test]
+    fn converts_requests_ports_and_volumes() -> Result<()> {
+        let p = pod(serde_json::json!({
+            "metadata": {"name": "a", "namespace": "n",
+                "annotations": {DELETION_COST: "7"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "u", "controller": true}]},
+            "spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "250m", "memory": "1Gi", "nvidia.com/gpu": "1"}},
+                                 "ports": [{"containerPort": 80, "hostPort": 8080}]}],
+                "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+            }
+        }));
+        let pv: corev1::PersistentVolume = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "pv-1"},
+            "spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "v"},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}]}}}
+        })).unwrap_or_default();
+        let pvc: corev1::PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "data", "namespace": "n"},
+            "spec": {"volumeName": "pv-1"}
+        }))
+        .unwrap_or_default();
+        let index = VolumeIndex::new([pvc], [pv], []);
+        let c = convert_pod(&p, &index)?;
+        assert_eq!(c.containers[0].cpu_milli, 250);
+        assert_eq!(c.containers[0].extended.get("nvidia.com/gpu"), Some(&1));
+        assert_eq!(c.deletion_cost, 7);
+        assert_eq!(c.owner_kind.as_deref(), Some("ReplicaSet"));
+        assert_eq!(c.host_ports[0].port, 8080);
+        assert_eq!(c.volumes.len(), 1);
+        assert_eq!(c.volumes[0].csi_driver.as_deref(), Some("ebs.csi.aws.com"));
+        assert_eq!(
+            c.volumes[0].node_affinity[0][0].values,
+            vec!["a".to_string()]
+        );
+        Ok(())
+    }
+}
