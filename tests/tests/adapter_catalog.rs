@@ -275,8 +275,9 @@ async fn catalog_from_templates_and_annotations_with_problems() {
         .iter()
         .find(|r| r.name == "bad-taints")
         .expect("bad row");
+    // Kept (with its instance type) and its bad entry reported.
     assert!(
-        bad.instance_type.is_none()
+        bad.instance_type.as_deref() == Some(format!("{ns}.bad-taints").as_str())
             && bad
                 .message
                 .as_deref()
