@@ -48,6 +48,30 @@ pub struct Children {
     children: Vec<Child>,
 }
 
+impl Children {
+    /// The started processes with their names and log files (etcd, then kube-apiserver),
+    /// for a caller that supervises them itself (the e2e environment).
+    pub fn into_named(self, instance: &Instance) -> Vec<(&'static str, Child, PathBuf)> {
+        let names = [
+            ("etcd", "etcd.log"),
+            ("kube-apiserver", "kube-apiserver.log"),
+        ];
+        names
+            .into_iter()
+            .zip(self.children)
+            .map(|((name, log), child)| (name, child, instance.dir.join(log)))
+            .collect()
+    }
+
+    /// How a started process ended, if it did (for error messages: an empty log with
+    /// "killed by signal 9" points at the OOM killer, not at the program).
+    fn exit_of(&mut self, pid: u32) -> Option<String> {
+        let child = self.children.iter_mut().find(|c| c.id() == pid)?;
+        let status = child.try_wait().ok()??;
+        Some(crate::e2e::procs::describe(status))
+    }
+}
+
 impl Instance {
     /// The shared instance whose kubeconfig is testenv's default path.
     pub fn default_instance() -> Self {
@@ -216,13 +240,19 @@ impl Instance {
                 Err(e) => {
                     if !is_our_process(apiserver_pid, &binaries.kube_apiserver) {
                         bail!(
-                            "kube-apiserver exited; last log lines:\n{}",
+                            "kube-apiserver exited ({}); last log lines:\n{}",
+                            children
+                                .exit_of(apiserver_pid)
+                                .unwrap_or_else(|| "status unknown".into()),
                             tail(&self.dir.join("kube-apiserver.log"), 30)
                         );
                     }
                     if !is_our_process(etcd_pid, &binaries.etcd) {
                         bail!(
-                            "etcd exited; last log lines:\n{}",
+                            "etcd exited ({}); last log lines:\n{}",
+                            children
+                                .exit_of(etcd_pid)
+                                .unwrap_or_else(|| "status unknown".into()),
                             tail(&self.dir.join("etcd.log"), 30)
                         );
                     }
@@ -314,7 +344,7 @@ fn spawn(command: &mut Command, log: &Path) -> Result<Child> {
         .with_context(|| format!("starting {:?}", command.get_program()))
 }
 
-fn free_port() -> Result<u16> {
+pub fn free_port() -> Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }

@@ -5,9 +5,14 @@
 //! - `crdgen [--check]`: write (or check) `config/crd/` from the Rust API types.
 //! - `test [-- <cargo test args>]`: start the control plane if none runs, run every test in
 //!   the workspace against it, stop what it started, exit non-zero on any failure.
+//! - `e2e-env up|down|status`: the end-to-end environment (control plane + kube-scheduler,
+//!   kube-controller-manager, Cluster API, kwok, fake infrastructure provider); see [`e2e`].
+//! - `e2e [-- <test args>]`: the end-to-end scenarios (`tests/e2e`), in a private
+//!   environment unless the shared one runs.
 
 mod controlplane;
 mod crdgen;
+mod e2e;
 mod gobuild;
 mod pki;
 mod testrun;
@@ -38,6 +43,16 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Manage the end-to-end environment (control plane + scheduler, controller-manager,
+    /// Cluster API, kwok, fake infrastructure).
+    #[command(name = "e2e-env", subcommand)]
+    E2eEnv(E2eEnv),
+    /// Run the end-to-end scenarios (starting a private environment unless one runs).
+    E2e {
+        /// Arguments for the scenario test binary (after `--`), e.g. a test name filter.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Run every test in the workspace against a test control plane.
     Test {
         /// Always start a private control plane, even if the shared one is running.
@@ -46,6 +61,24 @@ enum Command {
         /// Arguments passed to `cargo test --workspace` (after `--`).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum E2eEnv {
+    /// Build what is missing, start everything, print the kubeconfig path.
+    Up,
+    /// Stop everything `up` started.
+    Down,
+    /// Each process with its PID and RSS, or how it ended.
+    Status,
+    /// Only build (or check) the e2e binaries (not kube-apiserver/etcd: `control-plane build`).
+    Build,
+    /// (internal) The supervisor that `up` starts in the background.
+    #[command(hide = true)]
+    Supervise {
+        #[arg(long)]
+        dir: PathBuf,
     },
 }
 
@@ -121,6 +154,28 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 binaries.etcd.display()
             );
         }
+        Command::E2eEnv(E2eEnv::Up) => {
+            println!("{}", e2e::up(&e2e::shared_dir())?.display());
+        }
+        Command::E2eEnv(E2eEnv::Down) => {
+            if !e2e::down(&e2e::shared_dir())? {
+                eprintln!("xtask: e2e environment was not running");
+            }
+        }
+        Command::E2eEnv(E2eEnv::Status) => return e2e::status(&e2e::shared_dir()),
+        Command::E2eEnv(E2eEnv::Build) => {
+            let b = e2e::build::ensure_e2e_binaries()?;
+            for path in [
+                b.kube_scheduler,
+                b.kube_controller_manager,
+                b.capi_manager,
+                b.kwok,
+            ] {
+                println!("{}", path.display());
+            }
+        }
+        Command::E2eEnv(E2eEnv::Supervise { dir }) => return e2e::supervise(&dir).await,
+        Command::E2e { args } => return e2e::run::run(args).await,
         Command::Crdgen { check } => return crdgen::run(check),
         Command::Test { fresh, args } => return testrun::run(fresh, args).await,
     }

@@ -23,18 +23,25 @@ pub struct Pki {
     pub service_account_pub: PathBuf,
 }
 
+impl Pki {
+    /// The file paths of a PKI that [`generate`] wrote into `dir`.
+    pub fn at(dir: &Path) -> Self {
+        Self {
+            ca_cert: dir.join("ca.crt"),
+            serving_cert: dir.join("apiserver.crt"),
+            serving_key: dir.join("apiserver.key"),
+            admin_cert: dir.join("admin.crt"),
+            admin_key: dir.join("admin.key"),
+            service_account_key: dir.join("sa.key"),
+            service_account_pub: dir.join("sa.pub"),
+        }
+    }
+}
+
 /// Writes a fresh PKI into `dir` (overwriting any old one).
 pub fn generate(dir: &Path) -> Result<Pki> {
     std::fs::create_dir_all(dir)?;
-    let pki = Pki {
-        ca_cert: dir.join("ca.crt"),
-        serving_cert: dir.join("apiserver.crt"),
-        serving_key: dir.join("apiserver.key"),
-        admin_cert: dir.join("admin.crt"),
-        admin_key: dir.join("admin.key"),
-        service_account_key: dir.join("sa.key"),
-        service_account_pub: dir.join("sa.pub"),
-    };
+    let pki = Pki::at(dir);
 
     let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
@@ -86,4 +93,37 @@ pub fn generate(dir: &Path) -> Result<Pki> {
     // The verifying side reads public keys only.
     std::fs::write(&pki.service_account_pub, sa_key.public_key_pem())?;
     Ok(pki)
+}
+
+/// A serving certificate for webhooks on 127.0.0.1, with its own CA: `tls.crt` and `tls.key`
+/// in `dir` (controller-runtime's default names, for `--webhook-cert-dir`), and the CA's PEM
+/// returned for the webhook configurations' and CRDs' `caBundle`.
+pub fn webhook_serving(dir: &Path) -> Result<String> {
+    std::fs::create_dir_all(dir)?;
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "karpenter-capi e2e webhook CA");
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let key = KeyPair::generate()?;
+    let mut params =
+        CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "e2e webhooks");
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    let cert = params.signed_by(&key, &issuer)?;
+    std::fs::write(dir.join("tls.crt"), cert.pem())?;
+    std::fs::write(dir.join("tls.key"), key.serialize_pem())?;
+    Ok(ca_cert.pem())
 }

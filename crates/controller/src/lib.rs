@@ -1,6 +1,42 @@
 //! The controller: the only crate that talks to an API server.
 //!
-//! So far it holds [`cloudprovider`], which applies the CAPI adapter's plans; the
-//! reconcilers (provisioning loop, NodeClaim lifecycle, disruption) come later.
+//! Data flows one way: **watch** ([`state`], reflectors) -> **snapshot** ([`snapshot`],
+//! through the shared `karpenter-capi-snapshot` conversion) -> **core** (provisioner-core's
+//! `schedule` / `disrupt`) -> **decision** -> **adapter** ([`cloudprovider`], which applies
+//! capi-adapter's plans) -> **API writes**; status and events report back.
+//!
+//! One reconciler or loop per module, all sharing one [`context::Context`]:
+//! - [`provisioning`]: batches unschedulable pods, solves, creates NodeClaims.
+//! - [`lifecycle`]: NodeClaim Launched / Registered / Initialized, registration timeout.
+//! - [`termination`]: drain through evictions in tiers, then delete the Machine.
+//! - [`disruption`]: emptiness, drift, expiration and consolidation commands, validated
+//!   and executed with rollback.
+//! - [`gc`]: NodeClaims whose Machine vanished; Nodes deleted by hand.
+//! - [`status`]: ClusterAPINodeClass and NodePool status.
+//! - [`leader`], [`metrics`], [`server`], [`replay`]; [`runtime`] wires them.
+//!
+//! Nothing here is needed after a restart except what is in the API: every loop rebuilds
+//! from the reflectors, and launches and deletes are idempotent plans.
 
+pub mod catalogs;
 pub mod cloudprovider;
+pub mod context;
+pub mod disruption;
+pub mod error;
+pub mod gc;
+pub mod leader;
+pub mod lifecycle;
+pub mod metrics;
+pub mod nodeclaims;
+pub mod options;
+pub mod provisioning;
+pub mod replay;
+pub mod runtime;
+pub mod server;
+pub mod snapshot;
+pub mod state;
+pub mod status;
+pub mod termination;
+
+pub use options::Options;
+pub use runtime::{Clients, Running, start};

@@ -25,6 +25,7 @@ pub mod disruption;
 pub mod model;
 pub mod optimize;
 pub mod packing;
+pub mod replay;
 pub mod requirements;
 pub mod resources;
 pub mod result;

@@ -199,24 +199,19 @@ pub fn build(objects: &Objects<'_>) -> Built {
     }
 
     for p in &objects.pods {
-        if is_terminal(p)
-            || controller_kind(&p.metadata).as_deref() == Some("DaemonSet")
-                && p.spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_deref())
-                    .is_none()
-        {
-            continue;
-        }
         let bound = p
             .spec
             .as_ref()
             .and_then(|s| s.node_name.as_deref())
             .is_some_and(|n| !n.is_empty());
-        if !bound
-            && !(is_provisionable(p)
-                || objects.all_pending && p.metadata.deletion_timestamp.is_none())
-        {
+        let daemon = controller_kind(&p.metadata).as_deref() == Some("DaemonSet");
+        // Bound pods use their node; pending ones count only when the kube-scheduler gave up
+        // on them (or, for a static snapshot, whenever they are pending). A pending daemon
+        // pod is the DaemonSet's business, not a node to launch.
+        let pending_wanted = !daemon
+            && (is_provisionable(p)
+                || (objects.all_pending && p.metadata.deletion_timestamp.is_none()));
+        if is_terminal(p) || !(bound || pending_wanted) {
             continue;
         }
         match convert_pod(p, &objects.volumes) {

@@ -8,8 +8,11 @@
 //! This crate panics instead of returning errors: it is only ever used from tests, where
 //! a clear panic message is the most useful failure.
 
+pub mod e2e;
 pub mod gomod;
 pub mod versions;
+
+pub use e2e::{E2eEnv, e2e_client, e2e_env};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,11 +64,18 @@ pub fn kubeconfig_path_default() -> PathBuf {
 /// When the control plane's kubeconfig is missing or unusable (the message says how to
 /// start it).
 pub async fn client() -> Client {
-    let path = kubeconfig_path();
+    client_for(&kubeconfig_path()).await
+}
+
+/// A client from the kubeconfig at `path`.
+///
+/// # Panics
+/// When the kubeconfig is missing or unusable.
+pub async fn client_for(path: &std::path::Path) -> Client {
     if !path.exists() {
         panic!("{NOT_RUNNING} (no kubeconfig at {})", path.display());
     }
-    let kubeconfig = Kubeconfig::read_from(&path)
+    let kubeconfig = Kubeconfig::read_from(path)
         .unwrap_or_else(|e| panic!("{NOT_RUNNING} (cannot read {}: {e})", path.display()));
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await

@@ -24,6 +24,18 @@ pub const KARPENTER: (&str, &str) = ("sigs.k8s.io/karpenter", "v1.14.1");
 /// Cluster API: the release whose `config/crd/bases/` serve v1beta2 and whose k8s.io
 /// dependencies are at our Kubernetes release (v1.14 moved its CRDs to `core/config/`).
 pub const CLUSTER_API: (&str, &str) = ("sigs.k8s.io/cluster-api", "v1.13.6");
+/// kwok ("Kubernetes WithOut Kubelet"): plays the kubelets of the end-to-end environment's
+/// nodes. v0.8.0 is the newest release the Go proxy serves; it needs Go >= 1.26.0.
+pub const KWOK: (&str, &str) = ("sigs.k8s.io/kwok", "v0.8.0");
+/// Where kwok's Stage objects are inside its module (the e2e environment loads these five:
+/// nodes become Ready and keep a lease, pods become Ready, complete, and go when deleted).
+pub const KWOK_STAGES: &[&str] = &[
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "kustomize/stage/pod/fast/pod-ready.yaml",
+    "kustomize/stage/pod/fast/pod-complete.yaml",
+    "kustomize/stage/pod/fast/pod-delete.yaml",
+];
 /// OpenShift API: `machine.openshift.io/v1beta1` MachineSet and Machine CRDs. The module has
 /// no semver releases that Go resolves, so it is pinned to a commit.
 pub const OPENSHIFT_API: (&str, &str) = (

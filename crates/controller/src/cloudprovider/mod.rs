@@ -85,6 +85,8 @@ pub enum Error {
     TooManyConflicts(ResourceId, u32),
     #[error("launch batch for {0} ended without an answer")]
     BatchLost(ResourceId),
+    #[error("Machine {0} does not point back at NodeClaim {1}; it is left alone")]
+    MachineNotBound(MachineKey, String),
 }
 
 impl From<kube::Error> for Error {
@@ -613,6 +615,11 @@ impl CloudProvider {
     }
 
     /// Deletes the Machine bound to a NodeClaim (see [`Self::delete_machine`]).
+    ///
+    /// The binding is checked in both directions first: the claim names the Machine *and*
+    /// the Machine's label names the claim. A claim whose annotation points at a Machine
+    /// that serves another claim (or none: edited by hand, or restored from a backup) never
+    /// deletes it; it answers [`Error::MachineNotBound`] and the Machine stays.
     pub async fn delete_claim(&self, claim: &str) -> Result<DeleteOutcome, Error> {
         let Some(nc) = self.claims_api().get_opt(claim).await? else {
             return Err(Error::NodeClaimNotFound(claim.to_string()));
@@ -622,10 +629,36 @@ impl CloudProvider {
             .target
             .as_ref()
             .map_or(MachineApi::Capi, |t| t.kind.machine_api());
-        match view.machine {
-            Some(mk) => self.delete_machine(api, &mk).await,
-            None => Ok(DeleteOutcome::Gone),
+        let Some(mk) = view.machine else {
+            return Ok(DeleteOutcome::Gone);
+        };
+        let Some(machine) = self.inner.apis.get_machine(api, &mk).await? else {
+            return Ok(DeleteOutcome::Gone);
+        };
+        if !points_back(&machine, claim) {
+            return Err(Error::MachineNotBound(mk, claim.to_string()));
         }
+        self.delete_machine(api, &mk).await
+    }
+
+    /// The Machine a NodeClaim is bound to and, when it still exists and points back at the
+    /// claim, its view (`None` inside: the Machine is gone or serves another claim).
+    /// `Ok(None)`: the claim is not bound (yet).
+    pub async fn bound_machine(
+        &self,
+        claim: &NodeClaim,
+    ) -> Result<Option<(MachineKey, Option<MachineView>)>, Error> {
+        let view = ClaimView::from_meta(&claim.metadata);
+        let (Some(mk), Some(target)) = (view.machine, view.target) else {
+            return Ok(None);
+        };
+        let m = self
+            .inner
+            .apis
+            .get_machine(target.kind.machine_api(), &mk)
+            .await?
+            .filter(|m| points_back(m, &view.name));
+        Ok(Some((mk, m)))
     }
 
     /// Asks CAPI to delete one Machine: annotate it, lower replicas (never below min size,
@@ -817,6 +850,18 @@ impl CloudProvider {
     pub fn now() -> i64 {
         now_secs()
     }
+}
+
+/// Whether a Machine's binding label or annotation names this claim.
+fn points_back(m: &MachineView, claim: &str) -> bool {
+    m.labels
+        .get(keys::ours::NODECLAIM_LABEL)
+        .map(String::as_str)
+        == Some(binding_label_value(claim).as_str())
+        || m.annotations
+            .get(keys::ours::NODECLAIM_ANNOTATION)
+            .map(String::as_str)
+            == Some(claim)
 }
 
 enum BindError {

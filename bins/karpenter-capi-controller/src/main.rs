@@ -1,0 +1,253 @@
+//! karpenter-capi-controller: flags -> [`karpenter_capi_controller::Options`] and the two
+//! clients, then [`karpenter_capi_controller::start`]. No logic lives here.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use capi_adapter::objects::capi::CapiVersion;
+use clap::{Parser, ValueEnum};
+use karpenter_capi_controller::{Clients, Options};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum StrategyArg {
+    /// Price per unit of the binding resource decides node sizes (default).
+    CostAware,
+    /// Karpenter's own greedy, for comparison.
+    Karpenter,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// A Karpenter-compatible node autoscaler for Cluster API and OpenShift Machine API.
+#[derive(Debug, Parser)]
+#[command(name = "karpenter-capi-controller", version)]
+struct Cli {
+    /// Kubeconfig of the management cluster (MachineDeployments, MachineSets, Machines);
+    /// default: the workload cluster.
+    #[arg(long, env = "CLUSTER_API_KUBECONFIG")]
+    cluster_api_kubeconfig: Option<PathBuf>,
+    /// URL of the management cluster's API server (instead of a kubeconfig).
+    #[arg(long, env = "CLUSTER_API_URL")]
+    cluster_api_url: Option<String>,
+    /// Bearer token for --cluster-api-url.
+    #[arg(long, env = "CLUSTER_API_TOKEN", hide_env_values = true)]
+    cluster_api_token: Option<String>,
+    /// Base64 PEM CA bundle for --cluster-api-url.
+    #[arg(long, env = "CLUSTER_API_CERTIFICATE_AUTHORITY_DATA")]
+    cluster_api_certificate_authority_data: Option<String>,
+    /// Do not verify the management API server's certificate (tests only).
+    #[arg(long, env = "CLUSTER_API_SKIP_TLS_VERIFY")]
+    cluster_api_skip_tls_verify: bool,
+    /// Kubeconfig of the workload cluster; default: in-cluster or $KUBECONFIG.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Cluster API version the management cluster serves.
+    #[arg(long, default_value = "v1beta2", value_parser = ["v1beta2", "v1beta1"])]
+    cluster_api_version: String,
+    /// Where /metrics, /healthz and /readyz are served.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_bind_address: SocketAddr,
+    /// Where the probes are served (the same endpoints; 0 = only the metrics address).
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    health_probe_bind_address: SocketAddr,
+    /// Elect a leader with a Lease (run two replicas for availability).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Namespace of the leader Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "karpenter")]
+    leader_election_namespace: String,
+    /// This replica's identity in the Lease.
+    #[arg(long, env = "POD_NAME", default_value = "karpenter-capi")]
+    identity: String,
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    #[arg(long, value_enum, default_value = "cost-aware")]
+    strategy: StrategyArg,
+    /// Re-plan consolidation replacements with the ILP optimiser.
+    #[arg(long)]
+    optimize: bool,
+    /// Close a provisioning batch after this long without a new pending pod.
+    #[arg(long, default_value = "1s", value_parser = duration)]
+    batch_idle_duration: Duration,
+    /// Close a provisioning batch this long after it opened.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    batch_max_duration: Duration,
+    /// Delete a NodeClaim whose Node has not registered by then.
+    #[arg(long, default_value = "15m", value_parser = duration)]
+    registration_timeout: Duration,
+    /// How often disruption decides.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    disruption_interval: Duration,
+    /// How long a disruption command waits before re-validation.
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    validation_delay: Duration,
+    /// Turn consolidation, drift and expiration off.
+    #[arg(long)]
+    disable_disruption: bool,
+    /// Manage only NodePools with these labels (`k=v,k2=v2`), e.g. to split a cluster
+    /// between two controllers.
+    #[arg(long, value_parser = labels)]
+    nodepool_selector: Option<BTreeMap<String, String>>,
+    /// Write every decision here as a replayable JSON file (`karpenter-capi-sim replay`).
+    #[arg(long)]
+    replay_dir: Option<PathBuf>,
+}
+
+fn labels(s: &str) -> Result<BTreeMap<String, String>, String> {
+    s.split(',')
+        .filter(|kv| !kv.trim().is_empty())
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                Ok((k.trim().to_string(), v.trim().to_string()))
+            }
+            _ => Err(format!("`{kv}` is not key=value")),
+        })
+        .collect()
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    karpenter_api_duration(s)
+}
+
+fn karpenter_api_duration(s: &str) -> Result<Duration, String> {
+    provisioner_core::disruption::duration::parse_go_duration(s)
+        .map(Duration::from_secs_f64)
+        .map_err(|e| e.to_string())
+}
+
+async fn workload_client(cli: &Cli) -> Result<Client> {
+    let config = match &cli.kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
+        }
+        None => Config::infer()
+            .await
+            .context("no workload cluster config")?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+async fn management_client(cli: &Cli, workload: &Client) -> Result<Client> {
+    if let Some(path) = &cli.cluster_api_kubeconfig {
+        let kc = Kubeconfig::read_from(path)
+            .with_context(|| format!("reading --cluster-api-kubeconfig {}", path.display()))?;
+        let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+        return Ok(Client::try_from(config)?);
+    }
+    if let Some(url) = &cli.cluster_api_url {
+        // An in-memory kubeconfig, so kube parses the CA and token as it does from a file.
+        let kc = Kubeconfig {
+            clusters: vec![kube::config::NamedCluster {
+                name: "management".into(),
+                cluster: Some(kube::config::Cluster {
+                    server: Some(url.clone()),
+                    certificate_authority_data: cli.cluster_api_certificate_authority_data.clone(),
+                    insecure_skip_tls_verify: Some(cli.cluster_api_skip_tls_verify),
+                    ..Default::default()
+                }),
+                other: Default::default(),
+            }],
+            auth_infos: vec![kube::config::NamedAuthInfo {
+                name: "management".into(),
+                auth_info: Some(kube::config::AuthInfo {
+                    token: cli.cluster_api_token.clone().map(Into::into),
+                    ..Default::default()
+                }),
+                other: Default::default(),
+            }],
+            contexts: vec![kube::config::NamedContext {
+                name: "management".into(),
+                context: Some(kube::config::Context {
+                    cluster: "management".into(),
+                    user: Some("management".into()),
+                    ..Default::default()
+                }),
+                other: Default::default(),
+            }],
+            current_context: Some("management".into()),
+            ..Default::default()
+        };
+        let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .context("--cluster-api-url and its token/CA flags")?;
+        return Ok(Client::try_from(config)?);
+    }
+    if cli.cluster_api_token.is_some() || cli.cluster_api_certificate_authority_data.is_some() {
+        bail!(
+            "--cluster-api-token and --cluster-api-certificate-authority-data need --cluster-api-url"
+        );
+    }
+    Ok(workload.clone())
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    match cli.log_format {
+        LogFormat::Text => tracing_subscriber::fmt().with_env_filter(filter).init(),
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .init(),
+    }
+    let workload = workload_client(&cli).await?;
+    let management = management_client(&cli, &workload).await?;
+    let mut options = Options {
+        strategy: match cli.strategy {
+            StrategyArg::CostAware => provisioner_core::Strategy::CostAware,
+            StrategyArg::Karpenter => provisioner_core::Strategy::KarpenterBaseline,
+        },
+        optimize: cli.optimize,
+        batch_idle: cli.batch_idle_duration,
+        batch_max: cli.batch_max_duration,
+        registration_timeout: cli.registration_timeout,
+        disruption_interval: cli.disruption_interval,
+        validation_delay: cli.validation_delay,
+        disruption: !cli.disable_disruption,
+        replay_dir: cli.replay_dir.clone(),
+        leader_elect: cli.leader_elect,
+        leader_election_namespace: cli.leader_election_namespace.clone(),
+        identity: cli.identity.clone(),
+        nodepool_selector: cli.nodepool_selector.clone(),
+        ..Options::default()
+    };
+    options.cloud.capi_version = if cli.cluster_api_version == "v1beta1" {
+        CapiVersion::V1Beta1
+    } else {
+        CapiVersion::V1Beta2
+    };
+    let mut addresses = vec![cli.metrics_bind_address];
+    if cli.health_probe_bind_address.port() != 0
+        && cli.health_probe_bind_address != cli.metrics_bind_address
+    {
+        addresses.push(cli.health_probe_bind_address);
+    }
+    let running = karpenter_capi_controller::start(
+        Clients {
+            workload,
+            management,
+        },
+        options,
+        &addresses,
+    )
+    .await
+    .context("starting the controller")?;
+    tracing::info!(addresses = ?running.addresses, "serving metrics and probes");
+    tokio::signal::ctrl_c().await?;
+    tracing::info!("stopping");
+    running.stop();
+    Ok(())
+}

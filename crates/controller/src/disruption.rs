@@ -1,0 +1,405 @@
+//! Disruption: every `disruption_interval` the core decides at most one command (emptiness,
+//! expiration, drift, consolidation, in Karpenter's order, within NodePool budgets, PDBs and
+//! `karpenter.sh/do-not-disrupt`); the command waits `validation_delay`, is re-validated on
+//! a fresh snapshot, then carried out: taint the candidates `karpenter.sh/disrupted`, create
+//! the replacements, wait until they are initialized, delete the candidates' NodeClaims
+//! (termination drains them). A validation failure drops the command; a replacement that
+//! does not initialize in time rolls it back (candidates untainted, replacements deleted).
+//! One command at a time: while one is executing, or a NodeClaim is still terminating, the
+//! loop decides nothing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Taint;
+use karpenter_api::{NodeClaim, wellknown};
+use kube::{Resource, ResourceExt};
+use provisioner_core::disruption::{Command, Destination, DisruptionOptions, Method};
+use provisioner_core::replay::DisruptionRecord;
+use provisioner_core::resources::pod_requests;
+use provisioner_core::{PodRef, SchedulingOptions};
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::metrics::DecisionLabels;
+use crate::nodeclaims::{self, ClaimRequest, is_true};
+use crate::termination::patch_taints;
+
+/// What one loop did (tests and logs).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    NotLeader,
+    Busy(String),
+    NoCommand,
+    Invalidated(Vec<String>),
+    RolledBack(String),
+    Executed {
+        method: Method,
+        deleted: Vec<String>,
+        replacements: Vec<String>,
+    },
+}
+
+/// Runs until the process stops.
+pub async fn run(ctx: Arc<Context>) {
+    loop {
+        tokio::time::sleep(ctx.options.disruption_interval).await;
+        match tick(&ctx).await {
+            Ok(Outcome::Executed {
+                method,
+                deleted,
+                replacements,
+            }) => {
+                tracing::info!(
+                    ?method,
+                    ?deleted,
+                    ?replacements,
+                    "disruption command executed"
+                )
+            }
+            Ok(Outcome::Invalidated(why)) => {
+                tracing::info!(?why, "disruption command dropped at validation")
+            }
+            Ok(Outcome::RolledBack(why)) => tracing::warn!(why, "disruption command rolled back"),
+            Ok(_) => {}
+            Err(e) => {
+                ctx.metrics
+                    .reconcile_errors
+                    .get_or_create(&crate::metrics::ControllerLabels {
+                        controller: "disruption".into(),
+                    })
+                    .inc();
+                tracing::warn!(error = %e, "disruption loop failed");
+            }
+        }
+    }
+}
+
+fn options(ctx: &Context) -> DisruptionOptions {
+    DisruptionOptions {
+        optimize_replacements: ctx.options.optimize,
+        scheduling: SchedulingOptions {
+            strategy: ctx.options.strategy,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// Marks the nodes provisioning promised pods to (by node or NodeClaim name).
+fn nominated(ctx: &Context, mut built: kcapi_snapshot::Built) -> kcapi_snapshot::Built {
+    for n in &mut built.snapshot.nodes {
+        let claim = built.claims_by_node.get(&n.name);
+        n.nominated |= ctx.is_nominated(&n.name) || claim.is_some_and(|c| ctx.is_nominated(c));
+    }
+    built
+}
+
+/// One disruption loop.
+pub async fn tick(ctx: &Arc<Context>) -> Result<Outcome> {
+    if !ctx.is_leader() {
+        return Ok(Outcome::NotLeader);
+    }
+    if !ctx.options.disruption {
+        return Ok(Outcome::NoCommand);
+    }
+    if !ctx.state.synced() {
+        return Err(Error::NotSynced);
+    }
+    if let Some(c) = ctx
+        .nodeclaims()
+        .iter()
+        .find(|c| c.meta().deletion_timestamp.is_some())
+    {
+        return Ok(Outcome::Busy(format!(
+            "nodeclaim {} is terminating",
+            c.name_any()
+        )));
+    }
+    let catalogs = ctx.catalogs().await;
+    let built = nominated(ctx, crate::snapshot::build(ctx, &catalogs, Context::now()));
+    let cost: f64 = built
+        .snapshot
+        .nodes
+        .iter()
+        .filter(|n| n.nodepool.is_some())
+        .map(|n| n.price)
+        .sum();
+    ctx.metrics.managed_cost_per_hour.set(cost);
+    let opts = options(ctx);
+    let snapshot = Arc::new(built.snapshot);
+    let (s, o) = (snapshot.clone(), opts.clone());
+    let decision =
+        tokio::task::spawn_blocking(move || provisioner_core::disruption::disrupt(&s, &o))
+            .await
+            .map_err(|e| Error::Invalid(format!("disruption task failed: {e}")))?;
+    crate::replay::write_disruption(
+        &ctx.options,
+        &DisruptionRecord {
+            snapshot: (*snapshot).clone(),
+            options: opts.clone(),
+            decision: decision.clone(),
+        },
+    );
+    let Some(command) = decision.command else {
+        return Ok(Outcome::NoCommand);
+    };
+    tracing::info!(method = ?command.method, candidates = ?command.candidate_names(), replacements = command.replacements.len(), saving = command.saving_per_hour, summary = %command.rationale.summary, "disruption command; validating after the delay");
+    tokio::time::sleep(ctx.options.validation_delay).await;
+    if !ctx.is_leader() {
+        return Ok(Outcome::NotLeader);
+    }
+    let catalogs = ctx.catalogs().await;
+    let fresh = nominated(ctx, crate::snapshot::build(ctx, &catalogs, Context::now()));
+    let (s, o, c) = (fresh.snapshot.clone(), opts.clone(), command.clone());
+    let validation = tokio::task::spawn_blocking(move || {
+        provisioner_core::disruption::validate_with(&c, &s, &o, &o.scheduling)
+    })
+    .await
+    .map_err(|e| Error::Invalid(format!("validation task failed: {e}")))?;
+    if !validation.valid {
+        return Ok(Outcome::Invalidated(validation.failures));
+    }
+    execute(ctx, &command, &fresh, &catalogs).await
+}
+
+/// Carries out a validated command.
+async fn execute(
+    ctx: &Arc<Context>,
+    command: &Command,
+    built: &kcapi_snapshot::Built,
+    catalogs: &crate::catalogs::Catalogs,
+) -> Result<Outcome> {
+    let claims: Vec<Arc<NodeClaim>> = command
+        .candidates
+        .iter()
+        .filter_map(|c| built.claims_by_node.get(&c.name))
+        .filter_map(|n| ctx.state.nodeclaim(n))
+        .collect();
+    if claims.len() != command.candidates.len() {
+        return Ok(Outcome::Invalidated(vec![
+            "a candidate has no NodeClaim any more".into(),
+        ]));
+    }
+    for c in &command.candidates {
+        set_disrupted_taint(ctx, &c.name, true).await?;
+    }
+    let mut replacements = Vec::new();
+    let nodepools: BTreeMap<String, _> = ctx
+        .nodepools()
+        .into_iter()
+        .map(|np| (np.name_any(), np))
+        .collect();
+    let pods: BTreeMap<PodRef, &provisioner_core::Pod> = built
+        .snapshot
+        .pods
+        .iter()
+        .map(|p| {
+            (
+                PodRef {
+                    namespace: p.namespace.clone(),
+                    name: p.name.clone(),
+                },
+                p,
+            )
+        })
+        .collect();
+    for r in &command.replacements {
+        let Some(np) = nodepools.get(&r.nodepool) else {
+            return rollback(
+                ctx,
+                command,
+                &replacements,
+                format!("NodePool {} is gone", r.nodepool),
+            )
+            .await;
+        };
+        let mut requests = provisioner_core::Resources::default();
+        for m in &command.moves {
+            if m.to == Destination::Replacement(r.name.clone())
+                && let Some(p) = pods.get(&m.pod)
+            {
+                requests.add_assign(&pod_requests(p));
+            }
+        }
+        let req = ClaimRequest {
+            nodepool: &r.nodepool,
+            requirements: &r.requirements,
+            options: &r.instance_type_options,
+            launch: &r.launch,
+            requests,
+        };
+        match nodeclaims::create(ctx, np, &req, catalogs, "disruption").await {
+            Ok(nc) => {
+                let name = nc.name_any();
+                crate::lifecycle::launch_soon(ctx, &name);
+                replacements.push(name);
+            }
+            Err(e) => {
+                return rollback(
+                    ctx,
+                    command,
+                    &replacements,
+                    format!("could not create a replacement: {e}"),
+                )
+                .await;
+            }
+        }
+    }
+    if !replacements.is_empty() {
+        let deadline = tokio::time::Instant::now() + ctx.options.replacement_timeout;
+        loop {
+            let states: Vec<Option<Arc<NodeClaim>>> = replacements
+                .iter()
+                .map(|n| ctx.state.nodeclaim(n))
+                .collect();
+            if states
+                .iter()
+                .all(|c| c.as_ref().is_some_and(|c| is_true(c, "Initialized")))
+            {
+                break;
+            }
+            let lost = states.iter().zip(&replacements).find(|(c, _)| {
+                c.as_ref()
+                    .is_none_or(|c| c.meta().deletion_timestamp.is_some())
+            });
+            if let Some((_, name)) = lost {
+                // Give the reflector a moment: a claim just created may not be seen yet.
+                if nodeclaims::await_observed(
+                    ctx,
+                    std::slice::from_ref(name),
+                    Duration::from_secs(5),
+                )
+                .await
+                    && ctx
+                        .state
+                        .nodeclaim(name)
+                        .is_some_and(|c| c.meta().deletion_timestamp.is_none())
+                {
+                    continue;
+                }
+                return rollback(
+                    ctx,
+                    command,
+                    &replacements,
+                    format!("replacement {name} failed to launch"),
+                )
+                .await;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return rollback(
+                    ctx,
+                    command,
+                    &replacements,
+                    "replacements did not initialize in time".into(),
+                )
+                .await;
+            }
+            tokio::select! {
+                _ = ctx.state.nodes_changed.notified() => {}
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+    }
+    let mut deleted = Vec::new();
+    for c in &claims {
+        crate::lifecycle::delete_claim(c, ctx, &format!("{:?}", command.reason).to_lowercase())
+            .await?;
+        ctx.event(
+            &c.object_ref(&()),
+            false,
+            "DisruptionTerminating",
+            "Disrupt",
+            format!(
+                "Disrupting NodeClaim: {} ({})",
+                command.rationale.summary,
+                reason_word(command)
+            ),
+        )
+        .await;
+        deleted.push(c.name_any());
+    }
+    ctx.metrics
+        .disruption_decisions
+        .get_or_create(&DecisionLabels {
+            decision: if command.is_delete() {
+                "delete"
+            } else {
+                "replace"
+            }
+            .into(),
+            reason: reason_word(command),
+            consolidation_type: consolidation_type(command),
+        })
+        .inc();
+    Ok(Outcome::Executed {
+        method: command.method,
+        deleted,
+        replacements,
+    })
+}
+
+fn reason_word(command: &Command) -> String {
+    format!("{:?}", command.reason).to_lowercase()
+}
+
+fn consolidation_type(command: &Command) -> String {
+    match command.method {
+        Method::Consolidation if command.candidates.len() > 1 => "multi".into(),
+        Method::Consolidation => "single".into(),
+        Method::Emptiness => "empty".into(),
+        _ => String::new(),
+    }
+}
+
+/// Undoes a command that cannot finish: candidates untainted, replacements deleted.
+async fn rollback(
+    ctx: &Arc<Context>,
+    command: &Command,
+    replacements: &[String],
+    why: String,
+) -> Result<Outcome> {
+    for c in &command.candidates {
+        if let Err(e) = set_disrupted_taint(ctx, &c.name, false).await {
+            tracing::warn!(node = %c.name, error = %e, "could not remove the disrupted taint");
+        }
+    }
+    for name in replacements {
+        if let Some(c) = ctx.state.nodeclaim(name)
+            && !is_true(&c, "Initialized")
+            && let Err(e) = crate::lifecycle::delete_claim(&c, ctx, "rollback").await
+        {
+            tracing::warn!(nodeclaim = %name, error = %e, "could not delete a replacement");
+        }
+    }
+    Ok(Outcome::RolledBack(why))
+}
+
+async fn set_disrupted_taint(ctx: &Context, node: &str, on: bool) -> Result<()> {
+    let Some(n) = ctx.state.node(node) else {
+        return Ok(());
+    };
+    let mut taints = n
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let has = taints
+        .iter()
+        .any(|t| t.key == wellknown::DISRUPTED_TAINT_KEY);
+    if has == on {
+        return Ok(());
+    }
+    if on {
+        taints.push(Taint {
+            key: wellknown::DISRUPTED_TAINT_KEY.into(),
+            effect: "NoSchedule".into(),
+            value: None,
+            time_added: None,
+        });
+    } else {
+        taints.retain(|t| t.key != wellknown::DISRUPTED_TAINT_KEY);
+    }
+    patch_taints(&n, taints, ctx).await
+}

@@ -1,0 +1,71 @@
+//! What a user can tune; the binary fills this from flags. Defaults are upstream Karpenter's.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use provisioner_core::Strategy;
+
+use crate::cloudprovider;
+
+/// Controller settings.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Planner for new nodes (cost-aware by default; `KarpenterBaseline` for the faithful one).
+    pub strategy: Strategy,
+    /// Re-plan consolidation replacements with the optimiser.
+    pub optimize: bool,
+    /// A provisioning batch closes after this long without a new pending pod...
+    pub batch_idle: Duration,
+    /// ...or this long after its first.
+    pub batch_max: Duration,
+    /// A launched NodeClaim whose Node has not registered by then is deleted.
+    pub registration_timeout: Duration,
+    /// How often the disruption loop decides.
+    pub disruption_interval: Duration,
+    /// How long a disruption command waits before it is re-validated (Karpenter: 15 s).
+    pub validation_delay: Duration,
+    /// How long a command waits for its replacements to initialize before rolling back.
+    pub replacement_timeout: Duration,
+    /// How often NodeClaims whose Machine vanished are collected.
+    pub gc_interval: Duration,
+    /// Disruption on or off (off: provisioning and lifecycle only).
+    pub disruption: bool,
+    /// Write every provisioning round and disruption decision here as replayable JSON.
+    pub replay_dir: Option<PathBuf>,
+    /// Leader election: off runs as the only instance.
+    pub leader_elect: bool,
+    /// Namespace of the Lease (and of cluster-scoped objects' events).
+    pub leader_election_namespace: String,
+    /// This instance's identity in the Lease (the pod name in a cluster).
+    pub identity: String,
+    /// Manage only the NodePools carrying these labels (and their NodeClaims and
+    /// NodeClasses); `None` manages all. Lets two controllers split one cluster (blue/green
+    /// upgrades, and the tests, which share one API server).
+    pub nodepool_selector: Option<BTreeMap<String, String>>,
+    /// The cloud provider's tunables.
+    pub cloud: cloudprovider::Config,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            strategy: Strategy::CostAware,
+            optimize: false,
+            batch_idle: Duration::from_secs(1),
+            batch_max: Duration::from_secs(10),
+            registration_timeout: Duration::from_secs(15 * 60),
+            disruption_interval: Duration::from_secs(10),
+            validation_delay: Duration::from_secs(15),
+            replacement_timeout: Duration::from_secs(10 * 60),
+            gc_interval: Duration::from_secs(120),
+            disruption: true,
+            replay_dir: None,
+            leader_elect: true,
+            leader_election_namespace: "karpenter".into(),
+            identity: "karpenter-capi".into(),
+            nodepool_selector: None,
+            cloud: cloudprovider::Config::default(),
+        }
+    }
+}

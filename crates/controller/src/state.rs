@@ -1,0 +1,266 @@
+//! Cluster state: one reflector (a watch-fed in-memory store) per kind the decisions read.
+//!
+//! Every decision reads from these stores, never from ad-hoc lists, so provisioning,
+//! disruption and the lifecycle reconcilers see one consistent picture, and nothing is kept
+//! that a restart cannot rebuild from the API. [`ClusterState::synced`] is Karpenter's
+//! `Synced()`: no decision is taken until every store has listed its kind once (after a
+//! watch desync the store re-lists and is unsynced until that list completes), so a NodeClaim
+//! that exists but was not yet seen can never be launched for twice.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use karpenter_api::nodeclass::ClusterAPINodeClass;
+use karpenter_api::{NodeClaim, NodePool};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+
+/// A store and whether its initial list has completed.
+#[derive(Clone)]
+pub struct Reflected<K: Resource + Clone + 'static>
+where
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    pub store: Store<K>,
+    synced: Arc<AtomicBool>,
+    kind: &'static str,
+}
+
+impl<K: Resource + Clone + 'static> Debug for Reflected<K>
+where
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reflected")
+            .field("kind", &self.kind)
+            .field("synced", &self.is_synced())
+            .finish()
+    }
+}
+
+impl<K: Resource + Clone + 'static> Reflected<K>
+where
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    pub fn state(&self) -> Vec<Arc<K>> {
+        self.store.state()
+    }
+}
+
+/// Metadata nobody here reads, dropped before storing: at thousands of pods the managed
+/// fields and last-applied annotations are most of an object's bytes.
+fn slim<K: Resource>(o: &mut K) {
+    let meta = o.meta_mut();
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// Starts a reflector for `api`; `on_change` runs for every object the watch delivers.
+fn reflect<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    kind: &'static str,
+    on_change: impl Fn(&K) + Send + 'static,
+) -> Reflected<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone + Default,
+{
+    let (store, writer) = reflector::store();
+    let synced = Arc::new(AtomicBool::new(false));
+    let flag = synced.clone();
+    let stream = watcher::watcher(api, config)
+        .default_backoff()
+        .modify(slim::<K>)
+        .reflect(writer);
+    tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(ev) = stream.next().await {
+            match ev {
+                Ok(Event::Init) => flag.store(false, Ordering::Release),
+                Ok(Event::InitDone) => {
+                    flag.store(true, Ordering::Release);
+                    tracing::debug!(kind, "synced");
+                }
+                Ok(Event::Apply(o)) | Ok(Event::Delete(o)) | Ok(Event::InitApply(o)) => {
+                    on_change(&o)
+                }
+                Err(e) => tracing::warn!(kind, error = %e, "watch failed; retrying with back-off"),
+            }
+        }
+    });
+    Reflected {
+        store,
+        synced,
+        kind,
+    }
+}
+
+/// For kinds whose changes wake nothing.
+fn ignore<K>(_: &K) {}
+
+/// Every store the controller decides from.
+#[derive(Clone, Debug)]
+pub struct ClusterState {
+    pub pods: Reflected<Pod>,
+    pub nodes: Reflected<Node>,
+    pub nodeclaims: Reflected<NodeClaim>,
+    pub nodepools: Reflected<NodePool>,
+    pub nodeclasses: Reflected<ClusterAPINodeClass>,
+    pub daemonsets: Reflected<DaemonSet>,
+    pub pdbs: Reflected<PodDisruptionBudget>,
+    pub namespaces: Reflected<Namespace>,
+    pub pvcs: Reflected<PersistentVolumeClaim>,
+    pub pvs: Reflected<PersistentVolume>,
+    pub storageclasses: Reflected<StorageClass>,
+    pub csinodes: Reflected<CSINode>,
+    /// Woken when a pod the kube-scheduler gave up on appears or changes.
+    pub pending_pods: Arc<Notify>,
+    /// Woken when a NodeClaim or Node changes (the lifecycle and disruption wait on it).
+    pub nodes_changed: Arc<Notify>,
+}
+
+impl ClusterState {
+    /// Starts every reflector on the workload cluster.
+    pub fn start(client: &Client) -> Self {
+        let pending_pods = Arc::new(Notify::new());
+        let nodes_changed = Arc::new(Notify::new());
+        let cfg = watcher::Config::default;
+        let pp = pending_pods.clone();
+        let pods = reflect(
+            Api::<Pod>::all(client.clone()),
+            cfg(),
+            "Pod",
+            move |p: &Pod| {
+                if kcapi_snapshot::pod::is_provisionable(p) {
+                    pp.notify_one();
+                }
+            },
+        );
+        let nc = nodes_changed.clone();
+        let nodes = reflect(Api::<Node>::all(client.clone()), cfg(), "Node", move |_| {
+            nc.notify_waiters()
+        });
+        let nc = nodes_changed.clone();
+        let nodeclaims = reflect(
+            Api::<NodeClaim>::all(client.clone()),
+            cfg(),
+            "NodeClaim",
+            move |_| nc.notify_waiters(),
+        );
+        ClusterState {
+            pods,
+            nodes,
+            nodeclaims,
+            nodepools: reflect(Api::all(client.clone()), cfg(), "NodePool", ignore),
+            nodeclasses: reflect(
+                Api::all(client.clone()),
+                cfg(),
+                "ClusterAPINodeClass",
+                ignore,
+            ),
+            daemonsets: reflect(Api::all(client.clone()), cfg(), "DaemonSet", ignore),
+            pdbs: reflect(
+                Api::all(client.clone()),
+                cfg(),
+                "PodDisruptionBudget",
+                ignore,
+            ),
+            namespaces: reflect(Api::all(client.clone()), cfg(), "Namespace", ignore),
+            pvcs: reflect(
+                Api::all(client.clone()),
+                cfg(),
+                "PersistentVolumeClaim",
+                ignore,
+            ),
+            pvs: reflect(Api::all(client.clone()), cfg(), "PersistentVolume", ignore),
+            storageclasses: reflect(Api::all(client.clone()), cfg(), "StorageClass", ignore),
+            csinodes: reflect(Api::all(client.clone()), cfg(), "CSINode", ignore),
+            pending_pods,
+            nodes_changed,
+        }
+    }
+
+    /// Kinds whose initial list has not completed.
+    pub fn unsynced(&self) -> Vec<&'static str> {
+        let all = [
+            (self.pods.kind, self.pods.is_synced()),
+            (self.nodes.kind, self.nodes.is_synced()),
+            (self.nodeclaims.kind, self.nodeclaims.is_synced()),
+            (self.nodepools.kind, self.nodepools.is_synced()),
+            (self.nodeclasses.kind, self.nodeclasses.is_synced()),
+            (self.daemonsets.kind, self.daemonsets.is_synced()),
+            (self.pdbs.kind, self.pdbs.is_synced()),
+            (self.namespaces.kind, self.namespaces.is_synced()),
+            (self.pvcs.kind, self.pvcs.is_synced()),
+            (self.pvs.kind, self.pvs.is_synced()),
+            (self.storageclasses.kind, self.storageclasses.is_synced()),
+            (self.csinodes.kind, self.csinodes.is_synced()),
+        ];
+        all.iter().filter(|(_, s)| !s).map(|(k, _)| *k).collect()
+    }
+
+    /// Karpenter's `Synced()`: every store has listed its kind.
+    pub fn synced(&self) -> bool {
+        self.unsynced().is_empty()
+    }
+
+    /// Waits until synced, checking every 100 ms, at most `timeout`.
+    pub async fn wait_synced(&self, timeout: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !self.synced() {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        true
+    }
+
+    /// The NodeClaim by name, from the store.
+    pub fn nodeclaim(&self, name: &str) -> Option<Arc<NodeClaim>> {
+        self.nodeclaims
+            .state()
+            .into_iter()
+            .find(|c| c.name_any() == name)
+    }
+
+    /// The Node with this providerID.
+    pub fn node_by_provider_id(&self, provider_id: &str) -> Option<Arc<Node>> {
+        self.nodes
+            .state()
+            .into_iter()
+            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
+    }
+
+    /// The Node by name.
+    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.nodes
+            .state()
+            .into_iter()
+            .find(|n| n.name_any() == name)
+    }
+
+    /// Pods bound to a node.
+    pub fn pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
+        self.pods
+            .store
+            .state_filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+    }
+}

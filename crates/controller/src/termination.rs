@@ -1,0 +1,325 @@
+//! Termination of a deleted NodeClaim, as upstream: taint the Node
+//! `karpenter.sh/disrupted:NoSchedule`, evict its pods through the Eviction API in tiers
+//! (non-critical non-daemon, non-critical daemon, critical non-daemon, critical daemon; a tier
+//! starts when the one before is empty), honour PDBs (429: retry later) until the claim's
+//! `terminationGracePeriod` is over (then pods are deleted), wait for volume attachments,
+//! then delete the Machine through the cloud provider until it is gone, and only then drop
+//! the finalizers. A Node deleted by hand (`kubectl delete node`) terminates its claim.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+use karpenter_api::{NodeClaim, wellknown};
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use capi_adapter::plan::DeleteOutcome;
+
+use crate::cloudprovider::Error as CloudError;
+use crate::context::Context;
+use crate::error::{Result, is_not_found, is_too_many_requests};
+use crate::metrics::NodePoolReason;
+use crate::nodeclaims::{condition, patch_status, set_condition};
+
+const CRITICAL: [&str; 2] = ["system-cluster-critical", "system-node-critical"];
+const MIRROR: &str = "kubernetes.io/config.mirror";
+
+/// Finishes a deleted NodeClaim; requeues until its Machine is gone.
+pub async fn finalize(claim: &NodeClaim, ctx: &Context) -> Result<Action> {
+    if !claim
+        .finalizers()
+        .iter()
+        .any(|f| f == wellknown::TERMINATION_FINALIZER)
+    {
+        return Ok(Action::await_change());
+    }
+    let name = claim.name_any();
+    let node = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .and_then(|n| ctx.state.node(n))
+        .or_else(|| {
+            claim
+                .status
+                .as_ref()
+                .and_then(|s| s.provider_id.as_deref())
+                .and_then(|p| ctx.state.node_by_provider_id(p))
+        });
+    if let Some(node) = &node {
+        taint_disrupted(node, ctx).await?;
+        let deadline = grace_deadline(claim);
+        let past_grace = deadline.is_some_and(|d| Context::now() >= d);
+        if !drain(node, ctx, past_grace).await? {
+            return Ok(Action::requeue(Duration::from_secs(2)));
+        }
+        if !past_grace && volumes_attached(node, ctx).await? {
+            return Ok(Action::requeue(Duration::from_secs(2)));
+        }
+    }
+    let outcome = match ctx.cloud.delete_claim(&name).await {
+        Ok(o) => o,
+        Err(CloudError::MachineNotBound(m, _)) => {
+            ctx.event(
+                &claim.object_ref(&()),
+                true,
+                "MachineNotBound",
+                "Terminate",
+                format!("Machine {m} does not point back at this NodeClaim; it is left alone"),
+            )
+            .await;
+            DeleteOutcome::Gone
+        }
+        Err(CloudError::NodeClaimNotFound(_)) => return Ok(Action::await_change()),
+        Err(e) => return Err(e.into()),
+    };
+    match outcome {
+        DeleteOutcome::Gone => {}
+        other => {
+            let conditions = claim.status.as_ref().and_then(|s| s.conditions.as_ref());
+            if !crate::nodeclaims::is_true(claim, "InstanceTerminating") {
+                let mut conds = conditions.cloned().unwrap_or_default();
+                set_condition(
+                    &mut conds,
+                    condition(
+                        conditions,
+                        "InstanceTerminating",
+                        true,
+                        "InstanceTerminating",
+                        &format!("{other:?}"),
+                        None,
+                    ),
+                );
+                patch_status(ctx, &name, json!({ "conditions": conds })).await?;
+            }
+            return Ok(Action::requeue(Duration::from_secs(2)));
+        }
+    }
+    if let Some(node) = &node {
+        release_node(node, ctx).await?;
+    }
+    remove_finalizer(claim, ctx).await?;
+    ctx.catalogs.invalidate().await;
+    ctx.metrics
+        .nodeclaims_terminated
+        .get_or_create(&NodePoolReason {
+            nodepool: crate::lifecycle::nodepool_of(claim),
+            reason: "deleted".into(),
+        })
+        .inc();
+    tracing::info!(nodeclaim = %name, "terminated");
+    Ok(Action::await_change())
+}
+
+/// When the grace period ends (seconds since the epoch), if the claim has one.
+fn grace_deadline(claim: &NodeClaim) -> Option<i64> {
+    let tgp = claim.spec.termination_grace_period.as_deref()?;
+    let d = karpenter_api::parse_go_duration(tgp).ok()?;
+    let start = claim.meta().deletion_timestamp.as_ref()?.0.as_second();
+    Some(start + d.as_secs() as i64)
+}
+
+async fn taint_disrupted(node: &Node, ctx: &Context) -> Result<()> {
+    let mut taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    if taints
+        .iter()
+        .any(|t| t.key == wellknown::DISRUPTED_TAINT_KEY)
+    {
+        return Ok(());
+    }
+    taints.push(Taint {
+        key: wellknown::DISRUPTED_TAINT_KEY.into(),
+        effect: "NoSchedule".into(),
+        value: None,
+        time_added: None,
+    });
+    patch_taints(node, taints, ctx).await
+}
+
+/// Replaces a Node's taints, guarded by its resourceVersion.
+pub async fn patch_taints(node: &Node, taints: Vec<Taint>, ctx: &Context) -> Result<()> {
+    let api: Api<Node> = Api::all(ctx.workload.clone());
+    let patch = json!({
+        "metadata": {"resourceVersion": node.resource_version()},
+        "spec": {"taints": taints},
+    });
+    match api
+        .patch(
+            &node.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn is_daemon(p: &Pod) -> bool {
+    kcapi_snapshot::pod::controller_kind(&p.metadata).as_deref() == Some("DaemonSet")
+}
+
+fn is_critical(p: &Pod) -> bool {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.priority_class_name.as_deref())
+        .is_some_and(|c| CRITICAL.contains(&c))
+}
+
+/// The eviction tier of a pod (lower goes first).
+pub fn tier(p: &Pod) -> u8 {
+    (is_critical(p) as u8) * 2 + is_daemon(p) as u8
+}
+
+/// Evicts the lowest non-empty tier; `true` once no pod is left. Past the grace period
+/// pods are deleted instead of evicted (PDBs no longer hold them).
+async fn drain(node: &Node, ctx: &Context, past_grace: bool) -> Result<bool> {
+    let pods: Vec<Arc<Pod>> = ctx
+        .state
+        .pods_on(&node.name_any())
+        .into_iter()
+        .filter(|p| !kcapi_snapshot::pod::is_terminal(p))
+        .filter(|p| !p.annotations().contains_key(MIRROR))
+        .collect();
+    let Some(lowest) = pods.iter().map(|p| tier(p)).min() else {
+        return Ok(true);
+    };
+    for p in pods.iter().filter(|p| tier(p) == lowest) {
+        if p.meta().deletion_timestamp.is_some() {
+            continue;
+        }
+        let api: Api<Pod> =
+            Api::namespaced(ctx.workload.clone(), &p.namespace().unwrap_or_default());
+        let res = if past_grace {
+            api.delete(&p.name_any(), &DeleteParams::default())
+                .await
+                .map(|_| ())
+        } else {
+            api.evict(&p.name_any(), &EvictParams::default())
+                .await
+                .map(|_| ())
+        };
+        match res {
+            Ok(()) => tracing::debug!(pod = %p.name_any(), node = %node.name_any(), "evicted"),
+            Err(e) if is_not_found(&e) => {}
+            Err(e) if is_too_many_requests(&e) => {
+                tracing::debug!(pod = %p.name_any(), "eviction refused by a PodDisruptionBudget; retrying");
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(false)
+}
+
+async fn volumes_attached(node: &Node, ctx: &Context) -> Result<bool> {
+    let api: Api<VolumeAttachment> = Api::all(ctx.workload.clone());
+    let list = api.list(&ListParams::default()).await?;
+    let name = node.name_any();
+    Ok(list.items.iter().any(|v| v.spec.node_name == name))
+}
+
+/// Drops our finalizer from the Node and deletes it (its Machine is gone).
+async fn release_node(node: &Node, ctx: &Context) -> Result<()> {
+    let api: Api<Node> = Api::all(ctx.workload.clone());
+    let finalizers: Vec<String> = node
+        .finalizers()
+        .iter()
+        .filter(|f| *f != wellknown::TERMINATION_FINALIZER)
+        .cloned()
+        .collect();
+    if finalizers.len() != node.finalizers().len() {
+        let patch = json!({"metadata": {"resourceVersion": node.resource_version(), "finalizers": finalizers}});
+        match api
+            .patch(
+                &node.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    match api.delete(&node.name_any(), &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn remove_finalizer(claim: &NodeClaim, ctx: &Context) -> Result<()> {
+    let api: Api<NodeClaim> = Api::all(ctx.workload.clone());
+    let finalizers: Vec<String> = claim
+        .finalizers()
+        .iter()
+        .filter(|f| *f != wellknown::TERMINATION_FINALIZER)
+        .cloned()
+        .collect();
+    let patch = json!({"metadata": {"resourceVersion": claim.resource_version(), "finalizers": finalizers}});
+    match api
+        .patch(
+            &claim.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Nodes deleted by someone else: delete their NodeClaim (which drains and removes the
+/// Machine), or, with no claim left, let the Node go.
+pub async fn deleted_nodes(ctx: &Context) -> Result<()> {
+    for node in ctx.state.nodes.state() {
+        if node.meta().deletion_timestamp.is_none()
+            || !node
+                .finalizers()
+                .iter()
+                .any(|f| f == wellknown::TERMINATION_FINALIZER)
+        {
+            continue;
+        }
+        let pid = node.spec.as_ref().and_then(|s| s.provider_id.clone());
+        let claim = ctx.state.nodeclaims.state().into_iter().find(|c| {
+            let st = c.status.as_ref();
+            st.and_then(|s| s.node_name.as_deref()) == Some(node.name_any().as_str())
+                || (pid.is_some() && st.and_then(|s| s.provider_id.clone()) == pid)
+        });
+        let ours = match &claim {
+            Some(c) => ctx.owns_claim(c),
+            None => {
+                ctx.options.nodepool_selector.is_none()
+                    || node
+                        .labels()
+                        .get(wellknown::NODEPOOL_LABEL)
+                        .is_some_and(|p| ctx.nodepools().iter().any(|np| &np.name_any() == p))
+            }
+        };
+        if !ours {
+            continue;
+        }
+        match claim {
+            Some(c) if c.meta().deletion_timestamp.is_none() => {
+                crate::lifecycle::delete_claim(&c, ctx, "node_deleted").await?;
+            }
+            Some(_) => {}
+            None => release_node(&node, ctx).await?,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,184 @@
+//! The controller against the real API server: pending pods to a scaled MachineDeployment
+//! and a NodeClaim bound to its Machine; registration and initialization when the Node
+//! appears; consolidation of the node once empty, through termination, down to zero
+//! replicas. The test plays CAPI, the kubelet and the scheduler (see controller_support).
+
+mod adapter_support;
+mod controller_support;
+
+use std::time::Duration;
+
+use capi_adapter::{ResourceId, ResourceKind, keys};
+use controller_support::*;
+use k8s_openapi::api::core::v1::Node;
+use karpenter_api::wellknown;
+use kube::{Api, ResourceExt};
+
+const T: Duration = Duration::from_secs(60);
+
+#[tokio::test]
+async fn pending_pod_to_node_and_back_to_zero() {
+    let client = testenv::client().await;
+    let ns = testenv::namespace(&client, "ctl-life").await;
+    let scope = ns.clone();
+    let md = "workers";
+    adapter_support::create_md(&client, &ns, md, 0, &md_annotations("2")).await;
+    scope_md(&client, &ns, md, &scope).await;
+    nodeclass_and_pool(
+        &client,
+        &scope,
+        serde_json::json!({"consolidateAfter": "0s", "consolidationPolicy": "WhenEmptyOrUnderutilized"}),
+    )
+    .await;
+    let replay_dir = std::env::temp_dir().join(format!("kcapi-replay-{scope}"));
+    let mut opts = options(&scope);
+    opts.replay_dir = Some(replay_dir.clone());
+    let running = start(&client, opts).await;
+    unschedulable_pod(&client, &ns, "web-1", &scope, "500m").await;
+
+    // One NodeClaim, and replicas raised by one.
+    let claim = eventually(T, "a nodeclaim for the pending pod", || async {
+        claims(&client, &scope).await.into_iter().next()
+    })
+    .await;
+    let id = ResourceId::new(ResourceKind::MachineDeployment, &ns, md);
+    eventually(T, "replicas raised to 1", || async {
+        (adapter_support::replicas(&client, &id).await == 1).then_some(())
+    })
+    .await;
+    assert_eq!(
+        claim
+            .annotations()
+            .get(keys::ours::LAUNCH_TARGET)
+            .map(String::as_str),
+        Some(id.to_string().as_str()),
+        "the claim records the resource the core chose"
+    );
+
+    // CAPI creates the Machine; the controller binds it.
+    play_machineset(&client, &ns, md).await;
+    let machine = eventually(T, "the machine bound to the claim", || async {
+        machines(&client, &ns, md)
+            .await
+            .into_iter()
+            .find(|m| m.labels().get(keys::ours::NODECLAIM_LABEL) == Some(&claim.name_any()))
+    })
+    .await;
+    let (node_name, pid) = provision(&client, &ns, &machine.name_any(), "2").await;
+
+    let claim = eventually(T, "claim launched, registered and initialized", || async {
+        claims(&client, &scope)
+            .await
+            .into_iter()
+            .find(|c| condition(c, "Initialized"))
+    })
+    .await;
+    for t in ["Launched", "Registered", "Initialized", "Ready"] {
+        assert!(condition(&claim, t), "{t} is True");
+    }
+    let status = claim.status.clone().unwrap_or_default();
+    assert_eq!(status.provider_id.as_deref(), Some(pid.as_str()));
+    assert_eq!(status.node_name.as_deref(), Some(node_name.as_str()));
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes.get(&node_name).await.expect("node");
+    let labels = labels_of(&node);
+    assert_eq!(labels.get(wellknown::NODEPOOL_LABEL), Some(&scope));
+    assert_eq!(
+        labels.get(wellknown::REGISTERED_LABEL).map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(
+        labels.get(wellknown::INITIALIZED_LABEL).map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(
+        labels.get(SCOPE),
+        Some(&scope),
+        "template labels reach the node"
+    );
+    assert!(
+        node.finalizers()
+            .iter()
+            .any(|f| f == wellknown::TERMINATION_FINALIZER),
+        "termination finalizer on the node"
+    );
+    let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+    assert!(
+        !taints
+            .iter()
+            .any(|t| t.key == wellknown::UNREGISTERED_TAINT_KEY),
+        "unregistered taint removed: {taints:?}"
+    );
+
+    // The pod runs there; no second claim or replica appears while it does.
+    bind(&client, &ns, "web-1", &node_name).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        claims(&client, &scope).await.len(),
+        1,
+        "no second nodeclaim"
+    );
+    assert_eq!(
+        adapter_support::replicas(&client, &id).await,
+        1,
+        "no second replica"
+    );
+
+    // The pod goes: the empty node is consolidated, replicas go to 0, CAPI removes the
+    // annotated Machine, and the claim and the node are gone.
+    force_delete_pod(&client, &ns, "web-1").await;
+    eventually(Duration::from_secs(90), "replicas lowered to 0", || async {
+        (adapter_support::replicas(&client, &id).await == 0).then_some(())
+    })
+    .await;
+    let marked = machines(&client, &ns, md).await;
+    assert_eq!(marked.len(), 1);
+    assert!(
+        marked[0]
+            .annotations()
+            .contains_key(keys::capi::DELETE_MACHINE),
+        "the machine we chose is annotated for deletion"
+    );
+    play_machineset(&client, &ns, md).await;
+    eventually(T, "nodeclaim and node gone", || async {
+        let no_claims = claims(&client, &scope).await.is_empty();
+        let no_node = nodes.get_opt(&node_name).await.ok().flatten().is_none();
+        (no_claims && no_node).then_some(())
+    })
+    .await;
+    let text = running.ctx.metrics.encode();
+    assert!(
+        text.contains(&format!(
+            "karpenter_nodeclaims_created_total{{nodepool=\"{scope}\",reason=\"provisioning\"}} 1"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("karpenter_voluntary_disruption_decisions_total"),
+        "{text}"
+    );
+    running.stop();
+
+    // Every round was recorded and replays offline to the same decision.
+    let records: Vec<_> = std::fs::read_dir(&replay_dir)
+        .expect("replay dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    let provisioning = records
+        .iter()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("provisioning-"))
+        })
+        .count();
+    assert!(provisioning >= 1, "{records:?}");
+    assert!(records.iter().any(|p| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("disruption-"))
+    }));
+    for r in &records {
+        let out = karpenter_capi_simulator::replay::replay(r).expect("replay");
+        assert!(out.same, "{}: {}", r.display(), out.summary);
+    }
+    let _ = std::fs::remove_dir_all(&replay_dir);
+}

@@ -1,0 +1,98 @@
+//! `cargo xtask e2e`: the end-to-end scenarios. Uses the shared environment if one runs
+//! (`e2e-env up`), otherwise starts a private one (`<cache>/e2e-test-<pid>`) and stops it
+//! afterwards; runs the `e2e-tests` crate's scenarios (they are `#[ignore]`d so a plain
+//! `cargo test` skips them) and prints the RSS of every process before stopping.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+const PRIVATE_PREFIX: &str = "e2e-test-";
+
+pub async fn run(args: Vec<String>) -> Result<ExitCode> {
+    cleanup_orphans();
+    let shared = super::shared_dir();
+    let (dir, private): (PathBuf, bool) = if super::is_running(&shared) {
+        eprintln!(
+            "xtask: using the running e2e environment {}",
+            shared.display()
+        );
+        (shared, false)
+    } else {
+        let dir = testenv::cache_dir().join(format!("{PRIVATE_PREFIX}{}", std::process::id()));
+        let started = Instant::now();
+        super::up(&dir)?;
+        eprintln!(
+            "xtask: e2e environment up in {:.1} s (including any build)",
+            started.elapsed().as_secs_f64()
+        );
+        (dir, true)
+    };
+    let started = Instant::now();
+    let result = cargo_test(&dir, &args).await;
+    eprintln!(
+        "xtask: e2e scenarios took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let _ = super::status(&dir);
+    if private {
+        super::down(&dir)?;
+        if matches!(result, Ok(true)) {
+            let _ = std::fs::remove_dir_all(&dir);
+        } else {
+            eprintln!("xtask: logs kept in {}", dir.display());
+        }
+    }
+    Ok(if result? {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn cargo_test(dir: &Path, args: &[String]) -> Result<bool> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let status = tokio::process::Command::new(cargo)
+        .current_dir(crate::repo_root())
+        .args([
+            "test",
+            "-p",
+            "e2e-tests",
+            "--no-fail-fast",
+            "--",
+            "--ignored",
+            "--nocapture",
+        ])
+        .args(args)
+        .env(testenv::e2e::E2E_DIR_ENV, dir)
+        .status()
+        .await
+        .context("running cargo test -p e2e-tests")?;
+    Ok(status.success())
+}
+
+/// Stops private environments whose `cargo xtask e2e` was killed.
+fn cleanup_orphans() {
+    let Ok(entries) = std::fs::read_dir(testenv::cache_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(owner) = name
+            .strip_prefix(PRIVATE_PREFIX)
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let owner_alive = std::fs::read(format!("/proc/{owner}/cmdline"))
+            .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("xtask"));
+        if !owner_alive {
+            if let Ok(true) = super::down(&entry.path()) {
+                eprintln!("xtask: stopped orphaned e2e environment {name}");
+            }
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
