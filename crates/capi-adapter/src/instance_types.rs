@@ -557,11 +557,12 @@ fn extract(
     };
 
     if !fatal.is_empty() {
-        fatal.extend(notes);
-        for p in &mut fatal {
+        // Causes (a bad value) before their consequence (no value: MissingCapacity).
+        notes.extend(fatal);
+        for p in &mut notes {
             p.kept = false;
         }
-        return Err(fatal);
+        return Err(notes);
     }
     for p in &mut notes {
         p.kept = true;
