@@ -197,7 +197,16 @@ async fn catalog_from_templates_and_annotations_with_problems() {
             .find(|i| i.name == n)
             .unwrap_or_else(|| panic!("no instance type {n}"))
     };
-    assert_eq!(catalog.instance_types.len(), 2);
+    // The bad taint entry does not drop the resource (CAS keeps its group too): it is kept
+    // as a NoSchedule taint and reported.
+    assert_eq!(catalog.instance_types.len(), 3);
+    let bad_taints = by_name(&format!("{ns}.bad-taints"));
+    assert_eq!(bad_taints.taints.len(), 1);
+    assert_eq!(bad_taints.taints[0].key, "gpu");
+    assert_eq!(
+        bad_taints.taints[0].effect,
+        provisioner_core::TaintEffect::NoSchedule
+    );
     let from_template = by_name(&format!("{ns}.from-template"));
     assert_eq!(from_template.capacity.cpu_milli, 8000);
     assert_eq!(from_template.capacity.memory, 32 << 30);
@@ -266,8 +275,9 @@ async fn catalog_from_templates_and_annotations_with_problems() {
         .iter()
         .find(|r| r.name == "bad-taints")
         .expect("bad row");
+    // Kept (with its instance type) and its bad entry reported.
     assert!(
-        bad.instance_type.is_none()
+        bad.instance_type.as_deref() == Some(format!("{ns}.bad-taints").as_str())
             && bad
                 .message
                 .as_deref()

@@ -129,6 +129,7 @@ pub fn report(observed: &Observed, templates: &Templates) -> Discovery {
             let catalog = capi_adapter::instance_types(
                 std::slice::from_ref(&member_view),
                 templates,
+                &capi_adapter::NodeSamples::new(),
                 &settings,
                 0,
                 &BTreeMap::new(),

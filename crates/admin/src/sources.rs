@@ -171,6 +171,7 @@ mod tests {
         let cat = instance_types(
             std::slice::from_ref(r),
             templates,
+            &capi_adapter::NodeSamples::new(),
             &NodeClassSettings::default(),
             0,
             &BTreeMap::new(),

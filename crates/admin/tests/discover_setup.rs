@@ -123,10 +123,13 @@ async fn discover_reports_sources_prices_limits_membership_cas_and_problems() {
             .any(|c| c.contains("no max-size annotation"))
     );
 
+    // The bad value, then its consequence: no other source has CPU, so it is left out.
     let b = get(&broken);
-    assert_eq!(b.problems.len(), 1, "{:?}", b.problems);
+    assert_eq!(b.problems.len(), 2, "{:?}", b.problems);
     assert_eq!(b.problems[0].key, keys::cas::CPU);
     assert_eq!(b.problems[0].reason, "InvalidValue");
+    assert_eq!(b.problems[1].reason, "MissingCapacity");
+    assert!(b.problems.iter().all(|p| !p.kept));
 
     let o = get(&os);
     assert_eq!(o.instance_type.as_deref(), Some("m6i.xlarge"));

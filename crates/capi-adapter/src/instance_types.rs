@@ -12,19 +12,21 @@
 use std::collections::BTreeMap;
 
 use kube_core::DynamicObject;
-use provisioner_core::{
-    CapacityType, InstanceType, Offering, Resources, Taint, labels as wk, resource_names,
-};
+use provisioner_core::{CapacityType, InstanceType, Offering, Resources, Taint, labels as wk};
 use serde::{Deserialize, Serialize};
 
+use crate::capacity::{self, ValueSource};
 use crate::keys;
+use crate::node::NodeSamples;
+use crate::node_labels;
 use crate::nodeclass::NodeClassSettings;
-use crate::parse::{self, ValueError};
+use crate::parse;
 use crate::problem::{Problem, ProblemError};
-use crate::quantity;
+use crate::provider_spec::ProviderSpecFacts;
 use crate::resource::{
     InfraRef, MachineApi, ObjectRef, ResourceId, ResourceKind, ScalableResource, fnv1a64,
 };
+use crate::zone;
 
 /// The result of fetching one infrastructure template.
 #[derive(Debug, Clone, PartialEq)]
@@ -125,6 +127,11 @@ pub struct ResourceOffer {
     pub unavailable: Option<Unavailable>,
     pub limits: SizeLimits,
     pub replicas: i32,
+    /// Where each capacity value came from (`cpu` -> the annotation key, the template, a
+    /// running Node, or the default), so status and `discover` can say it.
+    pub capacity_sources: BTreeMap<String, ValueSource>,
+    /// The running Node whose capacity or labels were read, if any.
+    pub node: Option<String>,
 }
 
 impl ResourceOffer {
@@ -162,6 +169,16 @@ impl Catalog {
             .find(|o| o.available())
     }
 
+    /// Resources without a max-size annotation: unlimited here, while CAS would not treat
+    /// them as node groups at all (reported by the NodeClass status and `discover`).
+    pub fn unlimited(&self) -> Vec<&ResourceId> {
+        self.resources
+            .values()
+            .filter(|o| o.limits.max.is_none())
+            .map(|o| &o.resource)
+            .collect()
+    }
+
     /// Unpriced instance types (reported so users know the ranking is a fallback).
     pub fn unpriced(&self) -> Vec<&str> {
         self.instance_types
@@ -175,10 +192,13 @@ impl Catalog {
 /// Builds the catalog from every scalable resource the NodeClass selects.
 ///
 /// `resources` may hold any resources (non-members are skipped silently); `templates` holds
-/// the infrastructure templates they point to; `backoff` the launch-failure back-off.
+/// the infrastructure templates they point to; `nodes` a running Node of the resources
+/// [`crate::node::wants_node`] names (any subset; none is fine); `backoff` the
+/// launch-failure back-off.
 pub fn instance_types(
     resources: &[ScalableResource],
     templates: &Templates,
+    nodes: &NodeSamples,
     nodeclass: &NodeClassSettings,
     now: i64,
     backoff: &Backoff,
@@ -208,8 +228,13 @@ pub fn instance_types(
         if r.deleting {
             continue;
         }
-        match extract(r, templates, nodeclass, now, backoff) {
-            Ok((shape, offer)) => shapes.push((shape, offer)),
+        match extract(r, templates, nodes, nodeclass, now, backoff) {
+            Ok((shape, offer, notes)) => {
+                shapes.push((shape, offer));
+                catalog
+                    .problems
+                    .extend(notes.into_iter().map(|p| p.for_resource(&r.id)));
+            }
             Err(problems) => catalog
                 .problems
                 .extend(problems.into_iter().map(|p| p.for_resource(&r.id))),
@@ -330,89 +355,13 @@ pub fn fallback_name(id: &ResourceId) -> String {
     format!("{head}-{digest}")
 }
 
-type Extracted = (Shape, ResourceOffer);
+type Extracted = (Shape, ResourceOffer, Vec<Problem>);
 
-fn extract(
-    r: &ScalableResource,
-    templates: &Templates,
-    nodeclass: &NodeClassSettings,
-    now: i64,
-    backoff: &Backoff,
-) -> Result<Extracted, Vec<Problem>> {
-    let obj = ObjectRef::from(&r.id);
-    let mut problems = Vec::new();
-    let ann = &r.annotations;
-
-    if r.id.name.len() > 63 {
-        problems.push(Problem::new(
-            obj.clone(),
-            "metadata.name",
-            ProblemError::NameTooLong,
-        ));
-    }
-    if r.id.kind == ResourceKind::MachineSet
-        && let Some(md) = &r.owning_deployment
-    {
-        problems.push(Problem::new(
-            obj.clone(),
-            "metadata.ownerReferences",
-            ProblemError::OwnedByDeployment {
-                deployment: md.clone(),
-            },
-        ));
-    }
-    let limits = match SizeLimits::of(r) {
-        Ok(l) => Some(l),
-        Err(p) => {
-            problems.push(p);
-            None
-        }
-    };
-
-    // The infrastructure template (CAPI only).
-    let mut template: Option<&DynamicObject> = None;
-    let mut template_obj: Option<ObjectRef> = None;
-    if r.id.kind.machine_api() == MachineApi::Capi {
-        match &r.template.infrastructure_ref {
-            None => problems.push(Problem::new(
-                obj.clone(),
-                "spec.template.spec.infrastructureRef",
-                ProblemError::NoInfrastructureRef,
-            )),
-            Some(iref) => {
-                let name = iref.object_ref().to_string();
-                match templates.get(iref) {
-                    Some(TemplateLookup::Found(t)) => {
-                        template = Some(t);
-                        template_obj = Some(iref.object_ref());
-                    }
-                    Some(TemplateLookup::NotFound) => problems.push(Problem::new(
-                        obj.clone(),
-                        "spec.template.spec.infrastructureRef",
-                        ProblemError::TemplateNotFound { template: name },
-                    )),
-                    Some(TemplateLookup::Error(e)) => problems.push(Problem::new(
-                        obj.clone(),
-                        "spec.template.spec.infrastructureRef",
-                        ProblemError::TemplateUnreadable {
-                            template: name,
-                            reason: e.clone(),
-                        },
-                    )),
-                    None => problems.push(Problem::new(
-                        obj.clone(),
-                        "spec.template.spec.infrastructureRef",
-                        ProblemError::TemplateUnreadable {
-                            template: name,
-                            reason: "not fetched".into(),
-                        },
-                    )),
-                }
-            }
-        }
-    }
-    let template_capacity: BTreeMap<String, String> = template
-        .and_then(|t| t.data.pointer("/status/capacity"))
+/// `status.capacity` of an infrastructure template, as strings (numbers, which some
+/// providers write, as their JSON text).
+pub(crate) fn status_capacity(t: &DynamicObject) -> BTreeMap<String, String> {
+    t.data
+        .pointer("/status/capacity")
         .and_then(|c| c.as_object())
         .map(|m| {
             m.iter()
@@ -425,276 +374,180 @@ fn extract(
                 })
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// Reads one resource. `Ok`: its shape and offer, with the problems that did not leave it
+/// out (bad entries and values, each ignored); `Err`: every problem, the resource left out.
+fn extract(
+    r: &ScalableResource,
+    templates: &Templates,
+    nodes: &NodeSamples,
+    nodeclass: &NodeClassSettings,
+    now: i64,
+    backoff: &Backoff,
+) -> Result<Extracted, Vec<Problem>> {
+    let obj = ObjectRef::from(&r.id);
+    // `fatal` leave the resource out; `notes` only drop (or conservatively keep) a value.
+    let mut fatal = Vec::new();
+    let mut notes = Vec::new();
+    let ann = &r.annotations;
+
+    if r.id.name.len() > 63 {
+        fatal.push(Problem::new(
+            obj.clone(),
+            "metadata.name",
+            ProblemError::NameTooLong,
+        ));
+    }
+    if r.id.kind == ResourceKind::MachineSet
+        && let Some(md) = &r.owning_deployment
+    {
+        fatal.push(Problem::new(
+            obj.clone(),
+            "metadata.ownerReferences",
+            ProblemError::OwnedByDeployment {
+                deployment: md.clone(),
+            },
+        ));
+    }
+    let limits = match SizeLimits::of(r) {
+        Ok(l) => Some(l),
+        Err(p) => {
+            fatal.push(p);
+            None
+        }
+    };
+
+    // The infrastructure template (CAPI only). Missing: CAPI cannot create Machines, so the
+    // resource is left out. Unreadable (RBAC, kind not served): as CAS, the annotations may
+    // still describe the nodes; left out only if they do not.
+    let mut template: Option<&DynamicObject> = None;
+    let mut template_obj: Option<ObjectRef> = None;
+    let mut template_unreadable: Option<Problem> = None;
+    if r.id.kind.machine_api() == MachineApi::Capi {
+        let key = "spec.template.spec.infrastructureRef";
+        match &r.template.infrastructure_ref {
+            None => fatal.push(Problem::new(
+                obj.clone(),
+                key,
+                ProblemError::NoInfrastructureRef,
+            )),
+            Some(iref) => {
+                let name = iref.object_ref().to_string();
+                match templates.get(iref) {
+                    Some(TemplateLookup::Found(t)) => {
+                        template = Some(t);
+                        template_obj = Some(iref.object_ref());
+                    }
+                    Some(TemplateLookup::NotFound) => fatal.push(Problem::new(
+                        obj.clone(),
+                        key,
+                        ProblemError::TemplateNotFound { template: name },
+                    )),
+                    Some(TemplateLookup::Error(e)) => {
+                        template_unreadable = Some(Problem::new(
+                            obj.clone(),
+                            key,
+                            ProblemError::TemplateUnreadable {
+                                template: name,
+                                reason: crate::parse::clip(e),
+                            },
+                        ))
+                    }
+                    None => {
+                        template_unreadable = Some(Problem::new(
+                            obj.clone(),
+                            key,
+                            ProblemError::TemplateUnreadable {
+                                template: name,
+                                reason: "not fetched".into(),
+                            },
+                        ))
+                    }
+                }
+            }
+        }
+    }
+    let template_capacity = template.map(status_capacity).unwrap_or_default();
     let node_info = |field: &str| -> Option<String> {
         template
             .and_then(|t| t.data.pointer(&format!("/status/nodeInfo/{field}")))
             .and_then(|v| v.as_str())
-            .filter(|s| !s.is_empty())
+            .filter(|s| !s.is_empty() && crate::parse::is_label_value(s))
             .map(str::to_string)
     };
+    let node = nodes.get(&r.id);
 
-    // Each capacity value: first source that has it wins; a malformed value in the winning
-    // source is a problem (we do not silently fall through to a lower-precedence source).
-    let mut capacity = Resources::default();
-    let read_quantity =
-        |sources: &[(&str, Option<&String>, Unit)], problems: &mut Vec<Problem>| -> Sourced {
-            for (key, value, unit) in sources {
-                if let Some(v) = value {
-                    let parsed = match unit {
-                        Unit::Milli => quantity::parse_milli(v).map_err(ValueError::from),
-                        Unit::Units => quantity::parse_units(v).map_err(ValueError::from),
-                        Unit::Mebibytes => quantity::parse_units(v)
-                            .map_err(ValueError::from)
-                            .and_then(|mb| {
-                                mb.checked_mul(1 << 20).ok_or_else(|| {
-                                    ValueError::Quantity(quantity::QuantityError::Overflow(
-                                        v.to_string(),
-                                    ))
-                                })
-                            }),
-                    };
-                    return match parsed {
-                        Ok(n) => Sourced::Value(n),
-                        Err(e) => {
-                            let object = if key.starts_with("status.") {
-                                template_obj.clone().unwrap_or_else(|| obj.clone())
-                            } else {
-                                obj.clone()
-                            };
-                            problems.push(Problem::new(object, *key, e));
-                            Sourced::Bad
-                        }
-                    };
-                }
-            }
-            Sourced::Missing
-        };
-    let tc = |k: &str| template_capacity.get(k);
-    let cpu = read_quantity(
-        &[
-            (keys::cas::CPU, ann.get(keys::cas::CPU), Unit::Milli),
-            (
-                keys::openshift::VCPU,
-                ann.get(keys::openshift::VCPU),
-                Unit::Milli,
-            ),
-            ("status.capacity.cpu", tc("cpu"), Unit::Milli),
-        ],
-        &mut problems,
-    );
-    let memory = read_quantity(
-        &[
-            (keys::cas::MEMORY, ann.get(keys::cas::MEMORY), Unit::Units),
-            (
-                keys::openshift::MEMORY_MB,
-                ann.get(keys::openshift::MEMORY_MB),
-                Unit::Mebibytes,
-            ),
-            ("status.capacity.memory", tc("memory"), Unit::Units),
-        ],
-        &mut problems,
-    );
-    let ephemeral = read_quantity(
-        &[
-            (
-                keys::cas::EPHEMERAL_DISK,
-                ann.get(keys::cas::EPHEMERAL_DISK),
-                Unit::Units,
-            ),
-            (
-                "status.capacity.ephemeral-storage",
-                tc("ephemeral-storage"),
-                Unit::Units,
-            ),
-        ],
-        &mut problems,
-    );
-    let pods = read_quantity(
-        &[
-            (
-                keys::cas::MAX_PODS,
-                ann.get(keys::cas::MAX_PODS),
-                Unit::Units,
-            ),
-            (
-                keys::openshift::MAX_PODS,
-                ann.get(keys::openshift::MAX_PODS),
-                Unit::Units,
-            ),
-            ("status.capacity.pods", tc("pods"), Unit::Units),
-        ],
-        &mut problems,
-    );
-    // Template problems were reported above; without a template every missing value is
-    // named by the annotation that would provide it.
-    let template_known = r.id.kind.machine_api() == MachineApi::OpenShift || template.is_some();
-    match cpu {
-        Sourced::Value(c) => capacity.cpu_milli = c,
-        Sourced::Missing if template_known => problems.push(Problem::new(
-            obj.clone(),
-            keys::cas::CPU,
-            ProblemError::MissingCapacity { resource: "cpu" },
-        )),
-        _ => {}
-    }
-    match memory {
-        Sourced::Value(m) => capacity.memory = m,
-        Sourced::Missing if template_known => problems.push(Problem::new(
-            obj.clone(),
-            keys::cas::MEMORY,
-            ProblemError::MissingCapacity { resource: "memory" },
-        )),
-        _ => {}
-    }
-    let ephemeral = ephemeral.value();
-    let pods = pods.value();
-    capacity.ephemeral_storage = ephemeral.unwrap_or(0);
-    capacity.pods = pods.unwrap_or(match r.id.kind.machine_api() {
-        MachineApi::Capi => keys::cas::DEFAULT_MAX_PODS,
-        MachineApi::OpenShift => keys::openshift::DEFAULT_MAX_PODS,
+    let read = capacity::read(&capacity::Inputs {
+        resource: r,
+        template: &template_capacity,
+        template_obj: template_obj.clone(),
+        node,
     });
-
-    // Extended resources: template capacity first, then annotations override.
-    for (k, v) in &template_capacity {
-        if [
-            resource_names::CPU,
-            resource_names::MEMORY,
-            resource_names::PODS,
-            resource_names::EPHEMERAL_STORAGE,
-        ]
-        .contains(&k.as_str())
-        {
-            continue;
-        }
-        match quantity::parse_units(v) {
-            Ok(n) => {
-                capacity.extended.insert(k.clone(), n);
+    notes.extend(read.problems);
+    if !read.missing.is_empty() {
+        match template_unreadable.take() {
+            Some(p) => fatal.push(p),
+            // A missing template was reported above; otherwise name the annotations.
+            None if template.is_some() || r.id.kind.machine_api() == MachineApi::OpenShift => {
+                fatal.extend(capacity::missing_problems(r, &read.missing))
             }
-            Err(e) => problems.push(Problem::new(
-                template_obj.clone().unwrap_or_else(|| obj.clone()),
-                format!("status.capacity.{k}"),
-                e,
-            )),
+            None => {}
         }
     }
-    if let Some(count) = ann.get(keys::cas::GPU_COUNT) {
-        match parse::parse_count_quantity(count) {
-            Ok(n) => {
-                let ty = ann
-                    .get(keys::cas::GPU_TYPE)
-                    .map(|t| t.trim())
-                    .filter(|t| !t.is_empty())
-                    .unwrap_or(keys::cas::DEFAULT_GPU_RESOURCE);
-                match parse::validate_key(ty) {
-                    Ok(()) => {
-                        capacity.extended.insert(ty.to_string(), n);
-                    }
-                    Err(e) => problems.push(Problem::new(obj.clone(), keys::cas::GPU_TYPE, e)),
-                }
-            }
-            Err(e) => problems.push(Problem::new(obj.clone(), keys::cas::GPU_COUNT, e)),
-        }
-    } else if let Some(gpu) = ann.get(keys::openshift::GPU) {
-        match parse::parse_count_quantity(gpu) {
-            Ok(0) => {}
-            Ok(n) => {
-                capacity
-                    .extended
-                    .insert(keys::cas::DEFAULT_GPU_RESOURCE.to_string(), n);
-            }
-            Err(e) => problems.push(Problem::new(obj.clone(), keys::openshift::GPU, e)),
-        }
-    }
+    notes.extend(template_unreadable);
+    let capacity = read.capacity;
 
-    // Labels: defaults, template (node-propagated), provider spec, then the CAS annotation.
-    let mut labels: BTreeMap<String, String> = BTreeMap::new();
-    labels.insert(
-        wk::ARCH.into(),
-        node_info("architecture").unwrap_or_else(|| "amd64".into()),
-    );
-    labels.insert(
-        wk::OS.into(),
-        node_info("operatingSystem").unwrap_or_else(|| "linux".into()),
-    );
-    labels.extend(r.template.node_labels.clone());
     let provider = ProviderSpecFacts::read(r.template.provider_spec.as_ref());
-    if let Some(region) = &provider.region {
-        labels.insert(wk::REGION.into(), region.clone());
-    }
-    if let Some(v) = ann.get(keys::cas::LABELS) {
-        match parse::parse_labels(v) {
-            Ok(l) => labels.extend(l),
-            Err(e) => problems.push(Problem::new(obj.clone(), keys::cas::LABELS, e)),
-        }
-    }
+    let mut labels =
+        node_labels::declared_labels(r, node_info, provider.region.as_deref(), &mut notes);
+    let zone = zone::resolve(r, &labels, node, provider.zone.as_deref(), &mut notes);
+    node_labels::apply_node(&mut labels, node);
+    let taints = node_labels::taints(r, &mut notes);
 
-    // Taints: the template's, then the annotation's (same key and effect: annotation wins).
-    let mut taints: Vec<Taint> = Vec::new();
-    for t in &r.template.taints {
-        match parse::parse_taint_effect(&t.effect) {
-            Some(effect) => taints.push(Taint {
-                key: t.key.clone(),
-                value: t.value.clone(),
-                effect,
-            }),
-            None => problems.push(Problem::new(
-                obj.clone(),
-                "spec.template.spec.taints",
-                ValueError::UnknownTaintEffect {
-                    taint: t.key.clone(),
-                    effect: t.effect.clone(),
-                },
-            )),
+    let csi_limits: BTreeMap<String, i64> = match ann.get(keys::cas::CSI_DRIVER) {
+        Some(v) => {
+            let parsed = crate::parse::parse_csi_limits(v);
+            notes.extend(
+                parsed
+                    .bad
+                    .into_iter()
+                    .map(|b| Problem::entry(obj.clone(), keys::cas::CSI_DRIVER, b)),
+            );
+            // `driver=0`: installed without a limit; the core reads an absent driver so.
+            parsed
+                .value
+                .into_iter()
+                .filter_map(|(k, v)| v.map(|v| (k, v)))
+                .collect()
         }
-    }
-    if let Some(v) = ann.get(keys::cas::TAINTS) {
-        match parse::parse_taints(v) {
-            Ok(extra) => {
-                for t in extra {
-                    taints.retain(|x| !(x.key == t.key && x.effect == t.effect));
-                    taints.push(t);
-                }
-            }
-            Err(e) => problems.push(Problem::new(obj.clone(), keys::cas::TAINTS, e)),
-        }
-    }
-    taints.sort();
-
-    let csi_limits = match ann.get(keys::cas::CSI_DRIVER) {
-        Some(v) => match parse::parse_csi_limits(v) {
-            Ok(c) => c,
-            Err(e) => {
-                problems.push(Problem::new(obj.clone(), keys::cas::CSI_DRIVER, e));
-                BTreeMap::new()
-            }
-        },
         None => BTreeMap::new(),
     };
 
     let price = match ann.get(keys::ours::PRICE_PER_HOUR) {
-        Some(v) => match parse::parse_price(v) {
+        Some(v) => match crate::parse::parse_price(v) {
             Ok(p) => Some(p),
             Err(e) => {
-                problems.push(Problem::new(obj.clone(), keys::ours::PRICE_PER_HOUR, e));
+                notes.push(Problem::new(obj.clone(), keys::ours::PRICE_PER_HOUR, e));
                 None
             }
         },
         None => None,
     };
     let capacity_type = match ann.get(keys::ours::CAPACITY_TYPE) {
-        Some(v) => match parse::parse_capacity_type(v) {
+        Some(v) => match crate::parse::parse_capacity_type(v) {
             Ok(c) => c,
             Err(e) => {
-                problems.push(Problem::new(obj.clone(), keys::ours::CAPACITY_TYPE, e));
+                notes.push(Problem::new(obj.clone(), keys::ours::CAPACITY_TYPE, e));
                 CapacityType::OnDemand
             }
         },
         None => match labels.get(wk::CAPACITY_TYPE) {
-            Some(v) => match parse::parse_capacity_type(v) {
+            Some(v) => match crate::parse::parse_capacity_type(v) {
                 Ok(c) => c,
                 Err(e) => {
-                    problems.push(Problem::new(obj.clone(), keys::cas::LABELS, e));
+                    notes.push(Problem::new(obj.clone(), keys::cas::LABELS, e));
                     CapacityType::OnDemand
                 }
             },
@@ -703,8 +556,16 @@ fn extract(
         },
     };
 
-    if !problems.is_empty() {
-        return Err(problems);
+    if !fatal.is_empty() {
+        // Causes (a bad value) before their consequence (no value: MissingCapacity).
+        notes.extend(fatal);
+        for p in &mut notes {
+            p.kept = false;
+        }
+        return Err(notes);
+    }
+    for p in &mut notes {
+        p.kept = true;
     }
     let limits = limits.unwrap_or(SizeLimits { min: 0, max: None });
 
@@ -713,16 +574,15 @@ fn extract(
         .cloned()
         .or_else(|| provider.instance_type.clone())
         .or_else(|| r.labels.get(keys::openshift::INSTANCE_TYPE_LABEL).cloned())
-        .filter(|n| parse::is_label_value(n) && !n.is_empty())
+        .filter(|n| crate::parse::is_label_value(n) && !n.is_empty())
         .unwrap_or_else(|| fallback_name(&r.id));
-    let zone = r
-        .template
-        .failure_domain
-        .clone()
-        .or_else(|| labels.get(wk::ZONE).cloned())
-        .or_else(|| provider.zone.clone())
-        .unwrap_or_default();
-    for k in [wk::INSTANCE_TYPE, wk::ZONE, wk::CAPACITY_TYPE] {
+    // Per-offering values are not part of the shape.
+    for k in [
+        wk::INSTANCE_TYPE,
+        wk::ZONE,
+        keys::node::ZONE_BETA,
+        wk::CAPACITY_TYPE,
+    ] {
         labels.remove(k);
     }
 
@@ -759,94 +619,17 @@ fn extract(
             unavailable,
             limits,
             replicas: r.replicas,
+            capacity_sources: read.sources,
+            node: node.map(|n| n.name.clone()),
         },
+        notes,
     ))
-}
-
-/// Where a capacity value came from, if anywhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sourced {
-    Value(i64),
-    /// The winning source was malformed (already reported).
-    Bad,
-    Missing,
-}
-
-impl Sourced {
-    fn value(self) -> Option<i64> {
-        match self {
-            Sourced::Value(v) => Some(v),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Unit {
-    /// CPU quantity (or OpenShift's vCPU count) -> millicores.
-    Milli,
-    /// Plain quantity -> base units.
-    Units,
-    /// OpenShift's memoryMb (MiB) -> bytes.
-    Mebibytes,
-}
-
-/// What we understand of an OpenShift `providerSpec.value` (AWS, Azure, GCP).
-#[derive(Debug, Clone, Default, PartialEq)]
-struct ProviderSpecFacts {
-    instance_type: Option<String>,
-    zone: Option<String>,
-    region: Option<String>,
-    spot: bool,
-}
-
-impl ProviderSpecFacts {
-    fn read(v: Option<&serde_json::Value>) -> Self {
-        let Some(v) = v else {
-            return ProviderSpecFacts::default();
-        };
-        let s = |p: &str| {
-            v.pointer(p)
-                .and_then(|x| x.as_str())
-                .filter(|x| !x.is_empty())
-                .map(str::to_string)
-        };
-        // AWS
-        if let Some(it) = s("/instanceType") {
-            return ProviderSpecFacts {
-                instance_type: Some(it),
-                zone: s("/placement/availabilityZone"),
-                region: s("/placement/region"),
-                spot: v.get("spotMarketOptions").is_some_and(|x| !x.is_null()),
-            };
-        }
-        // Azure: zones are "1", "2", "3"; the node label is "<location>-<zone>".
-        if let Some(it) = s("/vmSize") {
-            let location = s("/location");
-            return ProviderSpecFacts {
-                instance_type: Some(it),
-                zone: match (&location, s("/zone")) {
-                    (Some(l), Some(z)) => Some(format!("{l}-{z}")),
-                    _ => None,
-                },
-                region: location,
-                spot: v.get("spotVMOptions").is_some_and(|x| !x.is_null()),
-            };
-        }
-        // GCP
-        if let Some(it) = s("/machineType") {
-            return ProviderSpecFacts {
-                instance_type: Some(it),
-                zone: s("/zone"),
-                region: s("/region"),
-                spot: v.get("preemptible").and_then(|x| x.as_bool()) == Some(true)
-                    || s("/provisioningModel").as_deref() == Some("Spot"),
-            };
-        }
-        ProviderSpecFacts::default()
-    }
 }
 
 #[cfg(test)]
 #[path = "instance_types_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "cas_cases_tests.rs"]
+mod cas_cases;

@@ -82,7 +82,14 @@ fn nodeclass() -> NodeClassSettings {
 }
 
 fn build(resources: &[ScalableResource], templates: &Templates) -> Catalog {
-    instance_types(resources, templates, &nodeclass(), 1000, &Backoff::new())
+    instance_types(
+        resources,
+        templates,
+        &NodeSamples::new(),
+        &nodeclass(),
+        1000,
+        &Backoff::new(),
+    )
 }
 
 fn one(annotations: &[(&str, &str)], templates: &Templates) -> Catalog {
@@ -169,10 +176,17 @@ fn capi_from_template_status_and_annotation_precedence() {
     let it = &c.instance_types[0];
     assert_eq!(it.capacity.cpu_milli, 2000);
     assert_eq!(it.capacity.memory, 32 * GIB);
-    // A malformed annotation is a problem even if the template has the value.
+    // A malformed annotation is a problem, and the next source is read (CAS drops every
+    // scale-from-zero value of the group instead: intended difference).
     let c = one(&[(keys::cas::CPU, "two")], &tmpl);
-    assert!(c.instance_types.is_empty());
+    assert_eq!(c.instance_types[0].capacity.cpu_milli, 8000);
+    assert_eq!(c.problems.len(), 1);
     assert_eq!(c.problems[0].key, keys::cas::CPU);
+    assert!(c.problems[0].kept);
+    assert_eq!(
+        c.resources.values().next().unwrap().capacity_sources["cpu"],
+        crate::capacity::ValueSource::Template
+    );
 }
 
 #[test]
@@ -313,7 +327,14 @@ fn availability_max_paused_and_backoff() {
         .map(ScalableResource::from)
         .collect();
     let backoff: Backoff = [(resources[2].id.clone(), 2000)].into();
-    let c = instance_types(&resources, &no_template(), &nodeclass(), 1000, &backoff);
+    let c = instance_types(
+        &resources,
+        &no_template(),
+        &NodeSamples::new(),
+        &nodeclass(),
+        1000,
+        &backoff,
+    );
     let avail: BTreeMap<&str, Option<Unavailable>> = c
         .resources
         .iter()
@@ -324,7 +345,14 @@ fn availability_max_paused_and_backoff() {
     assert_eq!(avail["backed"], Some(Unavailable::BackOff { until: 2000 }));
     assert_eq!(avail["ok"], None);
     // After the window the back-off no longer applies.
-    let c = instance_types(&resources, &no_template(), &nodeclass(), 2001, &backoff);
+    let c = instance_types(
+        &resources,
+        &no_template(),
+        &NodeSamples::new(),
+        &nodeclass(),
+        2001,
+        &backoff,
+    );
     assert!(
         c.resources
             .values()
@@ -403,7 +431,14 @@ fn selection_uses_member_label_selector_and_kinds() {
         .map(ScalableResource::from)
         .collect();
     let mut nc = nodeclass();
-    let c = instance_types(&resources, &no_template(), &nc, 0, &Backoff::new());
+    let c = instance_types(
+        &resources,
+        &no_template(),
+        &NodeSamples::new(),
+        &nc,
+        0,
+        &Backoff::new(),
+    );
     assert_eq!(c.resources.len(), 2);
     nc.selector = Some(
         k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
@@ -411,7 +446,14 @@ fn selection_uses_member_label_selector_and_kinds() {
             ..Default::default()
         },
     );
-    let c = instance_types(&resources, &no_template(), &nc, 0, &Backoff::new());
+    let c = instance_types(
+        &resources,
+        &no_template(),
+        &NodeSamples::new(),
+        &nc,
+        0,
+        &Backoff::new(),
+    );
     assert_eq!(
         c.resources
             .keys()
@@ -421,12 +463,20 @@ fn selection_uses_member_label_selector_and_kinds() {
     );
     nc.selector = None;
     nc.kinds = Some(vec![ResourceKind::OpenShiftMachineSet]);
-    let c = instance_types(&resources, &no_template(), &nc, 0, &Backoff::new());
+    let c = instance_types(
+        &resources,
+        &no_template(),
+        &NodeSamples::new(),
+        &nc,
+        0,
+        &Backoff::new(),
+    );
     assert!(c.resources.is_empty());
 }
 
-/// Every malformed value leaves the resource out with a problem naming object and key,
-/// while a good resource next to it still comes back.
+/// Every malformed value is a problem naming object and key; a good resource next to it
+/// still comes back, and the bad one too unless the value was indispensable (CPU, memory
+/// with no other source) or CAS would not make it a node group (min/max).
 #[test]
 fn malformed_values_are_problems_naming_object_and_key() {
     let cases: Vec<(Vec<(&str, &str)>, &str, fn(&ProblemError) -> bool)> = vec![
@@ -477,7 +527,7 @@ fn malformed_values_are_problems_naming_object_and_key() {
         (
             vec![(keys::cas::TAINTS, "novalue")],
             keys::cas::TAINTS,
-            |e| matches!(e, ProblemError::Value(ValueError::MalformedTaint(_))),
+            |e| matches!(e, ProblemError::Value(ValueError::MissingTaintEffect(_))),
         ),
         (vec![(keys::cas::LABELS, "a")], keys::cas::LABELS, |e| {
             matches!(e, ProblemError::Value(ValueError::MalformedPair(_)))
@@ -525,9 +575,29 @@ fn malformed_values_are_problems_naming_object_and_key() {
         let bad = ScalableResource::from(&md_obj("bad", &ann));
         let good = ScalableResource::from(&md_obj("good", &CPU_MEM));
         let c = build(&[bad, good], &no_template());
-        assert_eq!(c.resources.len(), 1, "{key}: good resource must survive");
-        assert_eq!(c.problems.len(), 1, "{key}: {:?}", c.problems);
-        let p = &c.problems[0];
+        let left_out = [
+            keys::cas::CPU,
+            keys::cas::MEMORY,
+            keys::capi::MIN_SIZE,
+            keys::capi::MAX_SIZE,
+        ]
+        .contains(&key);
+        assert!(
+            c.resources.keys().any(|id| id.name == "good"),
+            "{key}: good resource must survive"
+        );
+        assert_eq!(
+            c.resources.len(),
+            if left_out { 1 } else { 2 },
+            "{key}: {:?}",
+            c.problems
+        );
+        let p = c
+            .problems
+            .iter()
+            .find(|p| p.key == key && check(&p.error))
+            .expect(key);
+        assert_eq!(p.kept, !left_out, "{key}");
         assert_eq!(p.key, key);
         assert_eq!(p.object.name, "bad");
         assert_eq!(p.object.kind, "MachineDeployment.cluster.x-k8s.io");
@@ -559,11 +629,20 @@ fn template_problems() {
         &[],
         &template(serde_json::json!({"capacity": {"cpu": "4 cores", "memory": "1Gi"}})),
     );
-    assert_eq!(c.problems.len(), 1);
-    assert_eq!(c.problems[0].key, "status.capacity.cpu");
+    assert!(c.resources.is_empty());
+    let p = c
+        .problems
+        .iter()
+        .find(|p| p.key == "status.capacity.cpu")
+        .unwrap();
     assert_eq!(
-        c.problems[0].object.kind,
+        p.object.kind,
         "DockerMachineTemplate.infrastructure.cluster.x-k8s.io"
+    );
+    assert!(
+        c.problems
+            .iter()
+            .any(|p| matches!(p.error, ProblemError::MissingCapacity { resource: "cpu" }))
     );
     // No capacity anywhere.
     let c = one(&[], &no_template());
@@ -623,10 +702,11 @@ proptest! {
         ];
         let ann: Vec<(&str, &str)> = keys_list.iter().copied().zip(values.iter().map(String::as_str)).collect();
         let c = one(&ann, &no_template());
-        prop_assert!(c.resources.len() + usize::from(!c.problems.is_empty()) == 1);
+        prop_assert!(c.resources.len() == 1 || c.problems.iter().any(|p| !p.kept));
+        prop_assert!(c.resources.len() == 1 || c.instance_types.is_empty());
         let r = openshift_ms(&ann, serde_json::json!({"instanceType": values[0]}));
         let c = build(&[r], &Templates::new());
-        prop_assert!(c.resources.len() + usize::from(!c.problems.is_empty()) == 1);
+        prop_assert!(c.resources.len() == 1 || c.problems.iter().any(|p| !p.kept));
         for it in &c.instance_types {
             prop_assert!(parse::is_label_value(&it.name));
         }

@@ -28,6 +28,10 @@ pub mod ours {
     /// annotation; value: the NodeClaim name). Marks annotations that are ours to complete or
     /// roll back, as opposed to ones a user or CAS wrote.
     pub const DELETE_REQUESTED: &str = "karpenter.cluster.x-k8s.io/delete-requested";
+    /// Taint key we put on an instance type for a CAS `taints` entry whose key cannot be
+    /// read (never written to a Node): only pods tolerating every taint pass it, so an
+    /// unreadable taint never turns into a node without that taint.
+    pub const UNPARSED_TAINT: &str = "karpenter.cluster.x-k8s.io/unparsed-taint";
 }
 
 /// Cluster API keys.
@@ -49,13 +53,12 @@ pub mod capi {
     pub const PAUSED: &str = "cluster.x-k8s.io/paused";
     pub const MIN_SIZE: &str = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size";
     pub const MAX_SIZE: &str = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size";
-    /// Machine template label domains CAPI propagates to the Node (the domain itself and
-    /// any subdomain).
-    pub const NODE_PROPAGATED_DOMAINS: [&str; 3] = [
-        "node-role.kubernetes.io",
-        "node-restriction.kubernetes.io",
-        "node.cluster.x-k8s.io",
-    ];
+    /// Machine label prefix CAPI propagates to the Node: exactly this domain, not its
+    /// subdomains (`GetManagedLabels` in sigs.k8s.io/cluster-api `util/labels`).
+    pub const NODE_ROLE_DOMAIN: &str = "node-role.kubernetes.io";
+    /// Machine label domains CAPI propagates to the Node together with their subdomains.
+    pub const NODE_PROPAGATED_DOMAINS: [&str; 2] =
+        ["node-restriction.kubernetes.io", "node.cluster.x-k8s.io"];
 }
 
 /// Cluster Autoscaler scale-from-zero keys (read on every kind).
@@ -69,10 +72,11 @@ pub mod cas {
     pub const LABELS: &str = "capacity.cluster-autoscaler.kubernetes.io/labels";
     pub const TAINTS: &str = "capacity.cluster-autoscaler.kubernetes.io/taints";
     pub const CSI_DRIVER: &str = "capacity.cluster-autoscaler.kubernetes.io/csi-driver";
+    /// CAS' DRA driver for `gpu-count` devices: read only to explain why `gpu-count` without
+    /// `gpu-type` adds no extended resource (the devices come as DRA ResourceSlices).
+    pub const DRA_DRIVER: &str = "capacity.cluster-autoscaler.kubernetes.io/dra-driver";
     /// CAS' default pod capacity on Cluster API.
     pub const DEFAULT_MAX_PODS: i64 = 110;
-    /// The extended resource a GPU count is reported under when no `gpu-type` is given.
-    pub const DEFAULT_GPU_RESOURCE: &str = "nvidia.com/gpu";
 }
 
 /// OpenShift Machine API keys.
@@ -82,8 +86,12 @@ pub mod openshift {
     pub const MEMORY_MB: &str = "machine.openshift.io/memoryMb";
     pub const GPU: &str = "machine.openshift.io/GPU";
     pub const MAX_PODS: &str = "machine.openshift.io/maxPods";
-    /// OpenShift's default pod capacity.
+    /// OpenShift's kubelet default pod capacity (OpenShift's CAS fork assumes 110; see
+    /// docs/annotations.md, intended differences).
     pub const DEFAULT_MAX_PODS: i64 = 250;
+    /// The extended resource OpenShift's CAS fork reports GPU counts under (it ignores
+    /// `gpu-type`; we honour `gpu-type` when set).
+    pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
     pub const DELETE_MACHINE: &str = "machine.openshift.io/delete-machine";
     pub const MIN_SIZE: &str = "machine.openshift.io/cluster-api-autoscaler-node-group-min-size";
     pub const MAX_SIZE: &str = "machine.openshift.io/cluster-api-autoscaler-node-group-max-size";
@@ -91,4 +99,13 @@ pub mod openshift {
     pub const MACHINESET_LABEL: &str = "machine.openshift.io/cluster-api-machineset";
     /// On MachineSets and Machines: the instance type, set by the AWS/Azure/GCP actuators.
     pub const INSTANCE_TYPE_LABEL: &str = "machine.openshift.io/instance-type";
+}
+
+/// Node labels read from a running Node of a group (CAS' `extractNodeLabels`, plus the
+/// stable zone label CAS leaves out).
+pub mod node {
+    pub const INSTANCE_TYPE_BETA: &str = "beta.kubernetes.io/instance-type";
+    pub const REGION_BETA: &str = "failure-domain.beta.kubernetes.io/region";
+    pub const ZONE_BETA: &str = "failure-domain.beta.kubernetes.io/zone";
+    pub const HOSTNAME: &str = "kubernetes.io/hostname";
 }

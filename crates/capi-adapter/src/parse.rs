@@ -1,33 +1,46 @@
-//! Parsers for the annotation values the adapter reads (taints, labels, CSI limits, prices,
-//! capacity types, sizes).
+//! Parsers for the annotation values the adapter reads (taints, labels, CSI limits, integers,
+//! prices, capacity types, sizes), with the Cluster Autoscaler's (CAS) semantics.
 //!
 //! These strings are hand-written by users, so every parser is total: a value or a
-//! [`ValueError`] saying what is wrong, never a panic (proptest-fuzzed below). The caller
-//! attaches the object and key to make a [`crate::Problem`].
+//! [`ValueError`] saying what is wrong, never a panic (proptest-fuzzed below). List
+//! annotations (`labels`, `taints`, `csi-driver`) are read entry by entry as CAS reads them:
+//! a bad entry is skipped and reported ([`BadEntry`]) while the good ones are kept, so one
+//! typo never hides a node group that works under CAS. The caller attaches the object and key
+//! to make a [`crate::Problem`]. Values quoted in errors are clipped ([`clip`]) so a hostile
+//! 18 KB value never ends up repeated in a condition or event.
 
 use std::collections::BTreeMap;
 
 use provisioner_core::{CapacityType, Taint, TaintEffect};
 use thiserror::Error;
 
-use crate::quantity::{self, QuantityError};
+use crate::keys;
+use crate::quantity::QuantityError;
 
 /// What is wrong with one annotation or field value.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ValueError {
     #[error(transparent)]
     Quantity(#[from] QuantityError),
-    #[error("not a non-negative integer: {0:?}")]
+    #[error("not an integer: {0:?} (expected decimal digits, e.g. \"110\")")]
     NotAnInteger(String),
     #[error("negative value {0:?}")]
     Negative(String),
+    #[error("value {value:?} is outside the plausible range {min}..={max}")]
+    OutOfRange { value: String, min: i64, max: i64 },
     #[error("not a decimal number: {0:?} (expected e.g. \"0.096\")")]
     NotADecimal(String),
     #[error(
-        "unknown taint effect {effect:?} in {taint:?} (expected NoSchedule, PreferNoSchedule or NoExecute)"
+        "unknown taint effect {effect:?} in {taint:?} (expected NoSchedule, PreferNoSchedule or NoExecute); kept as NoSchedule"
     )]
     UnknownTaintEffect { taint: String, effect: String },
-    #[error("malformed taint {0:?} (expected key[=value]:Effect)")]
+    #[error(
+        "taint {0:?} has no effect (expected key[=value]:Effect); kept as NoSchedule, CAS would ignore it"
+    )]
+    MissingTaintEffect(String),
+    #[error(
+        "malformed taint {0:?} (expected key[=value]:Effect); kept as a NoSchedule taint so no pod lands on the group by mistake"
+    )]
     MalformedTaint(String),
     #[error("malformed entry {0:?} (expected key=value)")]
     MalformedPair(String),
@@ -35,12 +48,51 @@ pub enum ValueError {
     InvalidKey(String),
     #[error("invalid label value {0:?}")]
     InvalidValue(String),
-    #[error("duplicate key {0:?}")]
+    #[error("invalid zone {0:?} (a zone is a label value: at most 63 of [A-Za-z0-9._-])")]
+    InvalidZone(String),
+    #[error("duplicate key {0:?}: the last entry wins")]
     DuplicateKey(String),
     #[error("unknown capacity type {0:?} (expected on-demand, spot or reserved)")]
     UnknownCapacityType(String),
     #[error("unknown value {0:?} (expected {1})")]
     UnknownValue(String, &'static str),
+}
+
+/// The longest piece of a user value quoted in a message.
+pub const CLIP: usize = 64;
+
+/// `s` if short, else its first [`CLIP`] characters and how long it was: messages name the
+/// offending value without repeating a hostile one in full.
+pub fn clip(s: &str) -> String {
+    if s.chars().count() <= CLIP {
+        return s.to_string();
+    }
+    let head: String = s.chars().take(CLIP).collect();
+    format!("{head}...({} bytes)", s.len())
+}
+
+/// One entry of a list annotation that was skipped (or, for taints, kept conservatively).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadEntry {
+    /// The entry as written (clipped).
+    pub entry: String,
+    pub error: ValueError,
+}
+
+/// A list annotation read entry by entry: what was understood, and what was not.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Entries<T> {
+    pub value: T,
+    pub bad: Vec<BadEntry>,
+}
+
+impl<T> Entries<T> {
+    fn bad(&mut self, entry: &str, error: ValueError) {
+        self.bad.push(BadEntry {
+            entry: clip(entry),
+            error,
+        });
+    }
 }
 
 /// A taint effect as Kubernetes spells it.
@@ -53,95 +105,215 @@ pub fn parse_taint_effect(s: &str) -> Option<TaintEffect> {
     }
 }
 
-/// CAS' `/taints` format: `key=value:Effect,key2:Effect` (value optional, spaces around
-/// entries ignored, empty input = no taints).
-pub fn parse_taints(s: &str) -> Result<Vec<Taint>, ValueError> {
-    let mut out = Vec::new();
-    for entry in split_list(s) {
-        let (kv, effect) = entry
-            .rsplit_once(':')
-            .ok_or_else(|| ValueError::MalformedTaint(entry.to_string()))?;
-        let effect_trimmed = effect.trim();
-        let effect =
-            parse_taint_effect(effect_trimmed).ok_or_else(|| ValueError::UnknownTaintEffect {
-                taint: entry.to_string(),
-                effect: effect_trimmed.to_string(),
-            })?;
-        let (key, value) = match kv.split_once('=') {
-            Some((k, v)) => (k.trim(), Some(v.trim())),
-            None => (kv.trim(), None),
-        };
-        validate_key(key)?;
-        if let Some(v) = value {
-            validate_value(v)?;
-        }
-        out.push(Taint {
-            key: key.to_string(),
-            value: value.filter(|v| !v.is_empty()).map(str::to_string),
-            effect,
-        });
+/// The taint we keep for an entry whose key cannot be read: only pods that tolerate every
+/// taint land on such a group (see [`parse_taints`]).
+pub fn unparsed_taint() -> Taint {
+    Taint {
+        key: keys::ours::UNPARSED_TAINT.to_string(),
+        value: None,
+        effect: TaintEffect::NoSchedule,
     }
-    Ok(out)
 }
 
-/// CAS' `/labels` format: `k=v,k2=v2`.
-pub fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, ValueError> {
-    let mut out = BTreeMap::new();
+/// CAS' `/taints` format: `key=value:Effect,key2:Effect` (comma-separated; spaces around
+/// entries and parts ignored; empty entries skipped).
+///
+/// The annotation describes taints the group's nodes really carry (the bootstrap config puts
+/// them there), so an entry we cannot read must not become a node *without* that taint: pods
+/// would be placed on a new node that then refuses them, and it would launch again. CAS skips
+/// such entries (or keeps them with an effect the scheduler ignores); we keep them as
+/// conservatively as we can and report them:
+/// - unknown or missing effect: the taint with effect `NoSchedule`;
+/// - invalid value: the taint without value, `NoSchedule` unless the effect was good;
+/// - unreadable key or shape: [`unparsed_taint`], which only tolerate-everything pods pass.
+pub fn parse_taints(s: &str) -> Entries<Vec<Taint>> {
+    let mut out = Entries::<Vec<Taint>>::default();
     for entry in split_list(s) {
-        let (k, v) = entry
-            .split_once('=')
-            .ok_or_else(|| ValueError::MalformedPair(entry.to_string()))?;
+        let parts: Vec<&str> = entry.split(':').collect();
+        let (kv, effect) = match parts.as_slice() {
+            [kv] => (*kv, None),
+            [kv, effect] => (*kv, Some(effect.trim())),
+            _ => {
+                out.bad(entry, ValueError::MalformedTaint(clip(entry)));
+                push_taint(&mut out.value, unparsed_taint());
+                continue;
+            }
+        };
+        let kvs: Vec<&str> = kv.split('=').map(str::trim).collect();
+        let (key, value) = match kvs.as_slice() {
+            [k] => (*k, None),
+            [k, v] => (*k, Some(*v)),
+            _ => {
+                out.bad(entry, ValueError::MalformedTaint(clip(entry)));
+                push_taint(&mut out.value, unparsed_taint());
+                continue;
+            }
+        };
+        if validate_key(key).is_err() {
+            out.bad(entry, ValueError::InvalidKey(clip(key)));
+            push_taint(&mut out.value, unparsed_taint());
+            continue;
+        }
+        let mut effect_ok = true;
+        let effect = match effect {
+            None => {
+                effect_ok = false;
+                out.bad(entry, ValueError::MissingTaintEffect(clip(entry)));
+                TaintEffect::NoSchedule
+            }
+            Some(e) => parse_taint_effect(e).unwrap_or_else(|| {
+                effect_ok = false;
+                out.bad(
+                    entry,
+                    ValueError::UnknownTaintEffect {
+                        taint: clip(entry),
+                        effect: clip(e),
+                    },
+                );
+                TaintEffect::NoSchedule
+            }),
+        };
+        let value = match value {
+            Some(v) if validate_value(v).is_err() => {
+                out.bad(entry, ValueError::InvalidValue(clip(v)));
+                let effect = if effect_ok {
+                    effect
+                } else {
+                    TaintEffect::NoSchedule
+                };
+                push_taint(
+                    &mut out.value,
+                    Taint {
+                        key: key.to_string(),
+                        value: None,
+                        effect,
+                    },
+                );
+                continue;
+            }
+            v => v.filter(|v| !v.is_empty()).map(str::to_string),
+        };
+        push_taint(
+            &mut out.value,
+            Taint {
+                key: key.to_string(),
+                value,
+                effect,
+            },
+        );
+    }
+    out
+}
+
+/// Adds a taint; one with the same key and effect is replaced (the last entry wins, as a
+/// Node cannot carry two).
+fn push_taint(taints: &mut Vec<Taint>, t: Taint) {
+    taints.retain(|x| !(x.key == t.key && x.effect == t.effect));
+    taints.push(t);
+}
+
+/// CAS' `/labels` format: `k=v,k2=v2`. Entries without `=` or with an invalid key or value
+/// are skipped and reported (CAS skips the former silently and keeps the latter, which no
+/// Node could carry); a repeated key keeps the last value, as CAS does.
+pub fn parse_labels(s: &str) -> Entries<BTreeMap<String, String>> {
+    let mut out = Entries::<BTreeMap<String, String>>::default();
+    for entry in split_list(s) {
+        let Some((k, v)) = entry.split_once('=') else {
+            out.bad(entry, ValueError::MalformedPair(clip(entry)));
+            continue;
+        };
         let (k, v) = (k.trim(), v.trim());
-        validate_key(k)?;
-        validate_value(v)?;
-        if out.insert(k.to_string(), v.to_string()).is_some() {
-            return Err(ValueError::DuplicateKey(k.to_string()));
+        if let Err(e) = validate_key(k).and_then(|()| validate_value(v)) {
+            out.bad(entry, e);
+            continue;
+        }
+        if out.value.insert(k.to_string(), v.to_string()).is_some() {
+            out.bad(entry, ValueError::DuplicateKey(clip(k)));
         }
     }
-    Ok(out)
+    out
 }
+
+/// The largest CSI attach limit: CAS parses limits as 32-bit integers.
+pub const MAX_CSI_LIMIT: i64 = i32::MAX as i64;
 
 /// CAS' `/csi-driver` format: `driver=limit,driver2=limit` (attachable volumes per node).
-pub fn parse_csi_limits(s: &str) -> Result<BTreeMap<String, i64>, ValueError> {
-    let mut out = BTreeMap::new();
+/// A limit of `0` means the driver is installed without a limit (`None`), as in CAS; entries
+/// with no `=`, an empty or invalid driver name, or a limit that is not an integer in
+/// `0..=2147483647` are skipped and reported.
+pub fn parse_csi_limits(s: &str) -> Entries<BTreeMap<String, Option<i64>>> {
+    let mut out = Entries::<BTreeMap<String, Option<i64>>>::default();
     for entry in split_list(s) {
-        let (k, v) = entry
-            .split_once('=')
-            .ok_or_else(|| ValueError::MalformedPair(entry.to_string()))?;
+        let Some((k, v)) = entry.split_once('=') else {
+            out.bad(entry, ValueError::MalformedPair(clip(entry)));
+            continue;
+        };
         let k = k.trim();
-        // CSI driver names are DNS-1123 subdomains; a label key without prefix fits them.
-        if k.is_empty() || k.len() > 253 || !is_dns_subdomain(k) {
-            return Err(ValueError::InvalidKey(k.to_string()));
+        if !is_csi_driver_name(k) {
+            out.bad(entry, ValueError::InvalidKey(clip(k)));
+            continue;
         }
-        let limit = parse_count(v)?;
-        if out.insert(k.to_string(), limit).is_some() {
-            return Err(ValueError::DuplicateKey(k.to_string()));
+        let limit = match parse_int(v).and_then(|n| in_range(v, n, 0, MAX_CSI_LIMIT)) {
+            Ok(n) => n,
+            Err(e) => {
+                out.bad(entry, e);
+                continue;
+            }
+        };
+        if out
+            .value
+            .insert(k.to_string(), (limit > 0).then_some(limit))
+            .is_some()
+        {
+            out.bad(entry, ValueError::DuplicateKey(clip(k)));
         }
     }
-    Ok(out)
+    out
 }
 
-/// A non-negative integer such as a min/max size (`"3"`).
-pub fn parse_count(s: &str) -> Result<i64, ValueError> {
+/// A CSI driver name as the API server validates it: at most 63 characters, a DNS-1123
+/// subdomain once lower-cased.
+fn is_csi_driver_name(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 63 && is_dns_subdomain(&s.to_ascii_lowercase())
+}
+
+/// A base-10 integer as Go's `strconv.ParseInt(s, 10, 64)` reads it (optional sign, digits
+/// only: no unit, no fraction, no exponent), with surrounding spaces ignored. CAS reads
+/// `maxPods`, `gpu-count` and OpenShift's `memoryMb`, `GPU` and `maxPods` this way, so
+/// `"8Gi"`, `"1.5"` and `"1k"` are errors, never 8 PiB or 1000.
+pub fn parse_int(s: &str) -> Result<i64, ValueError> {
     let t = s.trim();
-    if let Some(rest) = t.strip_prefix('-')
-        && !rest.is_empty()
-        && rest.bytes().all(|b| b.is_ascii_digit())
-    {
-        return Err(ValueError::Negative(s.to_string()));
-    }
-    let digits = t.strip_prefix('+').unwrap_or(t);
+    let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(ValueError::NotAnInteger(s.to_string()));
+        return Err(ValueError::NotAnInteger(clip(s)));
     }
-    digits
-        .parse::<i64>()
-        .map_err(|_| ValueError::NotAnInteger(s.to_string()))
+    t.parse::<i64>()
+        .map_err(|_| ValueError::NotAnInteger(clip(s)))
 }
 
-/// A count written as a quantity (CAS parses `maxPods` and `gpu-count` that way).
-pub fn parse_count_quantity(s: &str) -> Result<i64, ValueError> {
-    Ok(quantity::parse_units(s)?)
+/// `n` if within `min..=max`, else an error quoting `raw`.
+pub fn in_range(raw: &str, n: i64, min: i64, max: i64) -> Result<i64, ValueError> {
+    if n < 0 && min >= 0 {
+        return Err(ValueError::Negative(clip(raw)));
+    }
+    if n < min || n > max {
+        return Err(ValueError::OutOfRange {
+            value: clip(raw),
+            min,
+            max,
+        });
+    }
+    Ok(n)
+}
+
+/// A non-negative integer such as a min/max size (`"3"`), as CAS' `strconv.Atoi` plus its
+/// negative check.
+pub fn parse_count(s: &str) -> Result<i64, ValueError> {
+    let n = parse_int(s)?;
+    if n < 0 {
+        return Err(ValueError::Negative(clip(s)));
+    }
+    Ok(n)
 }
 
 /// An hourly price: a plain non-negative decimal (`"0.096"`, `"12"`); no exponent, no
@@ -151,17 +323,15 @@ pub fn parse_price(s: &str) -> Result<f64, ValueError> {
     if let Some(rest) = t.strip_prefix('-')
         && is_plain_decimal(rest)
     {
-        return Err(ValueError::Negative(s.to_string()));
+        return Err(ValueError::Negative(clip(s)));
     }
     let body = t.strip_prefix('+').unwrap_or(t);
     if !is_plain_decimal(body) {
-        return Err(ValueError::NotADecimal(s.to_string()));
+        return Err(ValueError::NotADecimal(clip(s)));
     }
-    let v: f64 = body
-        .parse()
-        .map_err(|_| ValueError::NotADecimal(s.to_string()))?;
+    let v: f64 = body.parse().map_err(|_| ValueError::NotADecimal(clip(s)))?;
     if !v.is_finite() {
-        return Err(ValueError::NotADecimal(s.to_string()));
+        return Err(ValueError::NotADecimal(clip(s)));
     }
     Ok(v)
 }
@@ -185,7 +355,7 @@ pub fn parse_capacity_type(s: &str) -> Result<CapacityType, ValueError> {
         "on-demand" => Ok(CapacityType::OnDemand),
         "spot" => Ok(CapacityType::Spot),
         "reserved" => Ok(CapacityType::Reserved),
-        _ => Err(ValueError::UnknownCapacityType(s.to_string())),
+        _ => Err(ValueError::UnknownCapacityType(clip(s))),
     }
 }
 
@@ -195,10 +365,11 @@ fn split_list(s: &str) -> impl Iterator<Item = &str> {
     s.split(',').map(str::trim).filter(|e| !e.is_empty())
 }
 
-/// A label (or taint) key: optional DNS-subdomain prefix and `/`, then a name of at most 63
-/// characters of `[A-Za-z0-9._-]` starting and ending alphanumerically.
+/// A label (or taint, or resource) key as Kubernetes' `IsQualifiedName` checks it: an
+/// optional DNS-1123 subdomain prefix (lower case, at most 253 characters) and `/`, then a
+/// name of at most 63 characters of `[A-Za-z0-9._-]` starting and ending alphanumerically.
 pub fn validate_key(key: &str) -> Result<(), ValueError> {
-    let bad = || ValueError::InvalidKey(key.to_string());
+    let bad = || ValueError::InvalidKey(clip(key));
     let (prefix, name) = match key.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -208,19 +379,19 @@ pub fn validate_key(key: &str) -> Result<(), ValueError> {
     {
         return Err(bad());
     }
-    if !is_label_name(name) || name.is_empty() {
+    if !is_label_name(name) {
         return Err(bad());
     }
     Ok(())
 }
 
-/// A label value: empty, or at most 63 characters of `[A-Za-z0-9._-]` starting and ending
-/// alphanumerically.
+/// A label value as Kubernetes' `IsValidLabelValue` checks it: empty, or at most 63
+/// characters of `[A-Za-z0-9._-]` starting and ending alphanumerically.
 pub fn validate_value(v: &str) -> Result<(), ValueError> {
     if v.is_empty() || is_label_name(v) {
         Ok(())
     } else {
-        Err(ValueError::InvalidValue(v.to_string()))
+        Err(ValueError::InvalidValue(clip(v)))
     }
 }
 
@@ -239,164 +410,24 @@ fn is_label_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
+/// A DNS-1123 subdomain: dot-separated labels of lower-case alphanumerics and `-`, each
+/// starting and ending alphanumerically.
 fn is_dns_subdomain(s: &str) -> bool {
-    s.split('.').all(|part| {
-        let b = part.as_bytes();
-        !b.is_empty()
-            && b.len() <= 63
-            && b[0].is_ascii_alphanumeric()
-            && b[b.len() - 1].is_ascii_alphanumeric()
-            && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
-    })
+    s.len() <= 253
+        && s.split('.').all(|part| {
+            let b = part.as_bytes();
+            !b.is_empty()
+                && b.len() <= 63
+                && is_lower_alnum(b[0])
+                && is_lower_alnum(b[b.len() - 1])
+                && b.iter().all(|c| is_lower_alnum(*c) || *c == b'-')
+        })
+}
+
+fn is_lower_alnum(c: u8) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn taints() {
-        assert_eq!(
-            parse_taints("gpu=true:NoSchedule, dedicated:NoExecute,").unwrap(),
-            vec![
-                Taint {
-                    key: "gpu".into(),
-                    value: Some("true".into()),
-                    effect: TaintEffect::NoSchedule
-                },
-                Taint {
-                    key: "dedicated".into(),
-                    value: None,
-                    effect: TaintEffect::NoExecute
-                },
-            ]
-        );
-        assert_eq!(parse_taints("").unwrap(), vec![]);
-        assert!(matches!(
-            parse_taints("a=b:NoSchedulez"),
-            Err(ValueError::UnknownTaintEffect { .. })
-        ));
-        assert!(matches!(
-            parse_taints("a=b"),
-            Err(ValueError::MalformedTaint(_))
-        ));
-        assert!(matches!(
-            parse_taints("=b:NoSchedule"),
-            Err(ValueError::InvalidKey(_))
-        ));
-        assert!(matches!(
-            parse_taints("a=b c:NoSchedule"),
-            Err(ValueError::InvalidValue(_))
-        ));
-        assert_eq!(
-            parse_taints("example.com/x=y:PreferNoSchedule").unwrap()[0].key,
-            "example.com/x"
-        );
-    }
-
-    #[test]
-    fn labels_and_csi() {
-        let l = parse_labels("kubernetes.io/arch=arm64, tier=gpu").unwrap();
-        assert_eq!(l["kubernetes.io/arch"], "arm64");
-        assert_eq!(l["tier"], "gpu");
-        assert!(matches!(
-            parse_labels("tier"),
-            Err(ValueError::MalformedPair(_))
-        ));
-        assert!(matches!(
-            parse_labels("a=1,a=2"),
-            Err(ValueError::DuplicateKey(_))
-        ));
-        assert!(matches!(
-            parse_labels("a/b/c=1"),
-            Err(ValueError::InvalidKey(_))
-        ));
-        let c = parse_csi_limits("ebs.csi.aws.com=25").unwrap();
-        assert_eq!(c["ebs.csi.aws.com"], 25);
-        assert!(matches!(
-            parse_csi_limits("ebs.csi.aws.com=-1"),
-            Err(ValueError::Negative(_))
-        ));
-        assert!(matches!(
-            parse_csi_limits("ebs=x"),
-            Err(ValueError::NotAnInteger(_))
-        ));
-    }
-
-    #[test]
-    fn numbers() {
-        assert_eq!(parse_count("3"), Ok(3));
-        assert_eq!(parse_count(" 0 "), Ok(0));
-        assert!(matches!(parse_count("-1"), Err(ValueError::Negative(_))));
-        assert!(matches!(
-            parse_count("1.5"),
-            Err(ValueError::NotAnInteger(_))
-        ));
-        assert!(matches!(
-            parse_count("99999999999999999999"),
-            Err(ValueError::NotAnInteger(_))
-        ));
-        assert_eq!(parse_price("0.096"), Ok(0.096));
-        assert_eq!(parse_price("12"), Ok(12.0));
-        assert!(matches!(parse_price("-0.1"), Err(ValueError::Negative(_))));
-        assert!(matches!(
-            parse_price("NaN"),
-            Err(ValueError::NotADecimal(_))
-        ));
-        assert!(matches!(
-            parse_price("inf"),
-            Err(ValueError::NotADecimal(_))
-        ));
-        assert!(matches!(
-            parse_price("1e3"),
-            Err(ValueError::NotADecimal(_))
-        ));
-        assert!(matches!(parse_price("$1"), Err(ValueError::NotADecimal(_))));
-        assert_eq!(parse_capacity_type("spot"), Ok(CapacityType::Spot));
-        assert!(parse_capacity_type("preemptible").is_err());
-    }
-
-    proptest! {
-        #[test]
-        fn parsers_never_panic(s in "\\PC{0,80}") {
-            let _ = parse_taints(&s);
-            let _ = parse_labels(&s);
-            let _ = parse_csi_limits(&s);
-            let _ = parse_count(&s);
-            let _ = parse_count_quantity(&s);
-            let _ = parse_price(&s);
-            let _ = parse_capacity_type(&s);
-        }
-
-        #[test]
-        fn taint_shaped_noise_never_panics(s in "([a-z./=:, -]|NoSchedule|NoExecute|PreferNoSchedule){0,30}") {
-            let _ = parse_taints(&s);
-            let _ = parse_labels(&s);
-        }
-
-        #[test]
-        fn valid_taints_round_trip(
-            key in "[a-z][a-z0-9]{0,10}",
-            value in proptest::option::of("[a-z0-9]{1,10}"),
-            effect in 0usize..3,
-        ) {
-            let effect_s = ["NoSchedule", "PreferNoSchedule", "NoExecute"][effect];
-            let text = match &value {
-                Some(v) => format!("{key}={v}:{effect_s}"),
-                None => format!("{key}:{effect_s}"),
-            };
-            let parsed = parse_taints(&text).unwrap();
-            prop_assert_eq!(parsed.len(), 1);
-            prop_assert_eq!(&parsed[0].key, &key);
-            prop_assert_eq!(&parsed[0].value, &value);
-        }
-
-        #[test]
-        fn prices_are_finite_and_non_negative(s in "[-+]?[0-9]{0,30}(\\.[0-9]{0,30})?") {
-            if let Ok(p) = parse_price(&s) {
-                prop_assert!(p.is_finite() && p >= 0.0);
-            }
-        }
-    }
-}
+#[path = "parse_tests.rs"]
+mod tests;

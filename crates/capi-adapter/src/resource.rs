@@ -273,14 +273,17 @@ fn annotations_of(meta: &ObjectMeta) -> BTreeMap<String, String> {
     meta.annotations.clone().unwrap_or_default()
 }
 
-/// Whether a label key is in a domain CAPI propagates from Machine to Node.
+/// Whether CAPI propagates a Machine label with this key to the Node, exactly as CAPI's
+/// `GetManagedLabels` decides: the part before the first `/` (the whole key when it has no
+/// `/`) is `node-role.kubernetes.io` (that domain only), or `node-restriction.kubernetes.io`
+/// or `node.cluster.x-k8s.io` or a subdomain of either. Labels CAPI's
+/// `--additional-sync-machine-labels` flag adds are not known to us (docs/annotations.md).
 pub fn is_node_propagated(key: &str) -> bool {
-    let Some((prefix, _)) = key.split_once('/') else {
-        return false;
-    };
-    keys::capi::NODE_PROPAGATED_DOMAINS
-        .iter()
-        .any(|d| prefix == *d || prefix.ends_with(&format!(".{d}")))
+    let domain = key.split('/').next().unwrap_or(key);
+    domain == keys::capi::NODE_ROLE_DOMAIN
+        || keys::capi::NODE_PROPAGATED_DOMAINS
+            .iter()
+            .any(|d| domain == *d || domain.strip_suffix(d).is_some_and(|h| h.ends_with('.')))
 }
 
 fn capi_template_view(t: &capi::MachineTemplateSpec, namespace: &str) -> MachineTemplateView {
@@ -724,14 +727,30 @@ mod tests {
         );
     }
 
+    /// CAS `TestGetManagedNodeLabelsFromLabels` (clusterapi_utils_test.go), whose cases
+    /// follow CAPI's `GetManagedLabels`, plus edge cases of the same rule.
     #[test]
     fn propagated_domains() {
-        assert!(is_node_propagated("node-role.kubernetes.io/worker"));
-        assert!(is_node_propagated("node.cluster.x-k8s.io/pool"));
-        assert!(is_node_propagated("foo.node.cluster.x-k8s.io/pool"));
-        assert!(!is_node_propagated("cluster.x-k8s.io/deployment-name"));
-        assert!(!is_node_propagated("tier"));
-        assert!(!is_node_propagated("evilnode-role.kubernetes.io/x"));
+        for k in [
+            "node-restriction.kubernetes.io/some-thing",
+            "prefixed.node-restriction.kubernetes.io/some-other-thing",
+            "node.cluster.x-k8s.io/another-thing",
+            "prefixed.node.cluster.x-k8s.io/another-thing",
+            "node-role.kubernetes.io/worker",
+            "node-role.kubernetes.io/test",
+        ] {
+            assert!(is_node_propagated(k), "{k}");
+        }
+        for k in [
+            "my.special.label/should-not-propagate",
+            "prefixed.node-role.kubernetes.io/no-propagate",
+            "cluster.x-k8s.io/deployment-name",
+            "tier",
+            "evilnode-role.kubernetes.io/x",
+            "xnode.cluster.x-k8s.io/x",
+        ] {
+            assert!(!is_node_propagated(k), "{k}");
+        }
     }
 
     #[test]

@@ -25,6 +25,18 @@ pub enum QuantityError {
     Overflow(String),
 }
 
+/// Hostile inputs (kilobytes of garbage in an annotation) are quoted in errors at most this
+/// many characters long, with the full length noted.
+const CLIP: usize = 64;
+
+fn clip(s: &str) -> String {
+    if s.chars().count() <= CLIP {
+        return s.to_string();
+    }
+    let head: String = s.chars().take(CLIP).collect();
+    format!("{head}...({} bytes)", s.len())
+}
+
 /// Parses a quantity into whole base units (bytes, pods, GPUs...), rounding up.
 pub fn parse_units(s: &str) -> Result<i64, QuantityError> {
     parse_scaled(s, 0)
@@ -41,8 +53,8 @@ fn parse_scaled(raw: &str, scale: i32) -> Result<i64, QuantityError> {
     if s.is_empty() {
         return Err(QuantityError::Empty);
     }
-    let invalid = || QuantityError::Invalid(raw.to_string());
-    let overflow = || QuantityError::Overflow(raw.to_string());
+    let invalid = || QuantityError::Invalid(clip(raw));
+    let overflow = || QuantityError::Overflow(clip(raw));
 
     let bytes = s.as_bytes();
     let mut i = 0;
@@ -135,7 +147,7 @@ fn parse_scaled(raw: &str, scale: i32) -> Result<i64, QuantityError> {
         _ => return Err(invalid()),
     };
     if negative && mantissa != 0 {
-        return Err(QuantityError::Negative(raw.to_string()));
+        return Err(QuantityError::Negative(clip(raw)));
     }
     if mantissa == 0 {
         return Ok(0);

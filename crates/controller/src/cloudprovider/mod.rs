@@ -268,9 +268,13 @@ impl CloudProvider {
             .filter(|r| settings.selects(r).unwrap_or(true))
             .collect();
         let templates = templates::fetch(&self.inner.apis.client, &members).await;
+        let nodes =
+            templates::running_nodes(&self.inner.apis, &self.inner.workload, &members, &templates)
+                .await;
         let mut catalog = capi_adapter::instance_types(
             &members,
             &templates,
+            &nodes,
             &settings,
             now,
             &self.inner.backoff.snapshot(now),

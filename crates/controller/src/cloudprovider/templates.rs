@@ -5,12 +5,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use capi_adapter::{InfraRef, ScalableResource, TemplateLookup, Templates};
+use capi_adapter::{
+    InfraRef, NodeSample, NodeSamples, ScalableResource, TemplateLookup, Templates, sample_machine,
+    wants_node,
+};
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{ApiResource, DynamicObject};
 use kube::discovery;
 use kube::{Api, Client};
 
-use super::apis::is_not_found;
+use super::apis::{Apis, is_not_found};
 
 /// One lookup per distinct reference; the group's preferred version is found by discovery.
 pub(crate) async fn fetch(client: &Client, resources: &[ScalableResource]) -> Templates {
@@ -50,6 +54,32 @@ pub(crate) async fn fetch(client: &Client, resources: &[ScalableResource]) -> Te
             }
         };
         out.insert(r.clone(), lookup);
+    }
+    out
+}
+
+/// A running Node (in the workload cluster) for each resource whose nodes the declarations
+/// do not fully describe ([`wants_node`]: CAS builds such a group's template from a running
+/// node). Errors leave the resource without a sample; the adapter then reports what is
+/// missing.
+pub(crate) async fn running_nodes(
+    apis: &Apis,
+    workload: &Client,
+    resources: &[ScalableResource],
+    templates: &Templates,
+) -> NodeSamples {
+    let nodes: Api<Node> = Api::all(workload.clone());
+    let mut out = NodeSamples::new();
+    for r in resources.iter().filter(|r| wants_node(r, templates)) {
+        let Ok(machines) = apis.list_machines(&r.id).await else {
+            continue;
+        };
+        let Some(name) = sample_machine(&machines).and_then(|m| m.node_name.clone()) else {
+            continue;
+        };
+        if let Ok(Some(node)) = nodes.get_opt(&name).await {
+            out.insert(r.id.clone(), NodeSample::from_node(&node));
+        }
     }
     out
 }
