@@ -210,9 +210,13 @@ pub async fn launch(claim: &NodeClaim, ctx: &Context) -> Result<Action> {
                 {
                     status["capacity"] =
                         json!(kcapi_snapshot::resources::to_quantities(&it.capacity));
-                    status["allocatable"] = json!(kcapi_snapshot::resources::to_quantities(
-                        &kcapi_snapshot::cluster::allocatable_of(it)
-                    ));
+                    let mut allocatable = kcapi_snapshot::cluster::allocatable_of(it);
+                    if it.capacity.ephemeral_storage == 0 {
+                        // Unknown, not unlimited: leave it out of the status.
+                        allocatable.ephemeral_storage = 0;
+                    }
+                    status["allocatable"] =
+                        json!(kcapi_snapshot::resources::to_quantities(&allocatable));
                 }
             }
             if !labels.is_empty() {

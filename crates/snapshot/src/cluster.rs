@@ -337,23 +337,10 @@ fn in_flight(c: &NodeClaim, types: &[core::InstanceType], now: i64) -> Result<co
     })
 }
 
-/// What pods can use on a node of this type: capacity minus overhead, never negative.
+/// What pods can use on a node of this type: the core's rule (capacity minus overhead, never
+/// negative; unreported ephemeral storage unconstrained).
 pub fn allocatable_of(it: &core::InstanceType) -> core::Resources {
-    let c = &it.capacity;
-    let o = &it.overhead;
-    let mut r = core::Resources {
-        cpu_milli: (c.cpu_milli - o.cpu_milli).max(0),
-        memory: (c.memory - o.memory).max(0),
-        pods: (c.pods - o.pods).max(0),
-        ephemeral_storage: (c.ephemeral_storage - o.ephemeral_storage).max(0),
-        extended: c.extended.clone(),
-    };
-    for (k, v) in &o.extended {
-        if let Some(x) = r.extended.get_mut(k) {
-            *x = (*x - v).max(0);
-        }
-    }
-    r
+    it.allocatable()
 }
 
 /// A DaemonSet's pod template as the pod it places on every node it selects.

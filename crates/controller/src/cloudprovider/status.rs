@@ -53,11 +53,16 @@ pub fn nodeclass_status(
         });
     }
 
-    let (status, reason, message) = if !catalog.problems.is_empty() {
-        let mut msg = catalog
-            .problems
+    // Problems whose resource is still offered (one bad value or entry ignored) are warnings:
+    // they show in the resource rows and in the Ready message, but only resources left out
+    // make the NodeClass not Ready.
+    let dropped: Vec<&capi_adapter::Problem> =
+        catalog.problems.iter().filter(|p| !p.kept).collect();
+    let warnings = catalog.problems.len() - dropped.len();
+    let (status, reason, message) = if !dropped.is_empty() {
+        let mut msg = dropped
             .iter()
-            .map(ToString::to_string)
+            .map(|p| p.to_string())
             .collect::<Vec<_>>()
             .join("; ");
         if msg.len() > MAX_MESSAGE {
@@ -68,8 +73,8 @@ pub fn nodeclass_status(
             msg.truncate(cut);
             msg.push_str("...");
         }
-        let reason = if catalog.problems.len() == 1 {
-            catalog.problems[0].reason()
+        let reason = if dropped.len() == 1 {
+            dropped[0].reason()
         } else {
             "InvalidScalableResources"
         };
@@ -82,7 +87,7 @@ pub fn nodeclass_status(
         )
     } else {
         let unpriced = catalog.unpriced();
-        let msg = if unpriced.is_empty() {
+        let mut msg = if unpriced.is_empty() {
             format!("{} instance types", catalog.instance_types.len())
         } else {
             format!(
@@ -91,6 +96,22 @@ pub fn nodeclass_status(
                 unpriced.join(", ")
             )
         };
+        let unlimited = catalog.unlimited();
+        if !unlimited.is_empty() {
+            msg.push_str(&format!(
+                "; no max-size annotation (unlimited): {}",
+                unlimited
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        if warnings > 0 {
+            msg.push_str(&format!(
+                "; {warnings} annotation value(s) ignored, see scalableResources"
+            ));
+        }
         ("True", "Ready", msg)
     };
     let last_transition_time = previous
