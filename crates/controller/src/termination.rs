@@ -144,25 +144,47 @@ async fn taint_disrupted(node: &Node, ctx: &Context) -> Result<()> {
     patch_taints(node, taints, ctx).await
 }
 
-/// Replaces a Node's taints, guarded by its resourceVersion.
-pub async fn patch_taints(node: &Node, taints: Vec<Taint>, ctx: &Context) -> Result<()> {
-    let api: Api<Node> = Api::all(ctx.workload.clone());
-    let patch = json!({
-        "metadata": {"resourceVersion": node.resource_version()},
-        "spec": {"taints": taints},
-    });
+/// A merge patch of a cluster-scoped object; an object already gone is not an error (what
+/// the patch was for no longer matters).
+async fn merge_patch<K>(ctx: &Context, name: &str, patch: serde_json::Value) -> Result<()>
+where
+    K: Resource<Scope = kube::core::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::all(ctx.workload.clone());
     match api
-        .patch(
-            &node.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
         Ok(_) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Replaces a Node's taints, guarded by its resourceVersion.
+pub async fn patch_taints(node: &Node, taints: Vec<Taint>, ctx: &Context) -> Result<()> {
+    let patch = json!({
+        "metadata": {"resourceVersion": node.resource_version()},
+        "spec": {"taints": taints},
+    });
+    merge_patch::<Node>(ctx, &node.name_any(), patch).await
+}
+
+/// The object's finalizers without ours, as a patch guarded by its resourceVersion; `None`
+/// when ours is not there.
+fn without_our_finalizer<K: Resource>(obj: &K) -> Option<serde_json::Value> {
+    let all = obj.finalizers();
+    let rest: Vec<&String> = all
+        .iter()
+        .filter(|f| *f != wellknown::TERMINATION_FINALIZER)
+        .collect();
+    (rest.len() != all.len()).then(
+        || json!({"metadata": {"resourceVersion": obj.resource_version(), "finalizers": rest}}),
+    )
 }
 
 fn is_daemon(p: &Pod) -> bool {
@@ -230,28 +252,10 @@ async fn volumes_attached(node: &Node, ctx: &Context) -> Result<bool> {
 
 /// Drops our finalizer from the Node and deletes it (its Machine is gone).
 async fn release_node(node: &Node, ctx: &Context) -> Result<()> {
-    let api: Api<Node> = Api::all(ctx.workload.clone());
-    let finalizers: Vec<String> = node
-        .finalizers()
-        .iter()
-        .filter(|f| *f != wellknown::TERMINATION_FINALIZER)
-        .cloned()
-        .collect();
-    if finalizers.len() != node.finalizers().len() {
-        let patch = json!({"metadata": {"resourceVersion": node.resource_version(), "finalizers": finalizers}});
-        match api
-            .patch(
-                &node.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        }
+    if let Some(patch) = without_our_finalizer(node) {
+        merge_patch::<Node>(ctx, &node.name_any(), patch).await?;
     }
+    let api: Api<Node> = Api::all(ctx.workload.clone());
     match api.delete(&node.name_any(), &DeleteParams::default()).await {
         Ok(_) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
@@ -260,25 +264,9 @@ async fn release_node(node: &Node, ctx: &Context) -> Result<()> {
 }
 
 async fn remove_finalizer(claim: &NodeClaim, ctx: &Context) -> Result<()> {
-    let api: Api<NodeClaim> = Api::all(ctx.workload.clone());
-    let finalizers: Vec<String> = claim
-        .finalizers()
-        .iter()
-        .filter(|f| *f != wellknown::TERMINATION_FINALIZER)
-        .cloned()
-        .collect();
-    let patch = json!({"metadata": {"resourceVersion": claim.resource_version(), "finalizers": finalizers}});
-    match api
-        .patch(
-            &claim.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(e.into()),
+    match without_our_finalizer(claim) {
+        Some(patch) => merge_patch::<NodeClaim>(ctx, &claim.name_any(), patch).await,
+        None => Ok(()),
     }
 }
 
