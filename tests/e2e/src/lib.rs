@@ -27,6 +27,7 @@ pub use kcapi_fake_infra::fixtures::wait_for;
 pub const SCOPE: &str = "karpenter-capi.e2e/scope";
 
 /// One scenario's world.
+#[allow(missing_debug_implementations)]
 pub struct Scenario {
     pub client: Client,
     pub ns: String,
@@ -268,10 +269,14 @@ impl Scenario {
 
     /// Waits until `n` pods of `app` run (bound and Running); returns their nodes.
     pub async fn wait_running(&self, app: &str, n: usize, timeout_secs: u64) -> BTreeSet<String> {
-        wait_for(&format!("{n} pods of {app} Running"), timeout_secs, || async {
-            let pods = self.pods(app).await;
-            Ok(pods.len() == n && pods.iter().all(running))
-        })
+        wait_for(
+            &format!("{n} pods of {app} Running"),
+            timeout_secs,
+            || async {
+                let pods = self.pods(app).await;
+                Ok(pods.len() == n && pods.iter().all(running))
+            },
+        )
         .await
         .expect("pods running");
         self.pods(app).await.iter().filter_map(node_of).collect()

@@ -40,8 +40,10 @@ async fn scale_from_zero_then_scale_in() {
     for md in &shapes {
         s.md(md).await;
     }
-    s.nodepool(json!({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}))
-        .await;
+    s.nodepool(
+        json!({"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s"}),
+    )
+    .await;
     let running = s.start(s.options()).await;
 
     // 1. Scale from zero.
@@ -75,7 +77,11 @@ async fn scale_from_zero_then_scale_in() {
     // 15 CPUs of pods: four mediums (0.68/h) is the optimum; allow one small for overhead.
     assert!(cost <= 0.68 + 0.10 + 1e-9, "cost {cost}");
     for n in &nodes {
-        let taints = n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+        let taints = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
         assert!(
             !taints.iter().any(|t| t.key == "karpenter.sh/unregistered"),
             "the controller registered {}: {taints:?}",
@@ -116,7 +122,12 @@ async fn scale_from_zero_then_scale_in() {
         Ok(nodes.len() == 1
             && machines.len() == 1
             && s.claims().await.len() == 1
-            && s.pods("web").await.iter().filter(|p| e2e_tests::running(p)).count() == 3)
+            && s.pods("web")
+                .await
+                .iter()
+                .filter(|p| e2e_tests::running(p))
+                .count()
+                == 3)
     })
     .await
     .expect("scale in");
@@ -140,7 +151,11 @@ async fn scale_from_zero_then_scale_in() {
         w.unannotated_deletes
     );
     assert_eq!(w.deleted.len(), node_names.len() - 1, "{:?}", w.deleted);
-    assert!(w.min_replicas >= 1, "replicas dropped below need: {}", w.min_replicas);
+    assert!(
+        w.min_replicas >= 1,
+        "replicas dropped below need: {}",
+        w.min_replicas
+    );
     running.stop();
 }
 
