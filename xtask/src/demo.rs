@@ -80,10 +80,10 @@ async fn build_controller(root: &Path) -> Result<PathBuf> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let status = tokio::process::Command::new(cargo)
         .current_dir(root)
-        .args(["build", "-p", "karpenter-capi-controller"])
+        .args(["build", "-p", "karpenter-capi-controller-bin"])
         .status()
         .await
-        .context("cargo build -p karpenter-capi-controller")?;
+        .context("cargo build -p karpenter-capi-controller-bin")?;
     if !status.success() {
         bail!("building karpenter-capi-controller failed");
     }
