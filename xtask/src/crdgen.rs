@@ -8,9 +8,14 @@ use anyhow::Result;
 
 pub fn run(check: bool) -> Result<ExitCode> {
     let dir = crate::repo_root().join("config").join("crd");
+    // The Helm chart ships the same files (helm installs a chart's crds/ as they are).
+    let chart = crate::repo_root().join("charts/karpenter-capi/crds");
     std::fs::create_dir_all(&dir)?;
     let mut stale = Vec::new();
-    for crd in karpenter_api::crd::crds() {
+    for (crd, dir) in karpenter_api::crd::crds()
+        .into_iter()
+        .flat_map(|c| [(c.clone(), dir.clone()), (c, chart.clone())])
+    {
         let path = dir.join(karpenter_api::crd::file_name(&crd));
         let yaml = karpenter_api::crd::to_yaml(&crd)?;
         let current = std::fs::read_to_string(&path).unwrap_or_default();

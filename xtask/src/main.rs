@@ -3,6 +3,7 @@
 //! - `control-plane up|down|env|status`: the test control plane (real etcd and
 //!   kube-apiserver on loopback, built once per machine from their Go modules).
 //! - `crdgen [--check]`: write (or check) `config/crd/` from the Rust API types.
+//! - `helm`: build (once per machine) and print the path of the `helm` binary.
 //! - `test [-- <cargo test args>]`: start the control plane if none runs, run every test in
 //!   the workspace against it, stop what it started, exit non-zero on any failure.
 //! - `e2e-env up|down|status`: the end-to-end environment (control plane + kube-scheduler,
@@ -17,6 +18,7 @@ mod crdgen;
 mod demo;
 mod e2e;
 mod gobuild;
+mod helm;
 mod pki;
 mod testrun;
 
@@ -46,6 +48,8 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Build helm from its Go module (once per machine) and print its path.
+    Helm,
     /// Manage the end-to-end environment (control plane + scheduler, controller-manager,
     /// Cluster API, kwok, fake infrastructure).
     #[command(name = "e2e-env", subcommand)]
@@ -188,6 +192,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::E2e { args } => return e2e::run::run(args).await,
         Command::Demo { duration } => return demo::run(duration).await,
         Command::Crdgen { check } => return crdgen::run(check),
+        Command::Helm => println!("{}", helm::ensure()?.display()),
         Command::Test { fresh, args } => return testrun::run(fresh, args).await,
     }
     Ok(ExitCode::SUCCESS)

@@ -66,7 +66,11 @@ pub async fn run(fresh: bool, args: Vec<String>) -> Result<ExitCode> {
             }
         };
 
-    let result = run_cargo_test(&kubeconfig, &args).await;
+    // The chart tests render with helm (built once per machine, like the control plane).
+    let result = match crate::helm::ensure() {
+        Ok(helm) => run_cargo_test(&kubeconfig, &helm, &args).await,
+        Err(e) => Err(e),
+    };
     if let Some((instance, children)) = started {
         instance.stop(children);
         let _ = std::fs::remove_dir_all(&instance.dir);
@@ -85,7 +89,11 @@ pub async fn run(fresh: bool, args: Vec<String>) -> Result<ExitCode> {
     })
 }
 
-async fn run_cargo_test(kubeconfig: &std::path::Path, args: &[String]) -> Result<(bool, Totals)> {
+async fn run_cargo_test(
+    kubeconfig: &std::path::Path,
+    helm: &std::path::Path,
+    args: &[String],
+) -> Result<(bool, Totals)> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let mut child = Command::new(cargo)
         .current_dir(crate::repo_root())
@@ -93,6 +101,7 @@ async fn run_cargo_test(kubeconfig: &std::path::Path, args: &[String]) -> Result
         .args(["test", "--workspace", "--no-fail-fast"])
         .args(args)
         .env(testenv::KUBECONFIG_ENV, kubeconfig)
+        .env("KCAPI_HELM", helm)
         .stdout(Stdio::piped())
         .spawn()
         .context("starting cargo test")?;

@@ -36,8 +36,8 @@ enum Cmd {
         /// Strategies to run (repeatable); default: the scenario's list, else all available.
         #[arg(long = "strategy", value_name = "NAME")]
         strategies: Vec<String>,
-        /// Number of seeds (0..N); seeds change generated workloads only.
-        #[arg(long, default_value_t = 1)]
+        /// Number of seeds (0..N), at least 1; seeds change generated workloads only.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         seeds: u64,
         /// Write the full report (every figure and time series) as JSON.
         #[arg(long, value_name = "FILE")]
@@ -82,6 +82,15 @@ enum Cmd {
     },
     /// List the strategies and which code backs each.
     Strategies,
+    /// Re-run a decision the controller recorded with `--replay-dir` and say whether the
+    /// core decides the same (exit 4 when it does not).
+    Replay {
+        /// A `provisioning-*.json` or `disruption-*.json` record.
+        record: PathBuf,
+        /// Print the re-run decision as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Print to stdout; a closed pipe (`| head`) is not an error worth a panic.
@@ -232,6 +241,26 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
                 scenario::json_schema()
             };
             outln!("{}", serde_json::to_string_pretty(&v)?);
+            Ok(())
+        }
+        Cmd::Replay { record, json } => {
+            let out = karpenter_capi_simulator::replay::replay(&record)?;
+            outln!(
+                "{}: {}\n{}",
+                out.kind,
+                out.summary,
+                if out.same {
+                    "the core decides the same"
+                } else {
+                    "the core now decides differently from the recorded decision"
+                }
+            );
+            if json {
+                outln!("{}", out.rerun_json);
+            }
+            if !out.same {
+                std::process::exit(4);
+            }
             Ok(())
         }
         Cmd::Strategies => {

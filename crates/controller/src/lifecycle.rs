@@ -479,3 +479,41 @@ pub fn not_initialized(claim: &NodeClaim, node: &Node) -> Option<String> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        match serde_json::from_value(v) {
+            Ok(t) => t,
+            Err(e) => panic!("fixture: {e}"),
+        }
+    }
+
+    #[test]
+    fn initialized_needs_ready_no_startup_taints_and_extended_resources() {
+        let claim: NodeClaim = from(json!({
+            "metadata": {"name": "c"},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": [],
+                     "startupTaints": [{"key": "cni-not-ready", "effect": "NoSchedule"}],
+                     "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}}
+        }));
+        let node = |ready: bool, taints: serde_json::Value, gpus: &str| -> Node {
+            from(json!({
+                "metadata": {"name": "n"},
+                "spec": {"taints": taints},
+                "status": {"allocatable": {"cpu": "2", "nvidia.com/gpu": gpus},
+                           "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}
+            }))
+        };
+        let startup = json!([{"key": "cni-not-ready", "effect": "NoSchedule"}]);
+        let unregistered =
+            json!([{"key": wellknown::UNREGISTERED_TAINT_KEY, "effect": "NoExecute"}]);
+        assert!(not_initialized(&claim, &node(false, json!([]), "1")).is_some());
+        assert!(not_initialized(&claim, &node(true, startup, "1")).is_some());
+        assert!(not_initialized(&claim, &node(true, unregistered, "1")).is_some());
+        assert!(not_initialized(&claim, &node(true, json!([]), "0")).is_some());
+        assert_eq!(not_initialized(&claim, &node(true, json!([]), "1")), None);
+    }
+}

@@ -241,3 +241,101 @@ pub async fn await_observed(
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool() -> NodePool {
+        match serde_json::from_value(json!({
+            "metadata": {"name": "general", "uid": "u-1"},
+            "spec": {"template": {
+                "metadata": {"labels": {"team": "a"}},
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.cluster.x-k8s.io", "kind": "ClusterAPINodeClass", "name": "nc"},
+                    "requirements": [],
+                    "taints": [{"key": "dedicated", "value": "a", "effect": "NoSchedule"}],
+                    "expireAfter": "24h"
+                }
+            }}
+        })) {
+            Ok(p) => p,
+            Err(e) => panic!("fixture: {e}"),
+        }
+    }
+
+    #[test]
+    fn a_claim_carries_the_pool_template_and_every_fitting_type() {
+        let requirements = vec![core::Requirement {
+            key: wellknown::ZONE_LABEL.into(),
+            operator: core::Operator::In,
+            values: vec!["a".into()],
+            min_values: None,
+        }];
+        let option = |n: &str| core::InstanceTypeOption {
+            instance_type: n.into(),
+            cheapest: core::OfferingChoice {
+                zone: "a".into(),
+                capacity_type: core::CapacityType::OnDemand,
+                price: 1.0,
+            },
+            allocatable_for_pods: core::Resources::default(),
+        };
+        let options = vec![option("large"), option("small")];
+        let launch = core::Launch {
+            instance_type: "small".into(),
+            zone: "a".into(),
+            capacity_type: core::CapacityType::OnDemand,
+            price: 1.0,
+        };
+        let req = ClaimRequest {
+            nodepool: "general",
+            requirements: &requirements,
+            options: &options,
+            launch: &launch,
+            requests: core::Resources {
+                cpu_milli: 1500,
+                ..Default::default()
+            },
+        };
+        let c = build(&pool(), &req, &Catalogs::default());
+        let labels = c.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels.get(wellknown::NODEPOOL_LABEL).map(String::as_str),
+            Some("general")
+        );
+        assert_eq!(labels.get("team").map(String::as_str), Some("a"));
+        assert_eq!(
+            labels.get(wellknown::ZONE_LABEL).map(String::as_str),
+            Some("a")
+        );
+        assert_eq!(c.metadata.generate_name.as_deref(), Some("general-"));
+        assert_eq!(
+            c.metadata.finalizers,
+            Some(vec![wellknown::TERMINATION_FINALIZER.to_string()])
+        );
+        let it = c
+            .spec
+            .requirements
+            .iter()
+            .find(|r| r.key == wellknown::INSTANCE_TYPE_LABEL)
+            .and_then(|r| r.values.clone());
+        assert_eq!(it, Some(vec!["large".to_string(), "small".to_string()]));
+        assert_eq!(c.spec.taints.as_ref().map(Vec::len), Some(1));
+        assert_eq!(
+            c.spec
+                .resources
+                .and_then(|r| r.requests)
+                .and_then(|r| r.get("cpu").cloned())
+                .map(|q| q.0),
+            Some("1500m".to_string())
+        );
+        assert!(
+            !c.metadata
+                .annotations
+                .unwrap_or_default()
+                .contains_key(keys::ours::LAUNCH_TARGET),
+            "no target without a catalog that resolves the offering"
+        );
+    }
+}

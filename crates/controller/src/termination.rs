@@ -323,3 +323,28 @@ pub async fn deleted_nodes(ctx: &Context) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(daemon: bool, class: Option<&str>) -> Pod {
+        let mut v = json!({"metadata": {"name": "p"}, "spec": {"containers": []}});
+        if daemon {
+            v["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u", "controller": true}]);
+        }
+        if let Some(c) = class {
+            v["spec"]["priorityClassName"] = json!(c);
+        }
+        serde_json::from_value(v).unwrap_or_default()
+    }
+
+    #[test]
+    fn eviction_tiers_follow_karpenter() {
+        assert_eq!(tier(&pod(false, None)), 0);
+        assert_eq!(tier(&pod(true, None)), 1);
+        assert_eq!(tier(&pod(false, Some("system-cluster-critical"))), 2);
+        assert_eq!(tier(&pod(true, Some("system-node-critical"))), 3);
+        assert_eq!(tier(&pod(false, Some("high"))), 0);
+    }
+}

@@ -14,6 +14,9 @@
 //!   `schedule_on` with the evicted pods).
 //! - [`schedule_with`]: the same with any [`packing::LaunchPlanner`] (an optimiser).
 //!
+//! Binding: [`filter`] is the kube-scheduler's "may this pod bind to this node", built on
+//! the same groups and matching, for callers that bind pods (the simulator).
+//!
 //! Modules: [`resources`] (arithmetic, pod requests), [`requirements`] (label matching and the
 //! requirements algebra), [`taints`], [`selectors`], [`topology`] (spread and pod
 //! (anti-)affinity groups), [`shapes`] (NodePool x instance type x offering, daemonset
@@ -22,6 +25,7 @@
 
 pub mod builders;
 pub mod disruption;
+pub mod filter;
 pub mod model;
 pub mod optimize;
 pub mod packing;

@@ -20,6 +20,8 @@ pub mod labels {
     pub const ARCH: &str = "kubernetes.io/arch";
     pub const OS: &str = "kubernetes.io/os";
     pub const HOSTNAME: &str = "kubernetes.io/hostname";
+    /// Set by the API server on every namespace to its name.
+    pub const NAMESPACE_NAME: &str = "kubernetes.io/metadata.name";
 }
 
 /// Resource names with first-class fields in [`Resources`]; anything else is extended.

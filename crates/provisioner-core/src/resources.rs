@@ -277,6 +277,33 @@ pub fn normalized(mut r: Resources) -> Resources {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fits_with_counts_what_is_used() {
+        let alloc = Resources::with_pods(4000, 8 << 30, 10).with_extended("nvidia.com/gpu", 2);
+        let used = Resources::with_pods(3000, 4 << 30, 9).with_extended("nvidia.com/gpu", 1);
+        assert!(used.fits_with(&Resources::with_pods(1000, 4 << 30, 1), &alloc));
+        assert!(!used.fits_with(&Resources::with_pods(1001, 0, 0), &alloc));
+        assert!(!used.fits_with(&Resources::with_pods(0, (4 << 30) + 1, 0), &alloc));
+        assert!(!used.fits_with(&Resources::with_pods(0, 0, 2), &alloc));
+        let one_gpu = Resources::new(0, 0).with_extended("nvidia.com/gpu", 1);
+        assert!(used.fits_with(&one_gpu, &alloc));
+        let two_gpus = Resources::new(0, 0).with_extended("nvidia.com/gpu", 2);
+        assert!(!used.fits_with(&two_gpus, &alloc), "one of the two is used");
+        // A request for a resource the node does not have, with nothing of it used: the case
+        // the simulator's swapped arguments let through.
+        let plain = Resources::with_pods(4000, 8 << 30, 10);
+        assert!(!Resources::default().fits_with(&one_gpu, &plain));
+        // Resources used but not requested do not matter.
+        assert!(used.fits_with(&Resources::new(100, 0), &alloc));
+        let mut eph = Resources::new(0, 0);
+        eph.ephemeral_storage = 1;
+        let mut full = used.clone();
+        full.ephemeral_storage = 10;
+        let mut cap = alloc.clone();
+        cap.ephemeral_storage = 10;
+        assert!(!full.fits_with(&eph, &cap));
+    }
     use crate::model::InitContainer;
 
     #[test]

@@ -317,7 +317,7 @@ impl<'a> Run<'a> {
         let mut seen = BTreeSet::new();
         for p in pending {
             let term = effective_term(p);
-            for t in owned_terms(p, &self.state.base.snapshot.namespaces, &term) {
+            for t in owned_terms(p, &self.state.base.snapshot.namespaces, &[term]) {
                 if seen.insert(t.key.clone()) {
                     self.state.group(&t);
                 }
@@ -381,6 +381,18 @@ impl<'a> Run<'a> {
             && g.key != labels::HOSTNAME
         {
             set.extend(g.domains.iter().cloned());
+            if g.kind == Kind::Affinity {
+                // Existing nodes the pod may use are domains too (Karpenter's domain universe
+                // includes them): a matching pod on one rules out bootstrapping elsewhere.
+                let nodes = &self.state.base.snapshot.nodes;
+                for (i, n) in nodes.iter().enumerate() {
+                    let usable = c.nodes_ok.get(i).copied().unwrap_or(false)
+                        && self.state.nodes.get(i).is_some_and(|x| !x.removed);
+                    if usable && let Some(d) = crate::state::node_domain(n, &g.key) {
+                        set.insert(d.to_string());
+                    }
+                }
+            }
             let shp = &self.state.base.shapes;
             for s in c.shapes.iter() {
                 if let Some(v) = shp.labels.get(s as usize).and_then(|l| l.get(&g.key)) {
@@ -403,7 +415,11 @@ impl<'a> Run<'a> {
             .unwrap_or_default();
         let requests = with_volumes(pod_requests(pod), pod);
         let mut owned = Vec::new();
-        for t in owned_terms(pod, &self.state.base.snapshot.namespaces, &term) {
+        for t in owned_terms(
+            pod,
+            &self.state.base.snapshot.namespaces,
+            std::slice::from_ref(&term),
+        ) {
             let g = self.state.group(&t);
             let self_sel = self.state.groups.get(g).is_some_and(|x| x.selects(pod));
             let elig = self.eligible(g, class);

@@ -183,7 +183,7 @@ impl ClusterState {
             let mut owner = reduced;
             owner.namespace = p.namespace.clone();
             owner.labels = p.labels.clone();
-            for t in crate::topology::owned_terms(&owner, &snap.snapshot.namespaces, &Vec::new()) {
+            for t in crate::topology::owned_terms(&owner, &snap.snapshot.namespaces, &[]) {
                 state.group(&t);
             }
         }

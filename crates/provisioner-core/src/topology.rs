@@ -11,7 +11,7 @@ use crate::model::{
     InclusionPolicy, LabelSelector, NodeSelectorTerm, Pod, Taint, Toleration, WhenUnsatisfiable,
     labels,
 };
-use crate::requirements::term_matches;
+use crate::requirements::terms_match;
 use crate::selectors::NamespaceScope;
 use crate::taints::tolerates_all;
 
@@ -26,8 +26,9 @@ pub enum Kind {
 /// Which nodes a spread counts (nodeAffinityPolicy / nodeTaintsPolicy `Honor`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct NodeFilter {
-    /// Honor node affinity: the owner's node requirements (ANDed).
-    pub requirements: Option<NodeSelectorTerm>,
+    /// Honor node affinity: the owner's node requirements (ORed terms, each ANDed; no
+    /// terms means no constraint).
+    pub requirements: Option<Vec<NodeSelectorTerm>>,
     /// Honor taints: the owner's tolerations.
     pub tolerations: Option<Vec<Toleration>>,
 }
@@ -37,7 +38,7 @@ impl NodeFilter {
     pub fn admits(&self, node_labels: &BTreeMap<String, String>, taints: &[Taint]) -> bool {
         self.requirements
             .as_ref()
-            .is_none_or(|t| term_matches(t, node_labels))
+            .is_none_or(|terms| terms_match(terms, node_labels))
             && self
                 .tolerations
                 .as_ref()
@@ -99,7 +100,14 @@ impl Group {
     /// Smallest count among `eligible` domains (0 for hostname: a new node can always open;
     /// 0 when fewer than minDomains domains are eligible).
     pub fn global_min(&self, eligible: &BTreeSet<String>) -> i32 {
-        if self.key == labels::HOSTNAME {
+        self.global_min_in(eligible, true)
+    }
+
+    /// [`Group::global_min`] with the choice of whether new hosts can open: the provisioner
+    /// can always add an empty hostname domain, the kube-scheduler binding to existing nodes
+    /// cannot (there the hostname minimum is over the existing eligible nodes).
+    pub fn global_min_in(&self, eligible: &BTreeSet<String>, new_hosts: bool) -> i32 {
+        if self.key == labels::HOSTNAME && new_hosts {
             return 0;
         }
         if let Some(md) = self.min_domains
@@ -127,11 +135,22 @@ impl Group {
         self_selected: bool,
         eligible: &BTreeSet<String>,
     ) -> bool {
+        self.allows_in(domain, self_selected, eligible, true)
+    }
+
+    /// [`Group::allows`] with the choice of [`Group::global_min_in`]'s `new_hosts`.
+    pub fn allows_in(
+        &self,
+        domain: Option<&str>,
+        self_selected: bool,
+        eligible: &BTreeSet<String>,
+        new_hosts: bool,
+    ) -> bool {
         match self.kind {
             Kind::Spread => {
                 let Some(d) = domain else { return false };
                 let count = self.counts.get(d).copied().unwrap_or(0) + i32::from(self_selected);
-                count - self.global_min(eligible) <= self.max_skew
+                count - self.global_min_in(eligible, new_hosts) <= self.max_skew
             }
             Kind::Affinity => {
                 let Some(d) = domain else { return false };
@@ -166,10 +185,12 @@ impl Group {
 }
 
 /// The terms a pod owns, with preferences included as long as they were not relaxed.
+/// `node_requirements`: the owner's node requirements as ORed terms, for spreads that honor
+/// node affinity.
 pub fn owned_terms(
     pod: &Pod,
     namespaces: &BTreeMap<String, BTreeMap<String, String>>,
-    node_requirements: &NodeSelectorTerm,
+    node_requirements: &[NodeSelectorTerm],
 ) -> Vec<OwnedTerm> {
     let mut out = Vec::new();
     for tsc in &pod.topology_spread {
@@ -181,7 +202,7 @@ pub fn owned_terms(
         let honor_taints =
             tsc.node_taints_policy.unwrap_or(InclusionPolicy::Ignore) == InclusionPolicy::Honor;
         let filter = NodeFilter {
-            requirements: honor_affinity.then(|| node_requirements.clone()),
+            requirements: honor_affinity.then(|| node_requirements.to_vec()),
             tolerations: honor_taints.then(|| pod.tolerations.clone()),
         };
         let soft = tsc.when_unsatisfiable == WhenUnsatisfiable::ScheduleAnyway;

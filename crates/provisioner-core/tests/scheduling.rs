@@ -750,3 +750,32 @@ fn a_price_cap_skips_building_claims_only_when_the_nodes_cost_at_least_that() {
         at.unschedulable
     );
 }
+
+/// Required zone affinity to a pod that runs on an existing node in a zone no launchable type
+/// offers: the pod must join it there, not bootstrap a new domain (it used to look for
+/// matching pods only in the zones of launchable shapes, found none, and went anywhere). The
+/// property tests found this (a self-affine group split over two zones).
+#[test]
+fn affinity_sees_matching_pods_on_existing_nodes_in_any_zone() {
+    let mut s = snap(vec![it("small", 2, 4, 0.10, &["z1"])], vec![]);
+    s.nodes.push(Node::new(
+        "n1",
+        "z1",
+        Resources::with_pods(4000, 8 * GIB, 110),
+    ));
+    s.nodes.push(Node::new(
+        "n2",
+        "z2",
+        Resources::with_pods(4000, 8 * GIB, 110),
+    ));
+    let mut first = Pod::new("default", "first", 100, GIB).label("app", "db");
+    first.node_name = Some("n2".into());
+    let mut next = Pod::new("default", "next", 100, GIB).label("app", "db");
+    next.pod_affinity
+        .required
+        .push(term(labels::ZONE, &[("app", "db")]));
+    s.pods = vec![first, next];
+    let r = run(&s);
+    assert_eq!(r.existing_placements.len(), 1, "{r:?}");
+    assert_eq!(r.existing_placements[0].node, "n2", "{r:?}");
+}

@@ -158,7 +158,8 @@ pub fn build(ls: &LoadedScenario) -> Result<Vec<core::InstanceType>> {
     }
     if let Some(csv_path) = &cat.csv {
         let p = ls.resolve(csv_path);
-        let mut loaded = load_csv(&p)?;
+        // Name the scenario and its field: the CSV's own path alone does not say who asked.
+        let mut loaded = load_csv(&p).map_err(|e| ls.invalid("catalog.csv", e.to_string()))?;
         if !cat.name_prefixes.is_empty() {
             loaded.retain(|t| {
                 cat.name_prefixes

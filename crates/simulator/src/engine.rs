@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog;
 use crate::error::Result;
-use crate::predicates::{self, NodeView, PodMark};
+use crate::predicates::{self, NodeView, PodFilter, PodMark};
 use crate::scenario::SchedulerScoring;
 use crate::strategy::{self, Autoscaler, Command, LaunchRequest, Provision, Trigger};
 use crate::world::World;
@@ -60,6 +60,8 @@ struct PodState {
     arrived: i64,
     first_bound: Option<i64>,
     evictions: u32,
+    /// When it was last evicted, until it is bound again.
+    evicted_at: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -76,8 +78,6 @@ struct NodeMeta {
     ds_req: core::Resources,
     /// Held by a disruption command awaiting validation.
     reserved: bool,
-    /// Replacement of this command: notify when ready.
-    replacement_for: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -85,7 +85,9 @@ struct PendingCommand {
     cmd: Command,
     nodes: Vec<usize>,
     pods_at_proposal: Vec<BTreeSet<usize>>,
-    waiting_for: usize,
+    /// Nodes that must be ready (initialized) before the candidates drain: the command's
+    /// replacements and any launching node its placements move pods to.
+    waiting_on: BTreeSet<usize>,
     replacement_nodes: Vec<usize>,
 }
 
@@ -134,8 +136,16 @@ pub struct Summary {
     pub peak_nodes: u32,
     /// Disruption commands executed.
     pub disruption_commands: u32,
+    /// Pods bound where their requests did not fit (only a snapshot's bound pods can be:
+    /// they are placed where the snapshot says). Normally 0.
+    #[serde(default)]
+    pub overcommitted_bindings: u32,
     /// Pods evicted by disruption.
     pub pods_disrupted: u32,
+    /// Longest an evicted pod waited for its new node (0 when every move found its node
+    /// ready, as it should).
+    #[serde(default)]
+    pub evicted_wait_max_seconds: f64,
     /// Commands dropped at validation (cluster changed meanwhile).
     pub commands_invalidated: u32,
     /// Why, as the strategy's re-validation said (digits masked), with counts.
@@ -226,6 +236,8 @@ struct Sim<'w> {
     scoring: SchedulerScoring,
     trigger: Trigger,
     monotone: bool,
+    /// Namespace labels of every namespace the pods use (the API server's name label).
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 fn pref(p: &core::Pod) -> (String, String) {
@@ -293,10 +305,14 @@ impl<'w> Sim<'w> {
             node_count: 0,
             scoring: w.settings.scheduler_scoring,
             trigger: Trigger::Batch,
-            monotone: !w
-                .arrivals
-                .iter()
-                .any(|a| predicates::has_inter_pod_constraints(&a.pod)),
+            monotone: !w.arrivals.iter().any(|a| {
+                !a.pod.topology_spread.is_empty()
+                    || !a.pod.pod_affinity.required.is_empty()
+                    || !a.pod.pod_anti_affinity.required.is_empty()
+            }),
+            namespaces: provisioner_core::filter::default_namespace_labels(
+                w.arrivals.iter().map(|a| a.pod.namespace.as_str()),
+            ),
         }
     }
 
@@ -398,24 +414,20 @@ impl<'w> Sim<'w> {
                 ds.push(dp);
             }
         }
-        self.views.push(NodeView {
-            name: node.name.clone(),
-            labels: node.labels.clone(),
-            taints: node.taints.clone(),
-            allocatable: node.allocatable.clone(),
-            used: ds_req.clone(),
-            pods: ds
-                .iter()
-                .map(|p| PodMark {
-                    id: usize::MAX,
-                    namespace: p.namespace.clone(),
-                    labels: p.labels.clone(),
-                    daemon: true,
-                })
-                .collect(),
-            schedulable: phase == Phase::Ready,
-            live: phase == Phase::Ready,
-        });
+        let mut view = NodeView::new(
+            &node.name,
+            node.labels.clone(),
+            node.taints.clone(),
+            node.allocatable.clone(),
+        );
+        for p in &ds {
+            let mut mark = PodMark::of(usize::MAX, p);
+            mark.daemon = true;
+            view.add_pod(mark, &pod_requests(p));
+        }
+        view.schedulable = phase == Phase::Ready;
+        view.live = phase == Phase::Ready;
+        self.views.push(view);
         self.meta.push(NodeMeta {
             phase,
             nodepool: node.nodepool.clone(),
@@ -428,7 +440,6 @@ impl<'w> Sim<'w> {
             ds,
             ds_req,
             reserved: false,
-            replacement_for: None,
         });
         self.cost_rate += node.price;
         self.node_count += 1;
@@ -533,13 +544,14 @@ impl<'w> Sim<'w> {
                 self.try_bind_to(pi, id);
             }
         }
-        if let Some(ci) = self.meta[id].replacement_for
-            && let Some(c) = self.commands.get_mut(ci)
-        {
-            c.waiting_for = c.waiting_for.saturating_sub(1);
-            if c.waiting_for == 0 {
-                self.drain_and_delete(ci);
+        let mut ready_commands = Vec::new();
+        for (ci, c) in self.commands.iter_mut().enumerate() {
+            if c.waiting_on.remove(&id) && c.waiting_on.is_empty() {
+                ready_commands.push(ci);
             }
+        }
+        for ci in ready_commands {
+            self.drain_and_delete(ci);
         }
     }
 
@@ -569,18 +581,24 @@ impl<'w> Sim<'w> {
 
     fn bind(&mut self, pi: usize, ni: usize) {
         let req = self.pods[pi].req.clone();
-        self.views[ni].used.add_assign(&req);
+        if !self.views[ni]
+            .used
+            .fits_with(&req, &self.views[ni].allocatable)
+        {
+            // Only a snapshot's bound pods are bound without the filter.
+            self.summary.overcommitted_bindings += 1;
+        }
         let pod = &self.w.arrivals[pi].pod;
-        self.views[ni].pods.push(PodMark {
-            id: pi,
-            namespace: pod.namespace.clone(),
-            labels: pod.labels.clone(),
-            daemon: false,
-        });
+        self.views[ni].add_pod(PodMark::of(pi, pod), &req);
         self.ready_used.add_assign(&req);
         self.meta[ni].bound.insert(pi);
         self.meta[ni].last_pod_event_at = self.now;
         let p = &mut self.pods[pi];
+        if let Some(at) = p.evicted_at.take() {
+            let waited = (self.now - at) as f64;
+            self.summary.evicted_wait_max_seconds =
+                self.summary.evicted_wait_max_seconds.max(waited);
+        }
         p.phase = PodPhase::Bound(ni);
         p.nominated = None;
         if p.first_bound.is_none() {
@@ -593,8 +611,7 @@ impl<'w> Sim<'w> {
     fn unbind(&mut self, pi: usize) {
         if let PodPhase::Bound(ni) = self.pods[pi].phase {
             let req = self.pods[pi].req.clone();
-            self.views[ni].used = self.views[ni].used.sub(&req);
-            self.views[ni].pods.retain(|m| m.id != pi);
+            self.views[ni].remove_pod(pi, &req);
             self.ready_used = self.ready_used.sub(&req);
             self.meta[ni].bound.remove(&pi);
             self.meta[ni].last_pod_event_at = self.now;
@@ -604,7 +621,7 @@ impl<'w> Sim<'w> {
 
     fn try_bind_to(&mut self, pi: usize, ni: usize) -> bool {
         let pod = &self.w.arrivals[pi].pod;
-        if predicates::fits(pod, &self.pods[pi].req, &self.views[ni], &self.views) {
+        if self.filter(pod, &self.pods[pi].req).allows(&self.views[ni]) {
             self.bind(pi, ni);
             true
         } else {
@@ -616,9 +633,10 @@ impl<'w> Sim<'w> {
     fn schedule_pod(&mut self, pi: usize) -> bool {
         let pod = &self.w.arrivals[pi].pod;
         let req = &self.pods[pi].req;
+        let filter = self.filter(pod, req);
         let mut best: Option<(f64, usize)> = None;
         for &ni in &self.ready {
-            if !predicates::fits(pod, req, &self.views[ni], &self.views) {
+            if !filter.allows(&self.views[ni]) {
                 continue;
             }
             let u = predicates::utilisation_after(req, &self.views[ni]);
@@ -637,6 +655,18 @@ impl<'w> Sim<'w> {
             }
             None => false,
         }
+    }
+
+    /// The kube-scheduler's filter for one pod over the current cluster. When no pod in the
+    /// world has inter-pod constraints there is nothing to count, so the node-local part is
+    /// all there is and the filter is built over no nodes.
+    fn filter<'a>(&self, pod: &'a core::Pod, req: &'a core::Resources) -> PodFilter<'a> {
+        let nodes: &[NodeView] = if self.monotone { &[] } else { &self.views };
+        let ctx = predicates::Context {
+            namespaces: &self.namespaces,
+            potential: &[],
+        };
+        PodFilter::new(pod, req, nodes, &ctx)
     }
 
     fn make_pending(&mut self, pi: usize) {
@@ -722,7 +752,7 @@ impl<'w> Sim<'w> {
             nodepools: self.w.nodepools.clone(),
             instance_types: self.w.instance_types.clone(),
             pdbs: Vec::new(),
-            namespaces: BTreeMap::new(),
+            namespaces: self.namespaces.clone(),
         }
     }
 
@@ -847,7 +877,7 @@ impl<'w> Sim<'w> {
                     cmd,
                     nodes,
                     pods_at_proposal,
-                    waiting_for: 0,
+                    waiting_on: BTreeSet::new(),
                     replacement_nodes: Vec::new(),
                 });
                 self.changed();
@@ -921,7 +951,6 @@ impl<'w> Sim<'w> {
                 ..r.clone()
             });
             if id != usize::MAX {
-                self.meta[id].replacement_for = Some(ci);
                 ids.push((id, r.pods.clone()));
             }
         }
@@ -933,19 +962,29 @@ impl<'w> Sim<'w> {
                 }
             }
         }
+        // As Karpenter: the candidates drain only once every node their pods move to is
+        // initialized, replacements and launching nodes the placements use alike, so no
+        // evicted pod waits for a node.
+        let mut waiting_on: BTreeSet<usize> = ids.iter().map(|(i, _)| *i).collect();
         let placements = self.commands[ci].cmd.placements.clone();
         for pl in &placements {
-            if let (Some(&pi), Some(ni)) = (
-                self.pod_index
-                    .get(&(pl.pod.namespace.clone(), pl.pod.name.clone())),
-                self.node_by_name(&pl.node),
-            ) {
+            let Some(ni) = self.node_by_name(&pl.node) else {
+                continue;
+            };
+            if self.meta[ni].phase == Phase::Launching {
+                waiting_on.insert(ni);
+            }
+            if let Some(&pi) = self
+                .pod_index
+                .get(&(pl.pod.namespace.clone(), pl.pod.name.clone()))
+            {
                 self.pods[pi].nominated = Some(ni);
             }
         }
-        self.commands[ci].waiting_for = ids.len();
         self.commands[ci].replacement_nodes = ids.iter().map(|(i, _)| *i).collect();
-        if ids.is_empty() {
+        let drain_now = waiting_on.is_empty();
+        self.commands[ci].waiting_on = waiting_on;
+        if drain_now {
             self.drain_and_delete(ci);
         }
     }
@@ -958,6 +997,7 @@ impl<'w> Sim<'w> {
             for pi in bound {
                 self.unbind(pi);
                 self.pods[pi].evictions += 1;
+                self.pods[pi].evicted_at = Some(self.now);
                 self.summary.pods_disrupted += 1;
                 evicted.push(pi);
             }
@@ -1039,10 +1079,18 @@ impl Sim<'_> {
                 arrived: a.at,
                 first_bound: None,
                 evictions: 0,
+                evicted_at: None,
             });
             self.pod_index.insert(pref(&a.pod), i);
         }
-        for i in 0..self.w.arrivals.len() {
+        // Pods a snapshot has bound arrive first at their instant (events at one instant run
+        // in push order): they are already on their nodes, so a pending pod arriving with them
+        // must see the room they take, not be scheduled into it first.
+        let order = (0..self.w.arrivals.len())
+            .filter(|&i| self.w.arrivals[i].bound_to.is_some())
+            .chain((0..self.w.arrivals.len()).filter(|&i| self.w.arrivals[i].bound_to.is_none()));
+        let order: Vec<usize> = order.collect();
+        for i in order {
             let at = self.w.arrivals[i].at;
             self.push(at, Ev::Arrive(i));
             if let Some(l) = self.w.arrivals[i].leave {
@@ -1384,5 +1432,137 @@ workload:
             rec.disrupt_at
         );
         assert_eq!(out.summary.nodes_terminated, 1);
+    }
+
+    /// Launches a node for the pending pods each round (`small` first, `big` once a node
+    /// exists) and proposes one command: delete the ready node, moving its pods onto a node
+    /// that is still launching.
+    struct OntoLaunching {
+        proposed: bool,
+    }
+
+    impl Autoscaler for OntoLaunching {
+        fn provision(&mut self, snap: &core::Snapshot) -> Provision {
+            let pending: Vec<core::PodRef> = snap
+                .pods
+                .iter()
+                .filter(|p| p.node_name.is_none())
+                .map(|p| core::PodRef {
+                    namespace: p.namespace.clone(),
+                    name: p.name.clone(),
+                })
+                .collect();
+            if pending.is_empty() {
+                return Provision::default();
+            }
+            let (ty, price) = if snap.nodes.is_empty() {
+                ("small", 0.1)
+            } else {
+                ("big", 0.4)
+            };
+            Provision {
+                launches: vec![LaunchRequest {
+                    nodepool: Some("default".into()),
+                    instance_type: ty.into(),
+                    zone: "zone-a".into(),
+                    capacity_type: core::CapacityType::OnDemand,
+                    price,
+                    pods: pending,
+                }],
+                ..Provision::default()
+            }
+        }
+
+        fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
+            if self.proposed {
+                return None;
+            }
+            let launching = snap.nodes.iter().find(|n| n.in_flight)?;
+            let ready = snap.nodes.iter().find(|n| n.ready && !n.in_flight)?;
+            let placements: Vec<core::Placement> = snap
+                .pods
+                .iter()
+                .filter(|p| p.node_name.as_deref() == Some(ready.name.as_str()))
+                .filter(|p| !p.is_daemonset_pod())
+                .map(|p| core::Placement {
+                    pod: core::PodRef {
+                        namespace: p.namespace.clone(),
+                        name: p.name.clone(),
+                    },
+                    node: launching.name.clone(),
+                })
+                .collect();
+            if placements.is_empty() {
+                return None;
+            }
+            self.proposed = true;
+            Some(Command {
+                reason: "test".into(),
+                candidates: vec![ready.name.clone()],
+                replacements: Vec::new(),
+                placements,
+                savings: 0.0,
+                core: None,
+            })
+        }
+
+        fn validation_delay(&self, _settings: &crate::scenario::Settings) -> i64 {
+            0
+        }
+    }
+
+    #[test]
+    fn candidates_drain_only_once_the_nodes_their_pods_move_to_are_ready() {
+        // `a` runs on a small node; `b` does not fit there and gets a big node. While the big
+        // node launches, the command moves `a` onto it: the small node must keep `a` until
+        // the big node is ready, so `a` never waits (it used to wait out the launch).
+        let yaml = r#"
+name: onto-launching
+settings:
+  endSeconds: 3600
+catalog:
+  overhead: none
+  types:
+    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}
+    - {name: big, vcpu: 16, memoryMib: 32768, price: 0.40}
+zones: [zone-a]
+nodePools:
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata:
+      name: default
+    spec:
+      template:
+        spec:
+          nodeClassRef: {group: karpenter.cluster.x-k8s.io, kind: ClusterAPINodeClass, name: default}
+          requirements: []
+      disruption:
+        consolidationPolicy: WhenEmptyOrUnderutilized
+        consolidateAfter: 0s
+workload:
+  pods:
+    - {name: a, count: 1, requests: {cpu: "3", memory: 1Gi}}
+    - {name: b, count: 1, arriveAt: 300, requests: {cpu: "3", memory: 1Gi}}
+"#;
+        let sc = scenario::parse(yaml, "onto-launching.yaml").expect("valid scenario");
+        let ls = scenario::from_value(sc, "onto-launching");
+        let w = crate::world::compile(&ls, 0).expect("world");
+        let mut a = OntoLaunching { proposed: false };
+        let mut sim = Sim::new(&w);
+        sim.trigger = a.trigger();
+        let out = sim.run(&mut a, "onto-launching", 0, None);
+        assert!(
+            a.proposed,
+            "the command was never proposed: {:?}",
+            out.summary
+        );
+        assert_eq!(out.summary.disruption_commands, 1, "{:?}", out.summary);
+        assert_eq!(out.summary.pods_disrupted, 1);
+        assert_eq!(
+            out.summary.evicted_wait_max_seconds, 0.0,
+            "{:?}",
+            out.summary
+        );
+        assert_eq!(out.summary.pods_never_scheduled, 0);
     }
 }

@@ -24,11 +24,12 @@ pub enum SimError {
     },
     #[error("invalid quantity `{0}` (expected e.g. 500m, 2, 1.5Gi)")]
     Quantity(String),
-    #[error("{path}: {source}")]
+    /// The I/O error is part of the message and deliberately not a `source`: printed as an
+    /// error chain it would otherwise appear twice.
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{path}:{line}: {message}")]
     Csv {
@@ -45,6 +46,9 @@ pub enum SimError {
     #[error("report: {0}")]
     Report(String),
     /// A bug in the simulator, not in the input.
+    /// A run option out of range (e.g. zero seeds).
+    #[error("{0}")]
+    Usage(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -61,7 +65,7 @@ impl SimError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         SimError::Io {
             path: path.into(),
-            source,
+            error: source,
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod generators;
 pub mod importers;
 pub mod predicates;
 pub mod quantity;
+pub mod replay;
 pub mod report;
 pub mod rng;
 pub mod run;

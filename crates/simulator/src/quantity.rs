@@ -1,66 +1,23 @@
 //! Kubernetes resource quantities (`500m`, `2`, `1.5Gi`, `128974848`, `1e3`) parsed into the
 //! integer units the core counts in (millicores for CPU, bytes for memory, plain counts for
-//! everything else), so scenario files can use the same spelling as pod specs.
+//! everything else), so scenario files can use the same spelling as pod specs. The parsing is
+//! `kcapi-quantity`'s (exact, rounding up as the API server does); this module maps its
+//! errors to the simulator's and formats quantities back.
 
 use crate::error::SimError;
 
-/// Parse a quantity into its value scaled by `scale` (1000 for millicores, 1 for bytes),
-/// rounded up as the kube-scheduler does for requests.
-pub fn parse_scaled(s: &str, scale: f64) -> Result<i64, SimError> {
-    let t = s.trim();
-    let bad = || SimError::Quantity(s.to_string());
-    if t.is_empty() {
-        return Err(bad());
-    }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(t.len());
-    let (num, suffix) = t.split_at(split);
-    let mult: f64 = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "u" => 1e-6,
-        "n" => 1e-9,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024.0 * 1024.0,
-        "Gi" => 1024.0 * 1024.0 * 1024.0,
-        "Ti" => 1024.0_f64.powi(4),
-        "Pi" => 1024.0_f64.powi(5),
-        "Ei" => 1024.0_f64.powi(6),
-        e if e.starts_with('e') || e.starts_with('E') => {
-            let exp: i32 = e[1..].parse().map_err(|_| bad())?;
-            10f64.powi(exp)
-        }
-        _ => return Err(bad()),
-    };
-    let n: f64 = num.parse().map_err(|_| bad())?;
-    if !n.is_finite() || n < 0.0 {
-        return Err(bad());
-    }
-    let v = n * mult * scale;
-    // Round to the nearest integer first so `0.1` CPU is exactly 100m, then up for fractions.
-    let r = v.round();
-    let out = if (v - r).abs() < 1e-6 { r } else { v.ceil() };
-    if out > i64::MAX as f64 {
-        return Err(bad());
-    }
-    Ok(out as i64)
+fn err(s: &str) -> impl Fn(kcapi_quantity::QuantityError) -> SimError + '_ {
+    move |_| SimError::Quantity(s.to_string())
 }
 
 /// CPU in millicores.
 pub fn cpu_milli(s: &str) -> Result<i64, SimError> {
-    parse_scaled(s, 1000.0)
+    kcapi_quantity::parse_milli(s).map_err(err(s))
 }
 
 /// A byte count or plain count.
 pub fn count(s: &str) -> Result<i64, SimError> {
-    parse_scaled(s, 1.0)
+    kcapi_quantity::parse_units(s).map_err(err(s))
 }
 
 /// Format millicores the short way users write them.
@@ -112,6 +69,15 @@ mod tests {
         assert!(cpu_milli("abc").is_err());
         assert!(cpu_milli("1Zi").is_err());
         assert!(cpu_milli("-1").is_err());
+    }
+
+    #[test]
+    fn exact_where_floating_point_was_not() -> Result<(), SimError> {
+        // 2^53 + 1 bytes: an f64 parser rounded it to 2^53.
+        assert_eq!(count("9007199254740993")?, 9_007_199_254_740_993);
+        assert_eq!(cpu_milli("0.0005")?, 1, "rounded up to a millicore");
+        assert_eq!(count("1.5Gi")?, 3 << 29);
+        Ok(())
     }
 
     #[test]

@@ -273,7 +273,7 @@ fn bound_note(b: &BoundSummary, horizon: i64, seconds: f64) -> String {
         "n/a".to_string()
     };
     format!(
-        "seed {}: {:.2} vs {:.2} for the per-resource bound alone ({gain}); the LP part is higher {:.0}% of the time; {} intervals of {}, {} LP solves{}{}, {seconds:.2} s",
+        "seed {}: {:.2} vs {:.2} for the per-resource bound alone ({gain}); the LP part is higher {:.0}% of the time; {} intervals of {}, {} LP solves{}{}, {seconds:.2} s{}",
         b.seed,
         b.cost,
         b.per_resource_cost,
@@ -294,6 +294,15 @@ fn bound_note(b: &BoundSummary, horizon: i64, seconds: f64) -> String {
             format!(
                 " ({} hit the time budget: may vary between runs)",
                 b.lp_budget_hits
+            )
+        } else {
+            String::new()
+        },
+        if b.unschedulable_pods > 0 {
+            format!(
+                "; {} pods no node can hold are left out of the bound (e.g. {})",
+                b.unschedulable_pods,
+                b.unschedulable_examples.first().map_or("", |e| e.as_str())
             )
         } else {
             String::new()

@@ -13,12 +13,23 @@ use crate::strategy;
 use crate::world;
 
 /// What to run.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RunOptions {
     /// Strategy names; empty = the scenario's list, else every available one.
     pub strategies: Vec<String>,
-    /// Number of seeds (0, 1, ... n-1); the seed only changes generated workloads.
+    /// Number of seeds (0, 1, ... n-1), at least 1; the seed only changes generated
+    /// workloads.
     pub seeds: u64,
+}
+
+impl Default for RunOptions {
+    /// Every strategy of the scenario, one seed.
+    fn default() -> Self {
+        RunOptions {
+            strategies: Vec::new(),
+            seeds: 1,
+        }
+    }
 }
 
 /// Progress shared with a UI: simulated seconds done, summed over runs, and the total.
@@ -48,8 +59,27 @@ pub fn prepare(
     } else {
         opts.strategies.clone()
     };
-    let strategies = strategy::resolve(&names)?;
-    let seeds = opts.seeds.max(1);
+    let strategies = match strategy::resolve(&names) {
+        Ok(s) => s,
+        // From the scenario file: name the file, the line and the entry.
+        Err(e @ (SimError::UnknownStrategy(..) | SimError::StrategyUnavailable(..)))
+            if opts.strategies.is_empty() =>
+        {
+            let bad = match &e {
+                SimError::UnknownStrategy(n, _) | SimError::StrategyUnavailable(n, _) => n,
+                _ => "",
+            };
+            let i = names.iter().position(|n| n == bad).unwrap_or(0);
+            return Err(ls.invalid(&format!("strategies[{i}]"), e.to_string()));
+        }
+        Err(e) => return Err(e),
+    };
+    if opts.seeds == 0 {
+        return Err(SimError::Usage(
+            "--seeds must be at least 1 (seeds 0..N-1 are run)".into(),
+        ));
+    }
+    let seeds = opts.seeds;
     let worlds: Vec<world::World> = (0..seeds)
         .map(|s| world::compile(ls, s))
         .collect::<Result<_>>()?;

@@ -489,9 +489,127 @@ impl LoadedScenario {
     }
 }
 
+/// Pods a scenario file may describe one group each (real traces written out as scenarios):
+/// the YAML reader's limits are set from it.
+pub const MAX_SCENARIO_POD_GROUPS: usize = 100_000;
+
+/// YAML nodes (mappings, sequences, scalars) one pod group may take, generously: a group with
+/// requests, labels, affinity and spread is a few dozen.
+const NODES_PER_POD_GROUP: usize = 200;
+
+/// The YAML reader's limits: serde-saphyr's defaults guard against hostile input (250,000
+/// nodes, a few thousand pod groups), too little for a trace written out as a scenario; these
+/// hold [`MAX_SCENARIO_POD_GROUPS`] groups and still stop runaway input.
+pub fn yaml_options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = MAX_SCENARIO_POD_GROUPS * NODES_PER_POD_GROUP;
+    budget.max_events = budget.max_nodes * 3;
+    budget.max_total_scalar_bytes = 1 << 30;
+    budget.max_reader_input_bytes = Some(1 << 30);
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
+}
+
 /// Parse scenario text. `file` names it in errors.
 pub fn parse(text: &str, file: &str) -> Result<Scenario> {
-    serde_saphyr::from_str::<Scenario>(text).map_err(|e| yaml_error(text, file, &e))
+    let scenario = serde_saphyr::from_str_with_options::<Scenario>(text, yaml_options())
+        .map_err(|e| yaml_error(text, file, &e))?;
+    reject_unknown_fields(text, file, &scenario)?;
+    Ok(scenario)
+}
+
+/// Fields the typed parse dropped. Our own types deny unknown fields, but the Kubernetes
+/// objects inside a scenario (NodePools, tolerations, affinity, topology spread) are
+/// upstream's types, which ignore them: a misspelt `whenUnsatisfiabel` would silently mean
+/// the default. So the scenario is read once more as plain YAML and every key with a value
+/// that the parsed scenario does not serialize back is an error, with its line.
+fn reject_unknown_fields(text: &str, file: &str, scenario: &Scenario) -> Result<()> {
+    let Ok(original) =
+        serde_saphyr::from_str_with_options::<serde_json::Value>(text, yaml_options())
+    else {
+        return Ok(());
+    };
+    let Ok(parsed) = serde_json::to_value(scenario) else {
+        return Ok(());
+    };
+    let mut unknown = Vec::new();
+    dropped_keys(&original, &parsed, String::new(), &mut unknown);
+    let Some(field) = unknown.first() else {
+        return Ok(());
+    };
+    let line = yamlpath::line_of_path(text, field).unwrap_or(0);
+    let (parent, key) = field.rsplit_once('.').unwrap_or(("", field.as_str()));
+    Err(SimError::Yaml {
+        file: file.to_string(),
+        line,
+        column: 0,
+        field: field.clone(),
+        message: format!(
+            "field `{field}`: unknown field `{key}`{}{}",
+            if parent.is_empty() {
+                String::new()
+            } else {
+                format!(" in `{parent}`")
+            },
+            if unknown.len() > 1 {
+                format!(" (and {} more)", unknown.len() - 1)
+            } else {
+                String::new()
+            }
+        ),
+    })
+}
+
+/// Whether a YAML value says nothing (a field left empty is dropped on serialization too).
+fn is_empty_value(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null => true,
+        serde_json::Value::Object(m) => m.is_empty(),
+        serde_json::Value::Array(a) => a.is_empty(),
+        serde_json::Value::String(s) => s.is_empty(),
+        serde_json::Value::Bool(b) => !b,
+        _ => false,
+    }
+}
+
+/// Paths (`a.b[0].c`) of keys in `original` with a value that `parsed` lacks.
+fn dropped_keys(
+    original: &serde_json::Value,
+    parsed: &serde_json::Value,
+    path: String,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    match (original, parsed) {
+        (Value::Object(o), Value::Object(p)) => {
+            for (k, v) in o {
+                let sub = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match p.get(k) {
+                    Some(pv) => dropped_keys(v, pv, sub, out),
+                    None if !is_empty_value(v) => out.push(sub),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(o), Value::Array(p)) => {
+            for (i, (v, pv)) in o.iter().zip(p).enumerate() {
+                dropped_keys(v, pv, format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A reader limit in plain words, for [`yaml_error`].
+fn budget_words(breach: &serde_saphyr::budget::BudgetBreach) -> String {
+    format!(
+        "the file is larger than the simulator reads ({breach:?}): the reader accepts about {MAX_SCENARIO_POD_GROUPS} pod groups (YAML nodes, events, 1 GiB of text are limited so a runaway file cannot exhaust memory); split the workload, use `count` for identical pods, or load a trace with `workload.openb`"
+    )
 }
 
 /// Turn a serde-saphyr error into one that names the line, column and field path.
@@ -500,6 +618,15 @@ pub fn yaml_error(text: &str, file: &str, e: &serde_saphyr::Error) -> SimError {
         .location()
         .map(|l| (l.line() as usize, l.column() as usize))
         .unwrap_or((0, 0));
+    if let serde_saphyr::Error::Budget { breach, .. } = e.without_snippet() {
+        return SimError::Yaml {
+            file: file.to_string(),
+            line,
+            column,
+            field: String::new(),
+            message: budget_words(breach),
+        };
+    }
     let raw = e.without_snippet().to_string();
     let field = if line == 0 {
         String::new()
@@ -598,4 +725,24 @@ impl LoadedScenario {
 pub fn json_schema() -> serde_json::Value {
     let schema = schemars::schema_for!(Scenario);
     serde_json::to_value(&schema).unwrap_or(serde_json::Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_limit_is_said_in_plain_words() {
+        let mut options = yaml_options();
+        if let Some(b) = options.budget.as_mut() {
+            b.max_nodes = 10;
+        }
+        let text = "name: x\nworkload:\n  pods:\n    - {name: a, requests: {cpu: 1, memory: 1Gi}}\n    - {name: b, requests: {cpu: 1, memory: 1Gi}}\n";
+        let e = serde_saphyr::from_str_with_options::<Scenario>(text, options)
+            .map(|_| ())
+            .expect_err("over the tiny budget");
+        let msg = yaml_error(text, "x.yaml", &e).to_string();
+        assert!(msg.contains("larger than the simulator reads"), "{msg}");
+        assert!(msg.contains("100000 pod groups"), "{msg}");
+    }
 }

@@ -332,6 +332,11 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
             "the workload is empty: add `pods`, `openb`, `generate` or `kubectl`",
         ));
     }
+    problems.extend(unoffered_resources(
+        &arrivals,
+        &instance_types,
+        &existing_nodes,
+    ));
     Ok(World {
         name: s.name.clone().unwrap_or_else(|| ls.file.clone()),
         settings: s.settings.clone(),
@@ -342,4 +347,40 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
         arrivals,
         problems,
     })
+}
+
+/// Requests for resources that no instance type or existing node has (a typo such as
+/// `memry: 4Gi` becomes such an extended resource): those pods can never run, so say so up
+/// front, once per name, with an example pod.
+fn unoffered_resources(
+    arrivals: &[Arrival],
+    types: &[core::InstanceType],
+    nodes: &[core::Node],
+) -> Vec<String> {
+    let offered: std::collections::BTreeSet<&str> = types
+        .iter()
+        .flat_map(|t| t.capacity.extended.keys())
+        .chain(nodes.iter().flat_map(|n| n.allocatable.extended.keys()))
+        .map(String::as_str)
+        .collect();
+    let mut missing: BTreeMap<String, (usize, String)> = BTreeMap::new();
+    for a in arrivals {
+        let req = core::resources::pod_requests(&a.pod);
+        for (name, v) in &req.extended {
+            if *v > 0 && !offered.contains(name.as_str()) {
+                let e = missing
+                    .entry(name.clone())
+                    .or_insert_with(|| (0, format!("{}/{}", a.pod.namespace, a.pod.name)));
+                e.0 += 1;
+            }
+        }
+    }
+    missing
+        .into_iter()
+        .map(|(name, (n, example))| {
+            format!(
+                "{n} pod(s) request `{name}` (e.g. {example}), which no instance type or node offers: they can never run (a misspelt resource name?)"
+            )
+        })
+        .collect()
 }

@@ -143,3 +143,107 @@ fn empty_workload_and_catalog() {
     let msg = err_of("workload:\n  pods:\n    - {name: w, requests: {cpu: 1}}\n").to_string();
     assert!(msg.contains("catalog"), "{msg}");
 }
+
+/// A trace written out as a scenario, 10,000 pod groups of ~25 YAML nodes each: over
+/// serde-saphyr's default 250,000-node budget (it was refused with `budget breached: Nodes
+/// { nodes: 250001 }`), within the simulator's.
+#[test]
+fn ten_thousand_pod_groups_parse() {
+    let mut text = String::from("name: big\nworkload:\n  pods:\n");
+    for i in 0..10_000 {
+        text += &format!(
+            "    - name: g{i}\n      count: 2\n      arriveAt: {i}\n      durationSeconds: 600\n      requests: {{cpu: 250m, memory: 512Mi}}\n      labels: {{app: g{i}, tier: web}}\n      nodeSelector: {{kubernetes.io/arch: amd64}}\n"
+        );
+    }
+    let s = scenario::parse(&text, "big.yaml").expect("10,000 groups parse");
+    assert_eq!(s.workload.pods.len(), 10_000);
+}
+
+/// A misspelt field inside a Kubernetes object (upstream's types ignore unknown fields) is
+/// an error naming the line and the field, not a silent default.
+#[test]
+fn unknown_field_inside_a_kubernetes_object_is_rejected() {
+    let text = "name: typo\nworkload:\n  pods:\n    - name: web\n      requests: {cpu: 500m, memory: 1Gi}\n      topologySpreadConstraints:\n        - maxSkew: 1\n          topologyKey: topology.kubernetes.io/zone\n          whenUnsatisfiabel: ScheduleAnyway\n";
+    let e = scenario::parse(text, "typo.yaml").expect_err("unknown field");
+    let (line, field) = line_and_field(&e);
+    assert_eq!(line, 9, "{e}");
+    assert_eq!(
+        field, "workload.pods[0].topologySpreadConstraints[0].whenUnsatisfiabel",
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("unknown field `whenUnsatisfiabel`"),
+        "{e}"
+    );
+}
+
+const SMALL: &str = "name: small\ncatalog:\n  overhead: none\n  types:\n    - {name: a, vcpu: 2, memoryMib: 4096, price: 0.1}\nworkload:\n  pods:\n    - {name: web, requests: {cpu: 500m, memory: 1Gi}}\n";
+
+fn loaded(text: &str) -> scenario::LoadedScenario {
+    scenario::LoadedScenario {
+        scenario: scenario::parse(text, "s.yaml").expect("parses"),
+        file: "s.yaml".into(),
+        base_dir: ".".into(),
+        text: text.into(),
+    }
+}
+
+/// `memry: 4Gi` is an extended resource nothing offers: reported as a problem, by name.
+#[test]
+fn a_resource_no_type_offers_is_reported() {
+    let text = SMALL.replace("memory: 1Gi}", "memory: 1Gi, memry: 4Gi}");
+    let w = world::compile(&loaded(&text), 0).expect("world");
+    assert!(
+        w.problems
+            .iter()
+            .any(|p| p.contains("`memry`") && p.contains("no instance type")),
+        "{:?}",
+        w.problems
+    );
+    let w = world::compile(&loaded(SMALL), 0).expect("world");
+    assert!(w.problems.is_empty(), "{:?}", w.problems);
+}
+
+/// Zero seeds is refused (it used to run one); an unknown strategy in the scenario file
+/// names the file, line and entry.
+#[test]
+fn zero_seeds_and_unknown_scenario_strategies_are_errors() {
+    use karpenter_capi_simulator::run;
+    let ls = loaded(SMALL);
+    let e = run::run(
+        &ls,
+        &run::RunOptions {
+            strategies: vec![],
+            seeds: 0,
+        },
+    )
+    .expect_err("zero seeds");
+    assert!(e.to_string().contains("--seeds must be at least 1"), "{e}");
+    let text = format!("strategies: [cost-aware, nope]\n{SMALL}");
+    let e = run::run(&loaded(&text), &run::RunOptions::default()).expect_err("unknown strategy");
+    let msg = e.to_string();
+    assert!(msg.starts_with("s.yaml:1:"), "{msg}");
+    assert!(
+        msg.contains("strategies[1]") && msg.contains("`nope`"),
+        "{msg}"
+    );
+}
+
+/// A missing catalog CSV names the scenario and the field, and the I/O error is not also a
+/// `source` (printed as a chain it appeared twice).
+#[test]
+fn a_missing_catalog_file_names_the_scenario_and_field() {
+    let text = SMALL.replace(
+        "  overhead: none\n",
+        "  overhead: none\n  csv: does-not-exist.csv\n",
+    );
+    let e = world::compile(&loaded(&text), 0).expect_err("missing csv");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("s.yaml") && msg.contains("catalog.csv"),
+        "{msg}"
+    );
+    assert!(msg.contains("does-not-exist.csv"), "{msg}");
+    let io = SimError::io("x.csv", std::io::Error::from(std::io::ErrorKind::NotFound));
+    assert!(std::error::Error::source(&io).is_none());
+}

@@ -387,3 +387,161 @@ fn daemonset(ds: &appsv1::DaemonSet, volumes: &VolumeIndex) -> Result<core::Daem
         pod: p,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn from<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        match serde_json::from_value(v) {
+            Ok(t) => t,
+            Err(e) => panic!("fixture: {e}"),
+        }
+    }
+
+    fn small_type() -> core::InstanceType {
+        core::InstanceType {
+            name: "small".into(),
+            capacity: core::Resources {
+                cpu_milli: 2000,
+                memory: 4 << 30,
+                pods: 110,
+                ..Default::default()
+            },
+            overhead: core::Resources {
+                cpu_milli: 100,
+                ..Default::default()
+            },
+            labels: Default::default(),
+            taints: vec![],
+            offerings: vec![core::Offering {
+                zone: "a".into(),
+                capacity_type: core::CapacityType::OnDemand,
+                price: 0.25,
+                priced: true,
+                available: true,
+            }],
+            csi_limits: Default::default(),
+        }
+    }
+
+    #[test]
+    fn merges_nodes_with_claims_and_keeps_claims_in_flight() {
+        let registered: NodeClaim = from(json!({
+            "metadata": {"name": "pool-a", "labels": {"karpenter.sh/nodepool": "pool"}, "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "ClusterAPINodeClass", "name": "n"}, "requirements": []},
+            "status": {"providerID": "test://a", "conditions": [
+                {"type": "Initialized", "status": "True", "reason": "r", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+        }));
+        let flying: NodeClaim = from(json!({
+            "metadata": {"name": "pool-b", "labels": {"karpenter.sh/nodepool": "pool"}},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "ClusterAPINodeClass", "name": "n"}, "requirements": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["small"]},
+                {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["a"]}]}
+        }));
+        let node: corev1::Node = from(json!({
+            "metadata": {"name": "node-a", "labels": {"node.kubernetes.io/instance-type": "small", "topology.kubernetes.io/zone": "a", "karpenter.sh/nodepool": "pool"}},
+            "spec": {"providerID": "test://a"},
+            "status": {"allocatable": {"cpu": "1900m", "memory": "4Gi", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}
+        }));
+        let stranger: corev1::Node = from(json!({
+            "metadata": {"name": "other", "labels": {"karpenter.sh/nodepool": "pool"}},
+            "spec": {"providerID": "test://other"},
+            "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}
+        }));
+        let pending: corev1::Pod = from(json!({
+            "metadata": {"name": "p", "namespace": "n"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+        }));
+        let not_yet: corev1::Pod = from(json!({
+            "metadata": {"name": "q", "namespace": "n"},
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {"phase": "Pending"}
+        }));
+        let daemon_pending: corev1::Pod = from(json!({
+            "metadata": {"name": "d", "namespace": "n", "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": true}]},
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+        }));
+        let objects = Objects {
+            now: 1_800_000_000,
+            pods: vec![&pending, &not_yet, &daemon_pending],
+            nodes: vec![&node, &stranger],
+            nodeclaims: vec![&registered, &flying],
+            instance_types: vec![small_type()],
+            ..Default::default()
+        };
+        let built = build(&objects);
+        assert!(built.problems.is_empty(), "{:?}", built.problems);
+        let snap = &built.snapshot;
+        assert_eq!(snap.nodes.len(), 3);
+        let a = &snap.nodes[0];
+        assert_eq!(a.name, "node-a");
+        assert_eq!(a.nodepool.as_deref(), Some("pool"));
+        assert!(a.initialized && !a.in_flight);
+        assert_eq!(a.price, 0.25);
+        assert_eq!(
+            built.claims_by_node.get("node-a").map(String::as_str),
+            Some("pool-a")
+        );
+        assert_eq!(
+            snap.nodes[1].nodepool, None,
+            "a node without a claim is not ours"
+        );
+        let b = &snap.nodes[2];
+        assert!(b.in_flight);
+        assert_eq!(b.name, "pool-b");
+        assert_eq!(
+            b.allocatable.cpu_milli, 1900,
+            "sized from its instance type, overhead off"
+        );
+        assert_eq!(
+            b.labels.get(core::labels::ZONE).map(String::as_str),
+            Some("a")
+        );
+        assert_eq!(b.price, 0.25);
+        assert_eq!(b.created_at, 1_800_000_000, "no creation time yet: now");
+        let names: Vec<&str> = snap.pods.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            vec!["p"],
+            "only pods the scheduler gave up on, never daemon pods"
+        );
+    }
+
+    #[test]
+    fn bad_objects_are_reported_and_the_rest_is_used() {
+        let no_status: corev1::Node = from(json!({"metadata": {"name": "booting"}}));
+        let bad_pool: NodePool = from(json!({
+            "metadata": {"name": "bad"},
+            "spec": {"template": {"spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []}},
+                     "limits": {"cpu": "lots"}}
+        }));
+        let good_pool: NodePool = from(json!({
+            "metadata": {"name": "good"},
+            "spec": {"template": {"spec": {"nodeClassRef": {"group": "g", "kind": "K", "name": "n"}, "requirements": []}}}
+        }));
+        let objects = Objects {
+            nodes: vec![&no_status],
+            nodepools: vec![&bad_pool, &good_pool],
+            nodepool_instance_types: [("good".to_string(), vec!["small".to_string()])].into(),
+            ..Default::default()
+        };
+        let built = build(&objects);
+        assert_eq!(built.snapshot.nodepools.len(), 1);
+        assert_eq!(
+            built.snapshot.nodepools[0].instance_types,
+            Some(vec!["small".to_string()])
+        );
+        let text: Vec<String> = built.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(text.len(), 2, "{text:?}");
+        assert!(
+            text.iter()
+                .any(|t| t.contains("NodePool bad") && t.contains("limits.cpu")),
+            "{text:?}"
+        );
+        assert!(text.iter().any(|t| t.contains("Node booting")), "{text:?}");
+    }
+}

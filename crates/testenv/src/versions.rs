@@ -71,3 +71,7 @@ pub const THIRD_PARTY_CRDS: &[((&str, &str), &[&str])] = &[
         ],
     ),
 ];
+
+/// Helm: built from its Go module (`<module>/cmd/helm`) by `cargo xtask helm`; the newest v4
+/// release the Go module proxy served when pinned. The chart tests render with it.
+pub const HELM: (&str, &str) = ("helm.sh/helm/v4", "v4.3.2");

@@ -125,7 +125,8 @@ pub async fn nodeclass_and_pool(client: &Client, scope: &str, disruption: serde_
     .expect("create nodepool");
 }
 
-const GROUP: &str = "infrastructure.controller-test.karpenter-capi.dev";
+pub const TEMPLATE_GROUP: &str = "infrastructure.controller-test.karpenter-capi.dev";
+const GROUP: &str = TEMPLATE_GROUP;
 const KIND: &str = "ControllerTestMachineTemplate";
 const PLURAL: &str = "controllertestmachinetemplates";
 

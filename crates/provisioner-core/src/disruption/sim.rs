@@ -93,7 +93,7 @@ impl<'a> Sim<'a> {
             .iter()
             .filter(|p| p.node_name.is_some() && is_reschedulable(p))
         {
-            for t in owned_terms(p, &snapshot.namespaces, &effective_term(p)) {
+            for t in owned_terms(p, &snapshot.namespaces, &[effective_term(p)]) {
                 if seen.insert(t.key.clone()) {
                     base.group(&t);
                 }
@@ -160,8 +160,28 @@ impl<'a> Sim<'a> {
                 .cloned()
                 .unwrap_or_default()
         };
-        let mut moves: Vec<PodMove> = result
+        // As Karpenter: a pod may only move to a node that is initialized, since the
+        // candidates drain as soon as the replacements are; one placed on an in-flight or
+        // uninitialized node would wait for it, so the simulation fails for that pod.
+        let mut unschedulable = result.unschedulable;
+        let uninitialized: BTreeSet<&str> = self
+            .snapshot
+            .nodes
+            .iter()
+            .filter(|n| n.in_flight || !n.initialized)
+            .map(|n| n.name.as_str())
+            .collect();
+        let (existing, waiting): (Vec<_>, Vec<_>) = result
             .existing_placements
+            .into_iter()
+            .partition(|p| !uninitialized.contains(p.node.as_str()));
+        for p in waiting {
+            unschedulable.push(Unschedulable {
+                reason: format!("would schedule against uninitialized node {}", p.node),
+                pod: p.pod,
+            });
+        }
+        let mut moves: Vec<PodMove> = existing
             .iter()
             .map(|p| PodMove {
                 from: origin_of(&p.pod),
@@ -186,7 +206,7 @@ impl<'a> Sim<'a> {
                 lower_bound,
                 moves,
                 claims: result.new_node_claims,
-                unschedulable: result.unschedulable,
+                unschedulable,
                 over_price_cap: result.over_price_cap,
             },
         )

@@ -177,6 +177,38 @@ fn underused_node_is_deleted_when_its_pods_fit_elsewhere() {
 }
 
 #[test]
+fn pods_never_move_to_a_node_that_is_not_initialized() {
+    // n1's pod would fit on n2, but n2 is still launching: Karpenter fails such a simulation
+    // (the pod would wait for n2 once n1 drains), so no command may move it there.
+    let mut launching = od("n2", "large");
+    launching.in_flight = true;
+    launching.initialized = false;
+    launching.ready = false;
+    let s = snapshot(
+        vec![od("n1", "large"), launching],
+        vec![pod("a", 7000, "n1")],
+    );
+    let d = disrupt(&s, &DisruptionOptions::default());
+    if let Some(cmd) = &d.command {
+        assert!(
+            cmd.moves
+                .iter()
+                .all(|m| m.to != Destination::Existing("n2".into())),
+            "{cmd:?}"
+        );
+    }
+    // Once n2 is initialized the move is fine (and the cheapest: n1 simply goes).
+    let mut s2 = s.clone();
+    s2.nodes[1].in_flight = false;
+    s2.nodes[1].initialized = true;
+    s2.nodes[1].ready = true;
+    let cmd = disrupt(&s2, &DisruptionOptions::default())
+        .command
+        .expect("a command");
+    assert!(cmd.is_delete(), "{cmd:?}");
+}
+
+#[test]
 fn oversized_node_is_replaced_by_a_cheaper_one() {
     let s = snapshot(vec![od("big", "xlarge")], vec![pod("a", 1500, "big")]);
     let cmd = disrupt(&s, &DisruptionOptions::default())

@@ -9,8 +9,8 @@
 //!   after the last scale-up) it is removed: empty nodes in bulk (up to 10), others one at a
 //!   time. No replacement nodes, no price awareness.
 //!
-//! Scheduling checks use the simulator's kube-scheduler filter ([`crate::predicates`]), which
-//! rests on the core's label, taint and request arithmetic.
+//! Scheduling checks use the core's kube-scheduler filter ([`provisioner_core::filter`]), the
+//! same one the engine binds with; the node groups' zones count as (empty) spread domains.
 
 use std::collections::BTreeMap;
 
@@ -19,7 +19,7 @@ use provisioner_core::resources::pod_requests;
 
 use super::cluster::{shapes, views};
 use super::{Autoscaler, Command, LaunchRequest, Provision, Trigger};
-use crate::predicates::{self, NodeView, PodMark};
+use crate::predicates::{self, Context, NodeView, PodFilter, PodMark};
 use crate::scenario::{CasSettings, Settings};
 
 pub const BACKING: &str = "simulator's Cluster-Autoscaler-like model (least-waste expander, one node group per scan, 50%/10 min scale-down); not core code by design";
@@ -48,12 +48,18 @@ fn pref(p: &core::Pod) -> core::PodRef {
     }
 }
 
-fn mark(pi: usize, p: &core::Pod) -> PodMark {
-    PodMark {
-        id: pi,
-        namespace: p.namespace.clone(),
-        labels: p.labels.clone(),
-        daemon: false,
+/// The filter for `p` over `nodes`: counted only when something can involve other pods.
+fn filter<'a>(
+    p: &'a core::Pod,
+    req: &'a core::Resources,
+    nodes: &[NodeView],
+    ctx: &Context<'_>,
+    any_owners: bool,
+) -> PodFilter<'a> {
+    if any_owners || predicates::has_inter_pod_constraints(p) {
+        PodFilter::new(p, req, nodes, ctx)
+    } else {
+        PodFilter::local(p, req)
     }
 }
 
@@ -96,15 +102,28 @@ impl Autoscaler for ClusterAutoscaler {
                 .then(a.cmp(&b))
         });
         let mut out = Provision::default();
+        // Node groups: every shape (pool x type x offering). Their zones count as topology
+        // domains with no pods yet, so zone spread opens nodes in empty zones.
+        let (shape_infos, pools) = shapes(snap);
+        let potential: Vec<(BTreeMap<String, String>, Vec<core::Taint>)> = shape_infos
+            .iter()
+            .map(|s| (s.labels.clone(), s.taints.clone()))
+            .collect();
+        let ctx = Context {
+            namespaces: &snap.namespaces,
+            potential: &potential,
+        };
+        let mut any_owners = nodes.iter().any(|n| n.anti_affinity_owners > 0);
         // Pods that fit existing or upcoming nodes wait for them (CAS counts upcoming nodes).
         let mut rest = Vec::new();
         for &pi in &pending {
             let p = &snap.pods[pi];
             let req = pod_requests(p);
-            match (0..nodes.len()).find(|&ni| predicates::fits(p, &req, &nodes[ni], &nodes)) {
+            let f = filter(p, &req, &nodes, &ctx, any_owners);
+            match (0..nodes.len()).find(|&ni| f.allows(&nodes[ni])) {
                 Some(ni) => {
-                    nodes[ni].used.add_assign(&req);
-                    nodes[ni].pods.push(mark(pi, p));
+                    any_owners |= !p.pod_anti_affinity.required.is_empty();
+                    nodes[ni].add_pod(PodMark::of(pi, p), &req);
                     out.placements.push(core::Placement {
                         pod: pref(p),
                         node: nodes[ni].name.clone(),
@@ -116,8 +135,7 @@ impl Autoscaler for ClusterAutoscaler {
         if rest.is_empty() {
             return out;
         }
-        // Node groups: every shape (pool x type x offering), each simulated with FFD.
-        let (shape_infos, pools) = shapes(snap);
+        // Each node group simulated with FFD.
         let mut best: Option<(f64, f64, usize, Vec<Vec<usize>>)> = None;
         for (si, s) in shape_infos.iter().enumerate() {
             // Pool node limits: CAS's max size.
@@ -127,17 +145,14 @@ impl Autoscaler for ClusterAutoscaler {
                 .and_then(|r| r.extended.get("nodes").copied())
                 .unwrap_or(i64::MAX)
                 .max(0) as usize;
-            let template = NodeView {
-                name: String::new(),
-                labels: s.labels.clone(),
-                taints: s.taints.clone(),
-                allocatable: s.shape.allocatable.clone(),
-                used: core::Resources::default(),
-                pods: Vec::new(),
-                schedulable: true,
-                live: true,
-            };
+            let template = NodeView::new(
+                "",
+                s.labels.clone(),
+                s.taints.clone(),
+                s.shape.allocatable.clone(),
+            );
             let mut sim = nodes.clone();
+            let mut owners = any_owners;
             let base = sim.len();
             let mut bins: Vec<Vec<usize>> = Vec::new();
             for &pi in &rest {
@@ -146,7 +161,8 @@ impl Autoscaler for ClusterAutoscaler {
                 if !predicates::fits_node(p, &req, &template) {
                     continue;
                 }
-                let hit = (base..sim.len()).find(|&ni| predicates::fits(p, &req, &sim[ni], &sim));
+                let f = filter(p, &req, &sim, &ctx, owners);
+                let hit = (base..sim.len()).find(|&ni| f.allows(&sim[ni]));
                 let ni = match hit {
                     Some(ni) => ni,
                     None => {
@@ -157,7 +173,7 @@ impl Autoscaler for ClusterAutoscaler {
                         v.name = format!("cas-sim-{}", bins.len());
                         v.labels
                             .insert(core::labels::HOSTNAME.into(), v.name.clone());
-                        if !predicates::fits(p, &req, &v, &sim) {
+                        if !f.allows(&v) {
                             continue;
                         }
                         sim.push(v);
@@ -165,8 +181,8 @@ impl Autoscaler for ClusterAutoscaler {
                         sim.len() - 1
                     }
                 };
-                sim[ni].used.add_assign(&req);
-                sim[ni].pods.push(mark(pi, p));
+                owners |= !p.pod_anti_affinity.required.is_empty();
+                sim[ni].add_pod(PodMark::of(pi, p), &req);
                 bins[ni - base].push(pi);
             }
             if bins.is_empty() {
@@ -265,19 +281,29 @@ impl Autoscaler for ClusterAutoscaler {
                 continue;
             }
             // Can every pod move to another ready node?
+            // The node's pods leave it (they are what moves).
             let mut sim: Vec<NodeView> = nodes.clone();
             sim[ni].schedulable = false;
+            for &pi in &pods {
+                let req = pod_requests(&snap.pods[pi]);
+                sim[ni].remove_pod(pi, &req);
+            }
+            let mut owners = sim.iter().any(|n| n.anti_affinity_owners > 0);
+            let ctx = Context {
+                namespaces: &snap.namespaces,
+                potential: &[],
+            };
             let mut ok = true;
             for &pi in &pods {
                 let p = &snap.pods[pi];
                 let req = pod_requests(p);
-                let hit = (0..sim.len()).find(|&j| {
-                    j != ni && !snap.nodes[j].in_flight && predicates::fits(p, &req, &sim[j], &sim)
-                });
+                let f = filter(p, &req, &sim, &ctx, owners);
+                let hit = (0..sim.len())
+                    .find(|&j| j != ni && !snap.nodes[j].in_flight && f.allows(&sim[j]));
                 match hit {
                     Some(j) => {
-                        sim[j].used.add_assign(&req);
-                        sim[j].pods.push(mark(pi, p));
+                        owners |= !p.pod_anti_affinity.required.is_empty();
+                        sim[j].add_pod(PodMark::of(pi, p), &req);
                     }
                     None => {
                         ok = false;

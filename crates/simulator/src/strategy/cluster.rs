@@ -18,16 +18,14 @@ pub fn views(snap: &core::Snapshot) -> (Vec<NodeView>, BTreeMap<String, usize>) 
     let mut out = Vec::with_capacity(snap.nodes.len());
     for (i, n) in snap.nodes.iter().enumerate() {
         idx.insert(n.name.clone(), i);
-        out.push(NodeView {
-            name: n.name.clone(),
-            labels: n.labels.clone(),
-            taints: n.taints.clone(),
-            allocatable: n.allocatable.clone(),
-            used: core::Resources::default(),
-            pods: Vec::new(),
-            schedulable: !n.marked_for_deletion,
-            live: true,
-        });
+        let mut v = NodeView::new(
+            &n.name,
+            n.labels.clone(),
+            n.taints.clone(),
+            n.allocatable.clone(),
+        );
+        v.schedulable = !n.marked_for_deletion;
+        out.push(v);
     }
     for (pi, p) in snap.pods.iter().enumerate() {
         if let Some(v) = p
@@ -36,13 +34,7 @@ pub fn views(snap: &core::Snapshot) -> (Vec<NodeView>, BTreeMap<String, usize>) 
             .and_then(|n| idx.get(n))
             .and_then(|i| out.get_mut(*i))
         {
-            v.used.add_assign(&pod_requests(p));
-            v.pods.push(PodMark {
-                id: pi,
-                namespace: p.namespace.clone(),
-                labels: p.labels.clone(),
-                daemon: p.owner_kind.as_deref() == Some("DaemonSet"),
-            });
+            v.add_pod(PodMark::of(pi, p), &pod_requests(p));
         }
     }
     (out, idx)

@@ -1,0 +1,750 @@
+//! The kube-scheduler's filter: may this pod bind to this node now?
+//!
+//! One implementation of the question, shared by every caller that binds pods the way the
+//! kube-scheduler does (the simulator's binding, its Cluster-Autoscaler baseline). It rests
+//! on the same pieces as the core's scheduler: label and requirement matching
+//! ([`crate::requirements`]), taints ([`crate::taints`]), request arithmetic
+//! ([`crate::resources`]), namespace scopes ([`crate::selectors`]) and topology groups
+//! ([`crate::topology`]: the term -> group mapping, counting and skew rules), so a spread,
+//! an affinity or an anti-affinity means the same thing here as in provisioning.
+//!
+//! What differs from provisioning is only what the kube-scheduler reads: required node
+//! affinity is all ORed terms (Karpenter reads the first), preferred terms and
+//! `ScheduleAnyway` spreads are scores, not filters, and a hostname spread's minimum is over
+//! the existing nodes unless the caller says new nodes may open ([`Context::potential`]).
+//!
+//! Usage: [`PodFilter::new`] once per pod and cluster state (it counts the topology groups
+//! over the cluster), then [`PodFilter::allows`] per candidate node.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::model::{
+    HostPort, NodeSelectorTerm, Pod, PodAffinity, PodAffinityTerm, Requirement, Resources, Taint,
+    WhenUnsatisfiable, labels,
+};
+use crate::requirements::terms_match;
+use crate::state::ports_conflict;
+use crate::taints::tolerates_all;
+use crate::topology::{Group, GroupKey, Kind, owned_terms};
+
+/// A node as the filter sees it.
+#[derive(Debug, Clone, Default)]
+pub struct NodeView {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub allocatable: Resources,
+    /// Requests of everything bound (daemonset pods included) plus pods nominated to it.
+    pub used: Resources,
+    /// The pods bound or nominated to it (for affinity, spread and host ports).
+    pub pods: Vec<PodMark>,
+    /// Takes new pods (ready, not cordoned, not being disrupted).
+    pub schedulable: bool,
+    /// Exists at all (its pods count, it is a topology domain).
+    pub live: bool,
+    /// How many of `pods` carry required pod anti-affinity, so that the inverse check skips
+    /// nodes without any (kept by [`NodeView::add_pod`] / [`NodeView::remove_pod`]).
+    pub anti_affinity_owners: u32,
+}
+
+/// A pod as seen by another pod's filter.
+#[derive(Debug, Clone, Default)]
+pub struct PodMark {
+    /// The caller's id for the pod (for removal).
+    pub id: usize,
+    pub namespace: String,
+    pub labels: BTreeMap<String, String>,
+    pub daemon: bool,
+    /// Its required pod anti-affinity (kept away from pods it selects, and they from it).
+    pub anti_affinity: Vec<PodAffinityTerm>,
+    pub host_ports: Vec<HostPort>,
+}
+
+impl PodMark {
+    /// The mark of a pod, with the caller's id.
+    pub fn of(id: usize, pod: &Pod) -> PodMark {
+        PodMark {
+            id,
+            namespace: pod.namespace.clone(),
+            labels: pod.labels.clone(),
+            daemon: pod.is_daemonset_pod(),
+            anti_affinity: pod.pod_anti_affinity.required.clone(),
+            host_ports: pod.host_ports.clone(),
+        }
+    }
+}
+
+impl NodeView {
+    /// An empty, live, schedulable node.
+    pub fn new(
+        name: &str,
+        labels: BTreeMap<String, String>,
+        taints: Vec<Taint>,
+        allocatable: Resources,
+    ) -> NodeView {
+        NodeView {
+            name: name.to_string(),
+            labels,
+            taints,
+            allocatable,
+            schedulable: true,
+            live: true,
+            ..NodeView::default()
+        }
+    }
+
+    /// Records a pod on the node.
+    pub fn add_pod(&mut self, mark: PodMark, requests: &Resources) {
+        self.used.add_assign(requests);
+        if !mark.anti_affinity.is_empty() {
+            self.anti_affinity_owners += 1;
+        }
+        self.pods.push(mark);
+    }
+
+    /// Removes the pod with this id (if present) and its requests.
+    pub fn remove_pod(&mut self, id: usize, requests: &Resources) {
+        if let Some(i) = self.pods.iter().position(|m| m.id == id) {
+            let m = self.pods.swap_remove(i);
+            if !m.anti_affinity.is_empty() {
+                self.anti_affinity_owners = self.anti_affinity_owners.saturating_sub(1);
+            }
+            self.used = self.used.sub(requests);
+        }
+    }
+
+    /// The node's domain for a topology key (hostname falls back to the node name).
+    pub fn domain(&self, key: &str) -> Option<&str> {
+        match self.labels.get(key) {
+            Some(v) => Some(v.as_str()),
+            None if key == labels::HOSTNAME => Some(self.name.as_str()),
+            None => None,
+        }
+    }
+}
+
+/// What the filter needs besides the nodes.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// Namespace labels, for pod affinity terms' namespace selectors.
+    pub namespaces: &'a BTreeMap<String, BTreeMap<String, String>>,
+    /// Labels and taints of nodes that could still be created (an autoscaler's node groups).
+    /// Their domains count for topology spread with zero pods, and a hostname spread's
+    /// minimum is zero when any exists. Empty for the kube-scheduler binding to what exists.
+    pub potential: &'a [(BTreeMap<String, String>, Vec<Taint>)],
+}
+
+/// Whether a pod has constraints that involve other pods (required affinity/anti-affinity,
+/// `DoNotSchedule` spread).
+pub fn has_inter_pod_constraints(pod: &Pod) -> bool {
+    pod.topology_spread
+        .iter()
+        .any(|t| t.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
+        || !pod.pod_affinity.required.is_empty()
+        || !pod.pod_anti_affinity.required.is_empty()
+}
+
+/// The kube-scheduler's node affinity as ORed terms: the nodeSelector ANDed into each
+/// required term (or alone when there are none).
+pub fn node_affinity_terms(pod: &Pod) -> Vec<NodeSelectorTerm> {
+    let selector: NodeSelectorTerm = pod
+        .node_selector
+        .iter()
+        .map(|(k, v)| Requirement::new_in(k, &[v.as_str()]))
+        .collect();
+    if pod.required_node_affinity.is_empty() {
+        return if selector.is_empty() {
+            Vec::new()
+        } else {
+            vec![selector]
+        };
+    }
+    pod.required_node_affinity
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            t.extend(selector.iter().cloned());
+            t
+        })
+        .collect()
+}
+
+/// Node-local checks (NodeUnschedulable, NodeAffinity with nodeSelector, volume node
+/// affinity, TaintToleration, NodeResourcesFit, NodePorts): everything that does not depend
+/// on other nodes.
+pub fn fits_node(pod: &Pod, requests: &Resources, node: &NodeView) -> bool {
+    node.schedulable
+        && pod
+            .node_selector
+            .iter()
+            .all(|(k, v)| node.labels.get(k) == Some(v))
+        && terms_match(&pod.required_node_affinity, &node.labels)
+        && pod
+            .volumes
+            .iter()
+            .all(|v| terms_match(&v.node_affinity, &node.labels))
+        && tolerates_all(&node.taints, &pod.tolerations, false)
+        && node.used.fits_with(requests, &node.allocatable)
+        && !ports_taken(pod, node)
+}
+
+fn ports_taken(pod: &Pod, node: &NodeView) -> bool {
+    if pod.host_ports.is_empty() {
+        return false;
+    }
+    let key = |p: &HostPort| (p.protocol, p.port, p.host_ip.clone().unwrap_or_default());
+    pod.host_ports.iter().any(|a| {
+        let a = key(a);
+        node.pods
+            .iter()
+            .flat_map(|m| m.host_ports.iter())
+            .any(|b| ports_conflict(&a, &key(b)))
+    })
+}
+
+/// One of the pod's own terms, counted over the cluster.
+#[derive(Debug, Clone)]
+struct Owned {
+    group: Group,
+    self_selected: bool,
+    eligible: BTreeSet<String>,
+}
+
+/// A pod's filter over one cluster state: its topology groups counted once.
+#[derive(Debug, Clone)]
+pub struct PodFilter<'p> {
+    pod: &'p Pod,
+    requests: &'p Resources,
+    owned: Vec<Owned>,
+    /// Other pods' anti-affinity groups that select this pod, with their owners counted.
+    inverse: Vec<Group>,
+    new_hosts: bool,
+}
+
+fn selects_mark(g: &Group, m: &PodMark) -> bool {
+    g.scope.contains(&m.namespace) && g.selector.matches(&m.labels)
+}
+
+impl<'p> PodFilter<'p> {
+    /// Counts the pod's topology groups and the anti-affinity of pods already placed.
+    pub fn new(
+        pod: &'p Pod,
+        requests: &'p Resources,
+        nodes: &[NodeView],
+        ctx: &Context<'_>,
+    ) -> PodFilter<'p> {
+        let mut owned = Vec::new();
+        let new_hosts = !ctx.potential.is_empty();
+        if has_inter_pod_constraints(pod) {
+            // Only what filters: required terms and DoNotSchedule spreads.
+            let reduced = Pod {
+                namespace: pod.namespace.clone(),
+                labels: pod.labels.clone(),
+                topology_spread: pod
+                    .topology_spread
+                    .iter()
+                    .filter(|t| t.when_unsatisfiable == WhenUnsatisfiable::DoNotSchedule)
+                    .cloned()
+                    .collect(),
+                pod_affinity: PodAffinity {
+                    required: pod.pod_affinity.required.clone(),
+                    preferred: Vec::new(),
+                },
+                pod_anti_affinity: PodAffinity {
+                    required: pod.pod_anti_affinity.required.clone(),
+                    preferred: Vec::new(),
+                },
+                tolerations: pod.tolerations.clone(),
+                ..Pod::default()
+            };
+            let affinity = node_affinity_terms(pod);
+            for t in owned_terms(&reduced, ctx.namespaces, &affinity) {
+                let mut g = Group::new(&t);
+                let mut eligible = BTreeSet::new();
+                for n in nodes.iter().filter(|n| n.live) {
+                    let Some(d) = n.domain(&g.key) else { continue };
+                    let counted = g.counts_node(&n.labels, &n.taints);
+                    if g.kind != Kind::Spread || counted {
+                        eligible.insert(d.to_string());
+                    }
+                    if !counted {
+                        continue;
+                    }
+                    let k = n.pods.iter().filter(|m| selects_mark(&g, m)).count() as i32;
+                    if k > 0 {
+                        *g.counts.entry(d.to_string()).or_insert(0) += k;
+                    }
+                }
+                if g.kind == Kind::Spread {
+                    for (l, taints) in ctx.potential {
+                        if let Some(d) = l.get(&g.key)
+                            && g.filter.admits(l, taints)
+                        {
+                            eligible.insert(d.clone());
+                        }
+                    }
+                }
+                let self_selected = g.selects(pod);
+                owned.push(Owned {
+                    group: g,
+                    self_selected,
+                    eligible,
+                });
+            }
+        }
+        PodFilter {
+            pod,
+            requests,
+            owned,
+            inverse: inverse_groups(pod, nodes, ctx),
+            new_hosts,
+        }
+    }
+
+    /// A filter with nothing counted, for callers that know no placed pod has required
+    /// anti-affinity and the pod has no inter-pod constraints: then only node-local checks
+    /// apply and counting over the cluster would find nothing.
+    pub fn local(pod: &'p Pod, requests: &'p Resources) -> PodFilter<'p> {
+        PodFilter {
+            pod,
+            requests,
+            owned: Vec::new(),
+            inverse: Vec::new(),
+            new_hosts: false,
+        }
+    }
+
+    /// May the pod bind to `node` (one of the nodes the filter was built over, or a node
+    /// about to be created with these labels)?
+    pub fn allows(&self, node: &NodeView) -> bool {
+        fits_node(self.pod, self.requests, node) && self.allows_topology(node)
+    }
+
+    /// The inter-pod part of [`PodFilter::allows`] alone.
+    pub fn allows_topology(&self, node: &NodeView) -> bool {
+        self.owned.iter().all(|o| {
+            o.group.allows_in(
+                node.domain(&o.group.key),
+                o.self_selected,
+                &o.eligible,
+                self.new_hosts,
+            )
+        }) && self
+            .inverse
+            .iter()
+            .all(|g| g.inverse_allows(node.domain(&g.key)))
+    }
+}
+
+/// Required anti-affinity groups of placed pods that select `pod`, with owners per domain.
+fn inverse_groups(pod: &Pod, nodes: &[NodeView], ctx: &Context<'_>) -> Vec<Group> {
+    let mut groups: BTreeMap<GroupKey, Group> = BTreeMap::new();
+    for n in nodes
+        .iter()
+        .filter(|n| n.live && n.anti_affinity_owners > 0)
+    {
+        for m in n.pods.iter().filter(|m| !m.anti_affinity.is_empty()) {
+            let owner = Pod {
+                namespace: m.namespace.clone(),
+                labels: m.labels.clone(),
+                pod_anti_affinity: PodAffinity {
+                    required: m.anti_affinity.clone(),
+                    preferred: Vec::new(),
+                },
+                ..Pod::default()
+            };
+            for t in owned_terms(&owner, ctx.namespaces, &[]) {
+                let Some(d) = n.domain(&t.key.key) else {
+                    continue;
+                };
+                let g = groups
+                    .entry(t.key.clone())
+                    .or_insert_with(|| Group::new(&t));
+                if g.selects(pod) {
+                    *g.owners.entry(d.to_string()).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+    groups.into_values().filter(|g| g.selects(pod)).collect()
+}
+
+/// Whether `pod` may bind to `nodes[index]`: [`PodFilter::new`] + [`PodFilter::allows`] for
+/// a single question (callers checking many nodes keep the filter).
+pub fn may_bind(
+    pod: &Pod,
+    requests: &Resources,
+    index: usize,
+    nodes: &[NodeView],
+    ctx: &Context<'_>,
+) -> bool {
+    nodes
+        .get(index)
+        .is_some_and(|n| PodFilter::new(pod, requests, nodes, ctx).allows(n))
+}
+
+/// Namespace labels the API server sets on every namespace (`kubernetes.io/metadata.name`),
+/// for callers that know namespaces only by the pods in them.
+pub fn default_namespace_labels<'a>(
+    namespaces: impl IntoIterator<Item = &'a str>,
+) -> BTreeMap<String, BTreeMap<String, String>> {
+    namespaces
+        .into_iter()
+        .map(|ns| {
+            (
+                ns.to_string(),
+                BTreeMap::from([(labels::NAMESPACE_NAME.to_string(), ns.to_string())]),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{
+        InclusionPolicy, LabelSelector, TaintEffect, Toleration, TopologySpreadConstraint,
+    };
+
+    const GPU: &str = "nvidia.com/gpu";
+
+    fn node(name: &str, zone: &str, cpu: i64) -> NodeView {
+        NodeView::new(
+            name,
+            BTreeMap::from([
+                (labels::ZONE.to_string(), zone.to_string()),
+                (labels::HOSTNAME.to_string(), name.to_string()),
+            ]),
+            vec![],
+            Resources::with_pods(cpu, 8 << 30, 110),
+        )
+    }
+
+    fn pod(cpu: i64, app: &str) -> Pod {
+        Pod::new("default", "p", cpu, 1 << 30).label("app", app)
+    }
+
+    fn place(n: &mut NodeView, id: usize, p: &Pod) {
+        n.add_pod(PodMark::of(id, p), &crate::resources::pod_requests(p));
+    }
+
+    fn spread(key: &str, app: &str) -> TopologySpreadConstraint {
+        TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: key.into(),
+            when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+            label_selector: LabelSelector::from_labels([("app", app)]),
+            min_domains: None,
+            node_affinity_policy: None,
+            node_taints_policy: None,
+            match_label_keys: vec![],
+        }
+    }
+
+    fn term(app: &str, key: &str) -> PodAffinityTerm {
+        PodAffinityTerm {
+            label_selector: LabelSelector::from_labels([("app", app)]),
+            namespaces: vec![],
+            namespace_selector: None,
+            topology_key: key.into(),
+            match_label_keys: vec![],
+        }
+    }
+
+    fn none() -> BTreeMap<String, BTreeMap<String, String>> {
+        BTreeMap::new()
+    }
+
+    /// The pod may bind to `nodes[i]` in a binding-only context (no potential nodes).
+    fn ok(p: &Pod, nodes: &[NodeView], i: usize) -> bool {
+        let ns = none();
+        let ctx = Context {
+            namespaces: &ns,
+            potential: &[],
+        };
+        may_bind(p, &crate::resources::pod_requests(p), i, nodes, &ctx)
+    }
+
+    #[test]
+    fn resources_and_taints() {
+        let mut n = node("n1", "a", 2000);
+        let p = pod(1500, "a");
+        let req = crate::resources::pod_requests(&p);
+        assert!(fits_node(&p, &req, &n));
+        n.used.cpu_milli = 1000;
+        assert!(!fits_node(&p, &req, &n));
+        n.used.cpu_milli = 0;
+        n.taints
+            .push(Taint::new("x", None, TaintEffect::NoSchedule));
+        assert!(!fits_node(&p, &req, &n));
+        n.taints = vec![Taint::new("x", None, TaintEffect::PreferNoSchedule)];
+        assert!(fits_node(&p, &req, &n), "PreferNoSchedule is a score");
+    }
+
+    #[test]
+    fn extended_resources_need_a_node_that_has_them() {
+        // The simulator used to check `req.fits_with(used, alloc)`: a GPU request passed on a
+        // node without GPUs whenever the node used none.
+        let mut p = pod(100, "gpu");
+        p.containers[0].extended.insert(GPU.into(), 1);
+        let req = crate::resources::pod_requests(&p);
+        let plain = node("n1", "a", 4000);
+        assert!(!fits_node(&p, &req, &plain));
+        let mut gpu = node("n2", "a", 4000);
+        gpu.allocatable.extended.insert(GPU.into(), 1);
+        assert!(fits_node(&p, &req, &gpu));
+        gpu.used.extended.insert(GPU.into(), 1);
+        assert!(!fits_node(&p, &req, &gpu), "the one GPU is in use");
+        // Any other extended resource the same way.
+        let mut q = pod(100, "x");
+        q.containers[0]
+            .extended
+            .insert("example.com/fpga".into(), 2);
+        let rq = crate::resources::pod_requests(&q);
+        let mut f = node("n3", "a", 4000);
+        f.allocatable.extended.insert("example.com/fpga".into(), 3);
+        f.used.extended.insert("example.com/fpga".into(), 1);
+        assert!(fits_node(&q, &rq, &f));
+        f.used.extended.insert("example.com/fpga".into(), 2);
+        assert!(!fits_node(&q, &rq, &f));
+    }
+
+    #[test]
+    fn volume_node_affinity_and_required_terms_are_ored() {
+        let mut p = pod(100, "a");
+        p.required_node_affinity = vec![
+            vec![Requirement::new_in(labels::ZONE, &["b"])],
+            vec![Requirement::new_in(labels::ZONE, &["c"])],
+        ];
+        let req = crate::resources::pod_requests(&p);
+        assert!(!fits_node(&p, &req, &node("n1", "a", 4000)));
+        assert!(
+            fits_node(&p, &req, &node("n2", "c", 4000)),
+            "the second term"
+        );
+        p.volumes.push(crate::model::Volume {
+            name: "v".into(),
+            node_affinity: vec![vec![Requirement::new_in(labels::ZONE, &["b"])]],
+            csi_driver: None,
+        });
+        assert!(!fits_node(&p, &req, &node("n2", "c", 4000)));
+        assert!(fits_node(&p, &req, &node("n3", "b", 4000)));
+    }
+
+    #[test]
+    fn host_ports_conflict() {
+        let mut a = node("n1", "a", 4000);
+        let mut p = pod(100, "a");
+        p.host_ports.push(HostPort {
+            port: 8080,
+            protocol: Default::default(),
+            host_ip: None,
+        });
+        place(&mut a, 0, &p);
+        assert!(!ok(&p, &[a.clone()], 0));
+        a.remove_pod(0, &crate::resources::pod_requests(&p));
+        assert!(ok(&p, &[a], 0));
+    }
+
+    #[test]
+    fn hostname_anti_affinity_and_zone_spread() {
+        let mut a = node("n1", "a", 4000);
+        let b = node("n2", "b", 4000);
+        place(&mut a, 0, &pod(100, "a"));
+        let mut p = pod(100, "a");
+        p.pod_anti_affinity
+            .required
+            .push(term("a", labels::HOSTNAME));
+        let all = vec![a, b];
+        assert!(!ok(&p, &all, 0));
+        assert!(ok(&p, &all, 1));
+
+        let mut s = pod(100, "a");
+        s.topology_spread.push(spread(labels::ZONE, "a"));
+        // Zone a has one, zone b none: another in a would make skew 2.
+        assert!(!ok(&s, &all, 0));
+        assert!(ok(&s, &all, 1));
+    }
+
+    #[test]
+    fn existing_pods_anti_affinity_keeps_the_incoming_pod_away() {
+        // The simulator never checked this: a pod with no constraints of its own landed next
+        // to a pod whose required anti-affinity selects it.
+        let mut a = node("n1", "a", 4000);
+        let b = node("n2", "a", 4000);
+        let mut owner = pod(100, "db");
+        owner
+            .pod_anti_affinity
+            .required
+            .push(term("web", labels::HOSTNAME));
+        place(&mut a, 0, &owner);
+        let all = vec![a, b];
+        let web = pod(100, "web");
+        assert!(!ok(&web, &all, 0));
+        assert!(ok(&web, &all, 1));
+        assert!(ok(&pod(100, "other"), &all, 0), "not selected");
+        // Zone-wide anti-affinity: every node of the zone.
+        let mut zonal = owner.clone();
+        zonal.pod_anti_affinity.required = vec![term("web", labels::ZONE)];
+        let mut a = node("n1", "a", 4000);
+        place(&mut a, 0, &zonal);
+        let all = vec![a, node("n2", "a", 4000), node("n3", "b", 4000)];
+        assert!(!ok(&web, &all, 1));
+        assert!(ok(&web, &all, 2));
+    }
+
+    #[test]
+    fn the_incoming_pod_counts_toward_its_spread_only_when_selected() {
+        // Zone a holds one `b` pod, zone b none. A pod labelled `a` spreading `b` pods adds
+        // nothing to the count: zone a stays at skew 1, allowed. (It used to count itself.)
+        let mut a = node("n1", "a", 4000);
+        place(&mut a, 0, &pod(100, "b"));
+        let all = vec![a, node("n2", "b", 4000)];
+        let mut p = pod(100, "a");
+        p.topology_spread.push(spread(labels::ZONE, "b"));
+        assert!(ok(&p, &all, 0));
+        let mut q = pod(100, "b");
+        q.topology_spread.push(spread(labels::ZONE, "b"));
+        assert!(!ok(&q, &all, 0), "a selected pod counts itself");
+    }
+
+    #[test]
+    fn node_taints_policy_honor_leaves_untolerated_nodes_out() {
+        // Zone a: one pod; zone b: a node with a taint the pod does not tolerate (a
+        // PreferNoSchedule taint, so the node itself is not filtered out by taints).
+        let mut a = node("n1", "a", 4000);
+        place(&mut a, 0, &pod(100, "a"));
+        let mut b = node("n2", "b", 4000);
+        b.taints
+            .push(Taint::new("dedicated", None, TaintEffect::NoSchedule));
+        let all = vec![a, b];
+        let mut p = pod(100, "a");
+        p.topology_spread.push(spread(labels::ZONE, "a"));
+        // Ignore (default): zone b counts with 0, so zone a (1 + 1 - 0) is over the skew.
+        assert!(!ok(&p, &all, 0));
+        p.topology_spread[0].node_taints_policy = Some(InclusionPolicy::Honor);
+        // Honor: zone b is not a domain; zone a is the minimum itself.
+        assert!(ok(&p, &all, 0));
+        // Tolerating the taint brings zone b back.
+        p.tolerations.push(Toleration::equal("dedicated", "", None));
+        p.tolerations[0].operator = crate::model::TolerationOperator::Exists;
+        assert!(!ok(&p, &all, 0));
+    }
+
+    #[test]
+    fn node_affinity_policy_ignore_counts_every_node() {
+        let mut a = node("n1", "a", 4000);
+        a.labels.insert("tier".into(), "x".into());
+        place(&mut a, 0, &pod(100, "a"));
+        let all = vec![a, node("n2", "b", 4000)];
+        let mut p = pod(100, "a");
+        p.node_selector.insert("tier".into(), "x".into());
+        p.topology_spread.push(spread(labels::ZONE, "a"));
+        // Honor (default): zone b's node does not match the selector and is no domain.
+        assert!(ok(&p, &all, 0));
+        p.topology_spread[0].node_affinity_policy = Some(InclusionPolicy::Ignore);
+        assert!(!ok(&p, &all, 0));
+    }
+
+    #[test]
+    fn min_domains_and_hostname_minimum() {
+        // Hostname spread over existing nodes: n1 and n2 hold one each; a third on n1 gives
+        // 2 - 1 = 1, allowed when binding (no node can open), refused when nodes can open.
+        let mut a = node("n1", "a", 4000);
+        let mut b = node("n2", "a", 4000);
+        place(&mut a, 0, &pod(100, "a"));
+        place(&mut b, 1, &pod(100, "a"));
+        let all = vec![a, b];
+        let mut p = pod(100, "a");
+        p.topology_spread.push(spread(labels::HOSTNAME, "a"));
+        assert!(ok(&p, &all, 0));
+        let ns = none();
+        let potential = vec![(all[0].labels.clone(), vec![])];
+        let ctx = Context {
+            namespaces: &ns,
+            potential: &potential,
+        };
+        let req = crate::resources::pod_requests(&p);
+        assert!(!may_bind(&p, &req, 0, &all, &ctx));
+        // minDomains 3 with two zones' worth of hosts: the minimum is 0.
+        p.topology_spread[0].min_domains = Some(3);
+        assert!(!ok(&p, &all, 0));
+    }
+
+    #[test]
+    fn namespace_selector_selects_by_namespace_labels() {
+        // An anti-affinity term with a namespace selector selects pods in the namespaces whose
+        // labels match, not every namespace (the simulator used to read any selector as all).
+        let namespaces = BTreeMap::from([
+            (
+                "prod".to_string(),
+                BTreeMap::from([("env".to_string(), "prod".to_string())]),
+            ),
+            ("dev".to_string(), BTreeMap::new()),
+        ]);
+        let ctx = Context {
+            namespaces: &namespaces,
+            potential: &[],
+        };
+        let mut a = node("n1", "a", 4000);
+        let mut dev = pod(100, "web");
+        dev.namespace = "dev".into();
+        place(&mut a, 0, &dev);
+        let all = vec![a];
+        let mut p = pod(100, "api");
+        let mut t = term("web", labels::HOSTNAME);
+        t.namespace_selector = Some(LabelSelector::from_labels([("env", "prod")]));
+        p.pod_anti_affinity.required.push(t.clone());
+        let req = crate::resources::pod_requests(&p);
+        assert!(may_bind(&p, &req, 0, &all, &ctx), "dev is not selected");
+        // An empty selector is every namespace.
+        t.namespace_selector = Some(LabelSelector::default());
+        p.pod_anti_affinity.required = vec![t];
+        assert!(!may_bind(&p, &req, 0, &all, &ctx));
+    }
+
+    #[test]
+    fn required_affinity_first_pod_and_followers() {
+        let a = node("n1", "a", 4000);
+        let b = node("n2", "b", 4000);
+        let mut p = pod(100, "a");
+        p.pod_affinity.required.push(term("a", labels::ZONE));
+        let mut all = vec![a, b];
+        assert!(ok(&p, &all, 0), "first pod of a self-affine group");
+        place(&mut all[1], 0, &pod(100, "a"));
+        assert!(!ok(&p, &all, 0));
+        assert!(ok(&p, &all, 1));
+        let mut q = pod(100, "other");
+        q.pod_affinity.required.push(term("z", labels::ZONE));
+        assert!(!ok(&q, &all, 0), "no match anywhere and not self-selecting");
+    }
+
+    #[test]
+    fn potential_nodes_are_spread_domains() {
+        // Zone a has a node with one pod; zones b and c have none yet but could (a node group
+        // in each). With them counted, zone a is over the skew (the CAS baseline used to put
+        // six zone-spread pods into one zone).
+        let mut a = node("n1", "a", 4000);
+        place(&mut a, 0, &pod(100, "a"));
+        let all = vec![a];
+        let mut p = pod(100, "a");
+        p.topology_spread.push(spread(labels::ZONE, "a"));
+        assert!(ok(&p, &all, 0));
+        let ns = none();
+        let zone = |z: &str| {
+            (
+                BTreeMap::from([(labels::ZONE.to_string(), z.to_string())]),
+                vec![],
+            )
+        };
+        let potential = vec![zone("b"), zone("c")];
+        let ctx = Context {
+            namespaces: &ns,
+            potential: &potential,
+        };
+        let req = crate::resources::pod_requests(&p);
+        let f = PodFilter::new(&p, &req, &all, &ctx);
+        assert!(!f.allows(&all[0]));
+        assert!(f.allows(&node("new", "b", 4000)));
+    }
+}
