@@ -75,6 +75,13 @@ async fn reconcile(claim: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action> {
     if !ctx.is_leader() {
         return Ok(Action::requeue(Duration::from_secs(5)));
     }
+    // e2e fix (scenario 4, tests/e2e/tests/faults.rs): with a NodePool selector, ownership
+    // is decided from the NodePool reflector; right after a restart that store can still be
+    // empty when the first claims are reconciled, and `await_change` then left an already
+    // Launched claim unreconciled for good (nothing changes it again). Wait for the sync.
+    if !ctx.state.synced() {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     if !ctx.owns_claim(&claim) {
         return Ok(Action::await_change());
     }

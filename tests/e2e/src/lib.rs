@@ -182,12 +182,16 @@ impl Scenario {
         o
     }
 
-    /// Starts our controller in-process (one API server is management and workload cluster).
+    /// Starts our controller in-process (one API server is management and workload cluster),
+    /// with a client of its own as a separate process would have: a controller stopped
+    /// mid-request (scenario 4) must not leave the test's client or its successor's in a
+    /// state a real restart would not share.
     pub async fn start(&self, options: Options) -> Running {
+        let client = testenv::e2e_client().await;
         karpenter_capi_controller::start(
             Clients {
-                workload: self.client.clone(),
-                management: self.client.clone(),
+                workload: client.clone(),
+                management: client,
             },
             options,
             &[],
@@ -269,15 +273,20 @@ impl Scenario {
 
     /// Waits until `n` pods of `app` run (bound and Running); returns their nodes.
     pub async fn wait_running(&self, app: &str, n: usize, timeout_secs: u64) -> BTreeSet<String> {
-        wait_for(
-            &format!("{n} pods of {app} Running"),
-            timeout_secs,
-            || async {
-                let pods = self.pods(app).await;
-                Ok(pods.len() == n && pods.iter().all(running))
-            },
+        // The outer timeout also covers an API call that never returns.
+        tokio::time::timeout(
+            Duration::from_secs(timeout_secs + 30),
+            wait_for(
+                &format!("{n} pods of {app} Running"),
+                timeout_secs,
+                || async {
+                    let pods = self.pods(app).await;
+                    Ok(pods.len() == n && pods.iter().all(running))
+                },
+            ),
         )
         .await
+        .unwrap_or_else(|_| panic!("{n} pods of {app} Running: an API call hung"))
         .expect("pods running");
         self.pods(app).await.iter().filter_map(node_of).collect()
     }
