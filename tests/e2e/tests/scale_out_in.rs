@@ -195,10 +195,11 @@ async fn watch_machines(
                 if m.annotations().contains_key(keys::capi::DELETE_MACHINE) {
                     annotated.insert(name.clone());
                 }
-                if m.metadata.deletion_timestamp.is_some() && w.deleted.insert(name.clone()) {
-                    if !annotated.contains(&name) {
-                        w.unannotated_deletes.push(name);
-                    }
+                if m.metadata.deletion_timestamp.is_some()
+                    && w.deleted.insert(name.clone())
+                    && !annotated.contains(&name)
+                {
+                    w.unannotated_deletes.push(name);
                 }
             }
             // Gone between two polls without being seen deleting.
