@@ -10,9 +10,12 @@
 //!   kube-controller-manager, Cluster API, kwok, fake infrastructure provider); see [`e2e`].
 //! - `e2e [-- <test args>]`: the end-to-end scenarios (`tests/e2e`), in a private
 //!   environment unless the shared one runs.
+//! - `demo [--for <seconds>]`: the end-to-end environment, a sample cluster, the controller
+//!   and a workload that grows and shrinks, shown live; see [`demo`].
 
 mod controlplane;
 mod crdgen;
+mod demo;
 mod e2e;
 mod gobuild;
 mod helm;
@@ -56,6 +59,13 @@ enum Command {
         /// Arguments for the scenario test binary (after `--`), e.g. a test name filter.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// Watch the autoscaler work: environment, sample cluster, controller, a workload that
+    /// grows and shrinks; runs until Ctrl-C.
+    Demo {
+        /// Stop after this many seconds instead of waiting for Ctrl-C.
+        #[arg(long = "for")]
+        duration: Option<u64>,
     },
     /// Run every test in the workspace against a test control plane.
     Test {
@@ -180,6 +190,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::E2eEnv(E2eEnv::Supervise { dir }) => return e2e::supervise(&dir).await,
         Command::E2e { args } => return e2e::run::run(args).await,
+        Command::Demo { duration } => return demo::run(duration).await,
         Command::Crdgen { check } => return crdgen::run(check),
         Command::Helm => println!("{}", helm::ensure()?.display()),
         Command::Test { fresh, args } => return testrun::run(fresh, args).await,

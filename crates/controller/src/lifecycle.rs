@@ -75,6 +75,13 @@ async fn reconcile(claim: Arc<NodeClaim>, ctx: Arc<Context>) -> Result<Action> {
     if !ctx.is_leader() {
         return Ok(Action::requeue(Duration::from_secs(5)));
     }
+    // e2e fix (scenario 4, tests/e2e/tests/faults.rs): with a NodePool selector, ownership
+    // is decided from the NodePool reflector; right after a restart that store can still be
+    // empty when the first claims are reconciled, and `await_change` then left an already
+    // Launched claim unreconciled for good (nothing changes it again). Wait for the sync.
+    if !ctx.state.synced() {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     if !ctx.owns_claim(&claim) {
         return Ok(Action::await_change());
     }
@@ -292,6 +299,21 @@ async fn register(claim: &NodeClaim, ctx: &Context) -> Result<Action> {
         provider_id = Some(pid);
     }
     let Some(pid) = provider_id else {
+        // e2e fix (scenario 5, tests/e2e/tests/faults.rs): nothing called
+        // `check_launch_failures`, so a Machine CAPI marked failed (e.g. the provider's
+        // InsufficientCapacity) kept its claim until the registration timeout and its resource
+        // was never backed off. While waiting for a providerID, look for that failure: the
+        // resource goes into back-off and the claim goes, so provisioning re-solves elsewhere.
+        if let Some(target) = ClaimView::from_meta(&claim.metadata).target {
+            let failures = ctx
+                .cloud
+                .check_launch_failures(std::slice::from_ref(&target), Context::now())
+                .await?;
+            if let Some(f) = failures.iter().find(|f| f.claim.as_deref() == Some(&name)) {
+                let why = format!("Machine {} failed: {:?}", f.machine, f.reason);
+                return launch_failed(claim, ctx, "LaunchFailed", &why).await;
+            }
+        }
         return Ok(Action::requeue(Duration::from_secs(2)));
     };
     let Some(node) = ctx.state.node_by_provider_id(&pid) else {

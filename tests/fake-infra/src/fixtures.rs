@@ -86,6 +86,9 @@ pub struct Shape {
     pub cpu: String,
     pub memory: String,
     pub pods: String,
+    /// Real nodes report ephemeral storage; our catalog subtracts kubelet's reserve from it
+    /// (a shape without it has negative allocatable storage and fits no pod).
+    pub ephemeral_storage: String,
     pub architecture: String,
 }
 
@@ -95,12 +98,13 @@ impl Shape {
             cpu: cpu.into(),
             memory: memory.into(),
             pods: "110".into(),
+            ephemeral_storage: "100Gi".into(),
             architecture: "amd64".into(),
         }
     }
 
     fn capacity(&self) -> Value {
-        json!({ "cpu": self.cpu, "memory": self.memory, "pods": self.pods })
+        json!({ "cpu": self.cpu, "memory": self.memory, "pods": self.pods, "ephemeral-storage": self.ephemeral_storage })
     }
 }
 
@@ -119,6 +123,8 @@ pub struct MachineDeploymentSpec {
     pub template_annotations: BTreeMap<String, String>,
     /// Labels the provider puts on the Nodes (e.g. `node.kubernetes.io/instance-type`).
     pub node_labels: BTreeMap<String, String>,
+    /// More labels on the MachineDeployment (an autoscaler's membership and selector labels).
+    pub labels: BTreeMap<String, String>,
 }
 
 impl MachineDeploymentSpec {
@@ -131,6 +137,7 @@ impl MachineDeploymentSpec {
             annotations: BTreeMap::new(),
             template_annotations: BTreeMap::new(),
             node_labels: BTreeMap::new(),
+            labels: BTreeMap::new(),
         }
     }
 }
@@ -320,10 +327,12 @@ impl ClusterFixture {
             );
         }
         let labels = json!({ CLUSTER_NAME_LABEL: self.name, DEPLOYMENT_NAME_LABEL: spec.name });
+        let mut md_labels = spec.labels.clone();
+        md_labels.insert(CLUSTER_NAME_LABEL.into(), self.name.clone());
         self.create_dynamic(
             &capi_resource("MachineDeployment"),
             json!({
-                "metadata": { "name": spec.name, "annotations": annotations, "labels": { CLUSTER_NAME_LABEL: self.name } },
+                "metadata": { "name": spec.name, "annotations": annotations, "labels": md_labels },
                 "spec": {
                     "clusterName": self.name,
                     "replicas": spec.replicas,
