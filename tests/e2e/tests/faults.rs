@@ -271,7 +271,7 @@ async fn a_node_that_never_registers_is_replaced() {
 
 #[tokio::test]
 #[ignore = "needs the e2e environment: cargo xtask e2e"]
-async fn malformed_capacity_annotation_is_named_and_left_out() {
+async fn malformed_capacity_annotation_is_named_in_the_nodeclass() {
     let s = Scenario::new("e2e-malformed").await;
     let mut bad = Md::new("bad", "2", "4Gi", "0.05");
     bad.annotations = &[(keys::cas::MEMORY, "lots")];
@@ -291,15 +291,16 @@ async fn malformed_capacity_annotation_is_named_and_left_out() {
         60,
         || async {
             let nc = nodeclasses.get(s.scope()).await?;
-            let ready = nc
+            // The bad value is ignored (as CAS reads the next source) and named, with its
+            // key, in the resource's row of the NodeClass status (docs/annotations.md).
+            let row = nc
                 .status
                 .as_ref()
-                .and_then(|st| st.conditions.as_ref())
-                .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready").cloned());
-            Ok(match ready {
-                Some(c) if c.message.contains("bad") && c.message.contains(keys::cas::MEMORY) => {
-                    *message.lock().expect("lock") =
-                        format!("{}={} {}: {}", c.type_, c.status, c.reason, c.message);
+                .and_then(|st| st.scalable_resources.as_ref())
+                .and_then(|rows| rows.iter().find(|r| r.name == "bad").cloned());
+            Ok(match row.and_then(|r| r.message) {
+                Some(m) if m.contains(keys::cas::MEMORY) => {
+                    *message.lock().expect("lock") = format!("bad: {m}");
                     true
                 }
                 _ => false,
@@ -311,11 +312,10 @@ async fn malformed_capacity_annotation_is_named_and_left_out() {
     report(
         "malformed-annotation",
         &format!(
-            "pods Running on good in {took:.1}s; NodeClass {}",
+            "pods Running in {took:.1}s; NodeClass {}",
             message.lock().expect("lock")
         ),
     );
-    assert_eq!(s.replicas("bad").await, 0);
-    assert!(s.replicas("good").await >= 1);
+    assert!(s.replicas("bad").await + s.replicas("good").await >= 1);
     running.stop();
 }
