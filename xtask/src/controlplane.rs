@@ -63,6 +63,19 @@ impl Children {
             .collect()
     }
 
+    /// Whether a process this run started is still running: `Some` for our own children
+    /// (decided by `wait`, not by `/proc`), `None` for a process we did not start.
+    ///
+    /// Why not `/proc/<pid>/cmdline`: between `fork` and `exec` a child still shows the
+    /// parent's command line, so a check made right after spawning (sooner the busier the
+    /// machine) took a starting etcd or kube-apiserver for one that had exited and failed
+    /// the start with "exited (status unknown)" and empty logs: the flake CI saw about once
+    /// in a dozen starts.
+    fn alive(&mut self, pid: u32) -> Option<bool> {
+        let child = self.children.iter_mut().find(|c| c.id() == pid)?;
+        Some(matches!(child.try_wait(), Ok(None)))
+    }
+
     /// How a started process ended, if it did (for error messages: an empty log with
     /// "killed by signal 9" points at the OOM killer, not at the program).
     fn exit_of(&mut self, pid: u32) -> Option<String> {
@@ -238,7 +251,10 @@ impl Instance {
             match readyz(&client).await {
                 Ok(()) => break,
                 Err(e) => {
-                    if !is_our_process(apiserver_pid, &binaries.kube_apiserver) {
+                    if !children
+                        .alive(apiserver_pid)
+                        .unwrap_or_else(|| is_our_process(apiserver_pid, &binaries.kube_apiserver))
+                    {
                         bail!(
                             "kube-apiserver exited ({}); last log lines:\n{}",
                             children
@@ -247,7 +263,10 @@ impl Instance {
                             tail(&self.dir.join("kube-apiserver.log"), 30)
                         );
                     }
-                    if !is_our_process(etcd_pid, &binaries.etcd) {
+                    if !children
+                        .alive(etcd_pid)
+                        .unwrap_or_else(|| is_our_process(etcd_pid, &binaries.etcd))
+                    {
                         bail!(
                             "etcd exited ({}); last log lines:\n{}",
                             children
