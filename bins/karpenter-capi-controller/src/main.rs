@@ -89,6 +89,15 @@ struct Cli {
     /// MachineHealthCheck remediation, min size).
     #[arg(long, default_value = "2m", value_parser = duration)]
     unclaimed_node_grace: Duration,
+    /// Management-cluster namespace holding scalable resources (repeatable; default: all).
+    /// Needed when the management identity has Roles in some namespaces only (OpenShift's
+    /// openshift-machine-api, a HyperShift control-plane namespace).
+    #[arg(
+        long = "cluster-api-namespace",
+        env = "CLUSTER_API_NAMESPACES",
+        value_delimiter = ','
+    )]
+    cluster_api_namespaces: Vec<String>,
     /// How often disruption decides.
     #[arg(long, default_value = "10s", value_parser = duration)]
     disruption_interval: Duration,
@@ -230,6 +239,9 @@ async fn main() -> Result<()> {
         nodepool_selector: cli.nodepool_selector.clone(),
         ..Options::default()
     };
+    if !cli.cluster_api_namespaces.is_empty() {
+        options.cloud.namespaces = Some(cli.cluster_api_namespaces.clone());
+    }
     options.cloud.capi_version = if cli.cluster_api_version == "v1beta1" {
         CapiVersion::V1Beta1
     } else {

@@ -88,6 +88,11 @@ pub async fn release(ctx: &Context) -> Result<usize> {
             .into_iter()
             .filter(|t| t.key != wellknown::UNREGISTERED_TAINT_KEY)
             .collect();
+        let key = capi_adapter::MachineKey {
+            namespace: machine.namespace.clone(),
+            name: machine.name.clone(),
+        };
+        ctx.cloud.release_machine_taint(machine.api, &key).await?;
         crate::termination::patch_taints(&node, taints, ctx).await?;
         released += 1;
         tracing::info!(node = %node.name_any(), machine = %machine.name, %resource, "removed the unregistered taint from a node no NodeClaim claims");

@@ -115,6 +115,11 @@ pub struct Config {
     pub backoff_window_secs: i64,
     /// A Machine without providerID this long after creation counts as a failed launch.
     pub provider_id_timeout_secs: i64,
+    /// The management-cluster namespaces holding scalable resources; `None`: all of them.
+    /// An identity granted Roles in some namespaces (the chart's `management.namespaces`,
+    /// OpenShift's `openshift-machine-api`, HyperShift's control-plane namespace) cannot list
+    /// across the cluster.
+    pub namespaces: Option<Vec<String>>,
 }
 
 impl Default for Config {
@@ -128,6 +133,7 @@ impl Default for Config {
             conflict_retries: 8,
             backoff_window_secs: 300,
             provider_id_timeout_secs: 600,
+            namespaces: None,
         }
     }
 }
@@ -226,6 +232,7 @@ impl CloudProvider {
                 apis: Apis {
                     client: management,
                     version: config.capi_version,
+                    namespaces: config.namespaces.clone(),
                 },
                 workload,
                 backoff: BackoffCache::new(config.backoff_window_secs),
@@ -631,6 +638,30 @@ impl CloudProvider {
             }
         }
         Ok(out)
+    }
+
+    /// Takes `karpenter.sh/unregistered` off a Machine before it is taken off the Machine's
+    /// Node. OpenShift's nodelink controller copies a Machine's `spec.taints` onto its Node
+    /// on every Node update, so a taint that came from the MachineSet template would come
+    /// back minutes after we removed it, and evict every pod that does not tolerate it. CAPI
+    /// Machines carry no such list (the taint comes from the bootstrap config, once):
+    /// nothing to do. `Ok(true)` when a taint was removed.
+    pub async fn release_machine_taint(
+        &self,
+        api: MachineApi,
+        machine: &MachineKey,
+    ) -> Result<bool, Error> {
+        match api {
+            MachineApi::Capi => Ok(false),
+            MachineApi::OpenShift => Ok(self
+                .inner
+                .apis
+                .drop_openshift_machine_taint(
+                    machine,
+                    karpenter_api::wellknown::UNREGISTERED_TAINT_KEY,
+                )
+                .await?),
+        }
     }
 
     /// Deletes the Machine bound to a NodeClaim (see [`Self::delete_machine`]).
