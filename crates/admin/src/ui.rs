@@ -497,6 +497,7 @@ async fn cas_disable(
     let opts = DisableOptions {
         force: field(&form, "force").is_some(),
         stop_after: None,
+        ..DisableOptions::default()
     };
     report_page(
         "CAS disabled",
