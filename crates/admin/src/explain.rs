@@ -365,7 +365,7 @@ fn shape_verdicts(
     snap.instance_types
         .iter()
         .map(|it| {
-            let allocatable = it.capacity.sub(&it.overhead);
+            let allocatable = it.allocatable();
             let mut labels = it.labels.clone();
             labels.insert(core::labels::INSTANCE_TYPE.into(), it.name.clone());
             let price = it

@@ -158,11 +158,26 @@ pub fn render(live: &Live, cluster_file: &str) -> Result<SnapshotFiles, Error> {
         },
         ..Scenario::default()
     };
-    if !zones.is_empty() {
-        scenario.zones = zones.into_iter().collect();
+    if zones.is_empty() {
+        // No zoned offering: the existing nodes' zones, else one placeholder zone.
+        zones.extend(live.nodes.iter().filter_map(|n| {
+            n.metadata
+                .labels
+                .as_ref()?
+                .get(core::labels::ZONE)
+                .filter(|z| !z.is_empty())
+                .cloned()
+        }));
     }
+    if zones.is_empty() {
+        zones.insert("zone-a".to_string());
+    }
+    scenario.zones = zones.into_iter().collect();
+    // Set explicitly: `Scenario::default()` has none (serde's default, on-demand, applies
+    // only when parsing).
+    scenario.capacity_types = vec![CapacityTypeName::OnDemand];
     if capacity_types.contains(&core::CapacityType::Spot) {
-        scenario.capacity_types = vec![CapacityTypeName::OnDemand, CapacityTypeName::Spot];
+        scenario.capacity_types.push(CapacityTypeName::Spot);
     }
     let instance_types = scenario.catalog.types.len();
     let text = serde_saphyr::to_string(&scenario)
@@ -194,7 +209,13 @@ fn type_spec(it: &core::InstanceType) -> Option<InstanceTypeSpec> {
             .fold(None, |b: Option<f64>, p| Some(b.map_or(p, |b| b.min(p))))
     };
     let price = cheapest(core::CapacityType::OnDemand)?;
-    let zones: BTreeSet<String> = it.offerings.iter().map(|o| o.zone.clone()).collect();
+    // The unknown zone (empty) is not a scenario zone: such a type is offered in every one.
+    let zones: BTreeSet<String> = it
+        .offerings
+        .iter()
+        .map(|o| o.zone.clone())
+        .filter(|z| !z.is_empty())
+        .collect();
     let mut labels = it.labels.clone();
     let arch = labels
         .remove(core::labels::ARCH)
@@ -207,7 +228,7 @@ fn type_spec(it: &core::InstanceType) -> Option<InstanceTypeSpec> {
         arch,
         price,
         spot_price: cheapest(core::CapacityType::Spot),
-        zones: Some(zones.into_iter().collect()),
+        zones: (!zones.is_empty()).then(|| zones.into_iter().collect()),
         labels,
     })
 }
