@@ -395,13 +395,9 @@ fn shape_verdicts(
                     "nodeSelector {k}={val}: its nodes have {}",
                     labels[k]
                 ))
-            } else if let Some(t) = first_untolerated(&it.taints, &pod.tolerations, false) {
-                Some(format!(
-                    "its nodes carry taint {} the pod does not tolerate",
-                    t.key
-                ))
             } else {
-                None
+                first_untolerated(&it.taints, &pod.tolerations, false)
+                    .map(|t| format!("its nodes carry taint {} the pod does not tolerate", t.key))
             };
             ShapeVerdict {
                 instance_type: it.name.clone(),

@@ -274,4 +274,16 @@ async fn snapshot_explain_and_status_on_a_live_cluster() {
     assert_eq!(summary.pods_never_scheduled, 1, "{summary:?}");
     assert!(summary.nodes_launched >= 1, "{summary:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+
+    // Cluster-scoped objects outlive the namespace: remove them for the other tests.
+    let dp = kube::api::DeleteParams::default();
+    nodes.delete(&node_name, &dp).await.unwrap();
+    Api::<NodePool>::all(client.clone())
+        .delete(&ns, &dp)
+        .await
+        .unwrap();
+    Api::<ClusterAPINodeClass>::all(client.clone())
+        .delete(&ns, &dp)
+        .await
+        .unwrap();
 }
