@@ -264,3 +264,70 @@ async fn full_cycle(
     }
     let _ = std::fs::remove_dir_all(&replay_dir);
 }
+
+/// A Machine the MachineDeployment made on its own (a rollout, a remediation, min size) joins
+/// with the bootstrap template's unregistered taint and no NodeClaim: after the grace the
+/// controller removes the taint (with an event), so the node takes pods. A tainted node whose
+/// Machine belongs to no resource of ours keeps its taint.
+#[tokio::test]
+async fn a_node_capi_made_on_its_own_is_released_from_the_unregistered_taint() {
+    let client = testenv::client().await;
+    let ns = testenv::namespace(&client, "ctl-unclaimed").await;
+    let scope = ns.clone();
+    adapter_support::create_md(&client, &ns, "workers", 1, &md_annotations("2")).await;
+    scope_md(&client, &ns, "workers", &scope).await;
+    adapter_support::create_md(&client, &ns, "foreign", 1, &md_annotations("2")).await;
+    nodeclass_and_pool(
+        &client,
+        &scope,
+        serde_json::json!({"consolidateAfter": "Never"}),
+    )
+    .await;
+    adapter_support::create_capi_machine(&client, &ns, "workers", "workers-own", "workers-set")
+        .await;
+    adapter_support::create_capi_machine(&client, &ns, "foreign", "foreign-own", "foreign-set")
+        .await;
+    let (ours, _) = provision(&client, &ns, "workers-own", "2").await;
+    let (foreign, _) = provision(&client, &ns, "foreign-own", "2").await;
+    let mut opts = options(&ns);
+    opts.unclaimed_node_grace = Duration::from_secs(1);
+    let running = start(&client, opts).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let unregistered = |n: &Node| {
+        n.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|ts| {
+                ts.iter()
+                    .any(|t| t.key == wellknown::UNREGISTERED_TAINT_KEY)
+            })
+    };
+    eventually(T, "the taint removed from the member's node", || async {
+        let n = nodes.get(&ours).await.ok()?;
+        (!unregistered(&n)).then_some(())
+    })
+    .await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::all(client.clone());
+    eventually(
+        T,
+        "an UnregisteredTaintRemoved event on the node",
+        || async {
+            let list = events
+                .list(&kube::api::ListParams::default().fields(&format!(
+                    "involvedObject.name={ours},reason=UnregisteredTaintRemoved"
+                )))
+                .await
+                .ok()?;
+            (!list.items.is_empty()).then_some(())
+        },
+    )
+    .await;
+    // The controller has had many passes; the node of the unselected resource is untouched.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(unregistered(
+        &nodes.get(&foreign).await.expect("foreign node")
+    ));
+    // No NodeClaim was made for either: the nodes are not the autoscaler's.
+    assert!(claims(&client, &scope).await.is_empty());
+    running.stop();
+}

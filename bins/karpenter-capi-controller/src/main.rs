@@ -84,6 +84,11 @@ struct Cli {
     /// Delete a NodeClaim whose Node has not registered by then.
     #[arg(long, default_value = "15m", value_parser = duration)]
     registration_timeout: Duration,
+    /// Remove `karpenter.sh/unregistered` from a Node of a managed resource that no NodeClaim
+    /// has claimed this long after it joined (Machines CAPI made itself: rollouts,
+    /// MachineHealthCheck remediation, min size).
+    #[arg(long, default_value = "2m", value_parser = duration)]
+    unclaimed_node_grace: Duration,
     /// How often disruption decides.
     #[arg(long, default_value = "10s", value_parser = duration)]
     disruption_interval: Duration,
@@ -214,6 +219,7 @@ async fn main() -> Result<()> {
         batch_idle: cli.batch_idle_duration,
         batch_max: cli.batch_max_duration,
         registration_timeout: cli.registration_timeout,
+        unclaimed_node_grace: cli.unclaimed_node_grace,
         disruption_interval: cli.disruption_interval,
         validation_delay: cli.validation_delay,
         disruption: !cli.disable_disruption,

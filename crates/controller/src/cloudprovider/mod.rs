@@ -31,7 +31,7 @@ mod locks;
 mod status;
 mod templates;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -612,6 +612,25 @@ impl CloudProvider {
             }
         }
         Err(Error::MachineWithoutResource(machine.clone()))
+    }
+
+    /// The Machines of `resources` that no NodeClaim is bound to, by providerID (Machines
+    /// without one yet are left out: no Node can name them).
+    pub async fn unbound_machines<'a>(
+        &self,
+        resources: impl IntoIterator<Item = &'a ResourceId>,
+    ) -> Result<BTreeMap<String, (ResourceId, MachineView)>, Error> {
+        let mut out = BTreeMap::new();
+        for id in resources {
+            for m in self.inner.apis.list_machines(id).await? {
+                let bound = m.labels.contains_key(keys::ours::NODECLAIM_LABEL)
+                    || m.annotations.contains_key(keys::ours::NODECLAIM_ANNOTATION);
+                if let (false, Some(pid)) = (bound, m.provider_id.clone()) {
+                    out.insert(pid, (id.clone(), m));
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Deletes the Machine bound to a NodeClaim (see [`Self::delete_machine`]).
