@@ -149,7 +149,7 @@ async fn snapshot_explain_and_status_on_a_live_cluster() {
         &Api::namespaced(client.clone(), &ns),
         json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
                "metadata": {"name": "nominated", "namespace": ns},
-               "eventTime": "2026-01-01T00:00:00.000000Z",
+               "eventTime": k8s_openapi::jiff::Timestamp::now().to_string(),
                "reportingController": "karpenter-capi", "reportingInstance": "test",
                "action": "Provision", "reason": "Nominated", "type": "Normal",
                "note": "Pod should schedule on: nodeclaim/x",
