@@ -9,6 +9,7 @@
 //! Karpenter's order and the pod is tried again. At the end the planner packs the items into
 //! new nodes, the plan is verified, and NodeClaims are assembled with their options.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -56,30 +57,36 @@ impl Default for SchedulingOptions {
 
 /// Schedules the snapshot's pending pods (unbound, not daemonset pods).
 pub fn schedule(snapshot: &Snapshot, options: &SchedulingOptions) -> SchedulingResult {
-    let mut state = ClusterState::new(snapshot);
-    let pending: Vec<Pod> = snapshot
+    schedule_shared(&Arc::new(snapshot.clone()), options)
+}
+
+/// [`schedule`] on a shared snapshot: the state refers to it instead of holding a copy.
+pub fn schedule_shared(snapshot: &Arc<Snapshot>, options: &SchedulingOptions) -> SchedulingResult {
+    let mut state = ClusterState::from_shared(Arc::clone(snapshot));
+    // References, not clones: a copy of every pending pod was a tenth of the peak memory.
+    let pending: Vec<&Pod> = snapshot
         .pods
         .iter()
         .filter(|p| p.node_name.is_none() && !p.is_daemonset_pod())
-        .cloned()
         .collect();
     schedule_on(&mut state, &pending, options)
 }
 
 /// Schedules `pending` on a prepared state (which it updates with the placements on existing
 /// nodes). Consolidation clones one [`ClusterState`], removes candidates and calls this.
-pub fn schedule_on(
+/// `pending` may be owned pods or references (`&[Pod]`, `&[&Pod]`).
+pub fn schedule_on<P: Borrow<Pod> + Sync>(
     state: &mut ClusterState,
-    pending: &[Pod],
+    pending: &[P],
     options: &SchedulingOptions,
 ) -> SchedulingResult {
     schedule_with(state, pending, options, options.strategy.planner())
 }
 
 /// [`schedule_on`] with any planner (an optimiser plugs in here).
-pub fn schedule_with(
+pub fn schedule_with<P: Borrow<Pod> + Sync>(
     state: &mut ClusterState,
-    pending: &[Pod],
+    pending: &[P],
     options: &SchedulingOptions,
     planner: &dyn LaunchPlanner,
 ) -> SchedulingResult {
@@ -92,9 +99,9 @@ pub fn schedule_with(
 /// the NodeClaims are not built and the result says [`SchedulingResult::over_price_cap`].
 /// Building them (up to 60 instance-type options and the requirements each) was most of the
 /// work of a failed consolidation simulation.
-pub fn schedule_capped(
+pub fn schedule_capped<P: Borrow<Pod> + Sync>(
     state: &mut ClusterState,
-    pending: &[Pod],
+    pending: &[P],
     options: &SchedulingOptions,
     planner: &dyn LaunchPlanner,
     price_cap: Option<f64>,
@@ -108,13 +115,13 @@ pub fn schedule_capped(
         ..SchedulingResult::default()
     };
     for i in order {
-        let Some(original) = pending.get(i) else {
+        let Some(original) = pending.get(i).map(Borrow::borrow) else {
             continue;
         };
         let mut pod = original.clone();
         let mut relaxed = Vec::new();
         loop {
-            match run.try_pod(&pod) {
+            match run.try_pod(&pod, i as u32) {
                 Ok(Some(node)) => {
                     result.existing_placements.push(Placement {
                         pod: pod_ref(&pod),
@@ -142,17 +149,20 @@ pub fn schedule_capped(
             });
         }
     }
-    run.finish(planner, &mut result);
+    run.finish(planner, &mut result, pending);
     result
 }
 
 /// Karpenter's queue order: CPU, then memory, descending; then creation time, namespace, name.
-pub fn pod_order(pods: &[Pod]) -> Vec<usize> {
-    let reqs: Vec<Resources> = pods.iter().map(pod_requests).collect();
+pub fn pod_order<P: Borrow<Pod> + Sync>(pods: &[P]) -> Vec<usize> {
+    let reqs: Vec<Resources> = pods.iter().map(|p| pod_requests(p.borrow())).collect();
     let mut idx: Vec<usize> = (0..pods.len()).collect();
     idx.sort_by(|a, b| {
         let (ra, rb) = (reqs.get(*a), reqs.get(*b));
-        let (pa, pb) = (pods.get(*a), pods.get(*b));
+        let (pa, pb) = (
+            pods.get(*a).map(Borrow::borrow),
+            pods.get(*b).map(Borrow::borrow),
+        );
         match (ra, rb, pa, pb) {
             (Some(ra), Some(rb), Some(pa), Some(pb)) => rb
                 .cpu_milli
@@ -268,7 +278,9 @@ type DomainScore<'s> = (i64, i64, u64, &'s str);
 
 /// A packing item being assembled.
 struct Draft {
-    pods: Vec<Pod>,
+    /// Indices into the run's pending pods (their names, labels and requests are what the
+    /// draft needs, and relaxation changes none of them).
+    pods: Vec<u32>,
     requests: Resources,
     shapes: ShapeSet,
     limits: BTreeMap<u32, u32>,
@@ -313,9 +325,9 @@ impl<'a> Run<'a> {
 
     /// Creates the groups of every pending pod's terms up front, so that a pod processed
     /// early already sees the anti-affinity of pods processed later.
-    fn prepare_groups(&mut self, pending: &[Pod]) {
+    fn prepare_groups<P: Borrow<Pod> + Sync>(&mut self, pending: &[P]) {
         let mut seen = BTreeSet::new();
-        for p in pending {
+        for p in pending.iter().map(Borrow::borrow) {
             let term = effective_term(p);
             for t in owned_terms(p, &self.state.base.snapshot.namespaces, &[term]) {
                 if seen.insert(t.key.clone()) {
@@ -406,7 +418,7 @@ impl<'a> Run<'a> {
 
     /// `Ok(Some(node))`: placed on an existing node; `Ok(None)`: will go to a new node;
     /// `Err(reason)`: cannot be placed with its current constraints.
-    fn try_pod(&mut self, pod: &Pod) -> Result<Option<String>, String> {
+    fn try_pod(&mut self, pod: &Pod, index: u32) -> Result<Option<String>, String> {
         let class = self.class(pod);
         let term = self
             .classes
@@ -440,7 +452,7 @@ impl<'a> Run<'a> {
         }
 
         // 2. A new node: shapes, then topology pins.
-        self.new_node(pod, class, requests, &owned, &inverse)
+        self.new_node(pod, index, class, requests, &owned, &inverse)
             .map(|_| None)
     }
 
@@ -494,6 +506,7 @@ impl<'a> Run<'a> {
     fn new_node(
         &mut self,
         pod: &Pod,
+        index: u32,
         class: usize,
         requests: Resources,
         owned: &[(usize, bool, BTreeSet<String>, String)],
@@ -693,7 +706,7 @@ impl<'a> Run<'a> {
             }) {
                 return Err("pod affinity on hostname: the co-located group no longer fits the largest compatible node".into());
             }
-            d.pods.push(pod.clone());
+            d.pods.push(index);
             d.requests = total;
             d.shapes = joined;
             for (k, v) in limits {
@@ -707,7 +720,7 @@ impl<'a> Run<'a> {
         }
         let di = self.drafts.len();
         self.drafts.push(Draft {
-            pods: vec![pod.clone()],
+            pods: vec![index],
             requests,
             shapes: set,
             limits,
@@ -814,7 +827,12 @@ impl<'a> Run<'a> {
         reasons.join("; ")
     }
 
-    fn finish(self, planner: &dyn LaunchPlanner, result: &mut SchedulingResult) {
+    fn finish<P: Borrow<Pod> + Sync>(
+        self,
+        planner: &dyn LaunchPlanner,
+        result: &mut SchedulingResult,
+        pending: &[P],
+    ) {
         let Run {
             state,
             drafts,
@@ -823,6 +841,12 @@ impl<'a> Run<'a> {
             price_cap,
             ..
         } = self;
+        let fallback = Pod::default();
+        let pod_at = |i: &u32| -> &Pod {
+            pending
+                .get(*i as usize)
+                .map_or(&fallback, Borrow::borrow)
+        };
         let shp = &state.base.shapes;
         // Membership in hostname groups is decided now, when every group exists.
         let mut interned: HashMap<ShapeSet, u32> = HashMap::new();
@@ -832,7 +856,7 @@ impl<'a> Run<'a> {
             let mut member_of: Vec<u32> = d.ports.clone();
             for (g, pg) in &host_groups {
                 if let Some(grp) = state.groups.get(*g)
-                    && d.pods.iter().any(|p| grp.selects(p))
+                    && d.pods.iter().any(|p| grp.selects(pod_at(p)))
                 {
                     member_of.push(*pg);
                 }
@@ -870,7 +894,7 @@ impl<'a> Run<'a> {
             for d in &drafts {
                 for p in &d.pods {
                     result.unschedulable.push(Unschedulable {
-                        pod: pod_ref(p),
+                        pod: pod_ref(pod_at(p)),
                         reason: format!(
                             "launch plan rejected by verification: {}",
                             v.first().map(|e| e.to_string()).unwrap_or_default()
@@ -884,7 +908,7 @@ impl<'a> Run<'a> {
             if let Some(d) = drafts.get(*item as usize) {
                 for p in &d.pods {
                     result.unschedulable.push(Unschedulable {
-                        pod: pod_ref(p),
+                        pod: pod_ref(pod_at(p)),
                         reason: reason.clone(),
                     });
                 }
@@ -955,10 +979,24 @@ impl<'a> Run<'a> {
                         }
                     }
                 }
-                let mut options: Vec<InstanceTypeOption> = best
+                // Karpenter hands at most 60 instance types to the provider per launch. The
+                // cheapest 60 are chosen among shape ids before any option is built: building
+                // all fitting types (up to the whole catalog) and truncating left a vector
+                // with room for hundreds of options behind every NodeClaim (about half the
+                // peak memory of a 20,000-pod run; benches/README.md).
+                let mut chosen: Vec<&crate::packing::Shape> = best
                     .iter()
                     .flatten()
                     .filter_map(|s| problem.shapes.get(*s as usize))
+                    .collect();
+                chosen.sort_by(|a, b| {
+                    a.price
+                        .total_cmp(&b.price)
+                        .then(a.instance_type_name.cmp(&b.instance_type_name))
+                });
+                chosen.truncate(MAX_INSTANCE_TYPE_OPTIONS);
+                let options: Vec<InstanceTypeOption> = chosen
+                    .into_iter()
                     .map(|sh| InstanceTypeOption {
                         instance_type: sh.instance_type_name.clone(),
                         cheapest: OfferingChoice {
@@ -969,14 +1007,6 @@ impl<'a> Run<'a> {
                         allocatable_for_pods: sh.allocatable.clone(),
                     })
                     .collect();
-                options.sort_by(|a, b| {
-                    a.cheapest
-                        .price
-                        .total_cmp(&b.cheapest.price)
-                        .then(a.instance_type.cmp(&b.instance_type))
-                });
-                // Karpenter hands at most 60 instance types to the provider per launch.
-                options.truncate(MAX_INSTANCE_TYPE_OPTIONS);
                 let mut reqs = pool_reqs
                     .get(launch.pool as usize)
                     .cloned()
@@ -1002,7 +1032,7 @@ impl<'a> Run<'a> {
                 let pods_sum = crate::resources::sum(
                     ds.iter()
                         .flat_map(|d| d.pods.iter())
-                        .map(pod_requests)
+                        .map(|p| pod_requests(pod_at(p)))
                         .collect::<Vec<_>>()
                         .iter(),
                 );
@@ -1010,7 +1040,10 @@ impl<'a> Run<'a> {
                     name: format!("{}-new-{}", pool.name, ni),
                     nodepool: pool.name.clone(),
                     requirements: reqs.to_wire(),
-                    pods: ds.iter().flat_map(|d| d.pods.iter().map(pod_ref)).collect(),
+                    pods: ds
+                        .iter()
+                        .flat_map(|d| d.pods.iter().map(|p| pod_ref(pod_at(p))))
+                        .collect(),
                     pod_requests: pods_sum,
                     daemonset_requests: launch.daemonset_requests.clone(),
                     instance_type_options: options,
