@@ -55,15 +55,21 @@ fn apply(s: &Snapshot, cmd: &Command) -> Snapshot {
         n.last_pod_event_at = s.now - 86_400;
         out.nodes.push(n);
     }
+    // By name through an index: a scan per move was quadratic at 150,000 pods.
+    let index: std::collections::HashMap<(String, String), usize> = out
+        .pods
+        .iter()
+        .enumerate()
+        .map(|(i, p)| ((p.namespace.clone(), p.name.clone()), i))
+        .collect();
     for m in &cmd.moves {
         let to = match &m.to {
             Destination::Existing(n) => n.clone(),
             Destination::Replacement(r) => format!("{r}-r{round}"),
         };
-        if let Some(p) = out
-            .pods
-            .iter_mut()
-            .find(|p| p.namespace == m.pod.namespace && p.name == m.pod.name)
+        if let Some(p) = index
+            .get(&(m.pod.namespace.clone(), m.pod.name.clone()))
+            .and_then(|i| out.pods.get_mut(*i))
         {
             p.node_name = Some(to);
         }

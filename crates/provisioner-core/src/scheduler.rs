@@ -263,10 +263,34 @@ pub fn relax(pod: &mut Pod, tolerate_prefer_no_schedule: bool) -> Option<String>
 }
 
 /// Static compatibility of one kind of pod (same node requirements, volumes, tolerations).
+/// `nodes_ok` does not look at removal: callers check [`crate::state::NodeState::removed`].
+#[derive(Debug)]
 struct Class {
+    /// Index in [`Memo`]'s class list (the same for every state of one cluster).
+    id: usize,
     term: NodeSelectorTerm,
     nodes_ok: Vec<bool>,
     shapes: ShapeSet,
+}
+
+/// The eligible domains of a (group, class) pair that no simulation changes.
+#[derive(Debug)]
+struct EligibleStatic {
+    /// The group's domains and the class's shapes' values for the key.
+    fixed: Arc<BTreeSet<String>>,
+    /// Affinity groups: per domain, the nodes of the class (before removals) that lie in it.
+    nodes_per_domain: Option<BTreeMap<String, usize>>,
+}
+
+/// What the scheduler works out about one cluster that no simulation on it changes: each pod
+/// class's compatible nodes and shapes, and each (group, class) pair's eligible domains.
+/// Shared by every clone of a [`ClusterState`] (it sits in the state's base), so the
+/// consolidation's thousands of simulations compute them once instead of once each: both scan
+/// the whole cluster or catalog, which made a simulation's cost grow with the cluster.
+#[derive(Debug, Default)]
+pub struct Memo {
+    classes: std::sync::Mutex<(HashMap<String, usize>, Vec<Arc<Class>>)>,
+    eligible: std::sync::Mutex<HashMap<(u64, usize), Arc<EligibleStatic>>>,
 }
 
 /// The distinct values of a topology key over the shapes, and each shape's value id
@@ -290,9 +314,9 @@ struct Draft {
 
 struct Run<'a> {
     state: &'a mut ClusterState,
-    classes: Vec<Class>,
+    classes: Vec<Arc<Class>>,
     class_index: HashMap<String, usize>,
-    eligible: HashMap<(usize, usize), BTreeSet<String>>,
+    eligible: HashMap<(usize, usize), Arc<BTreeSet<String>>>,
     drafts: Vec<Draft>,
     bundles: BTreeMap<usize, usize>,
     host_groups: BTreeMap<usize, u32>,
@@ -345,74 +369,105 @@ impl<'a> Run<'a> {
         if let Some(c) = self.class_index.get(&key) {
             return *c;
         }
-        let base = &self.state.base;
-        let nodes = &base.snapshot.nodes;
-        let removed: Vec<bool> = self.state.nodes.iter().map(|n| n.removed).collect();
-        let node_ok = |(i, n): (usize, &Node)| {
-            !removed.get(i).copied().unwrap_or(true)
-                && term_matches(&term, &n.labels)
-                && vols.iter().all(|v| terms_match(v, &n.labels))
-                && tolerates_all(&n.taints, &pod.tolerations, true)
+        let base = Arc::clone(&self.state.base);
+        let shared = {
+            let memo = base
+                .memo
+                .classes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            memo.0.get(&key).and_then(|id| memo.1.get(*id)).cloned()
         };
-        let nodes_ok: Vec<bool> = nodes.par_iter().enumerate().map(node_ok).collect();
-        let shp = &base.shapes;
-        let ok: Vec<bool> = (0..shp.shapes.len())
-            .into_par_iter()
-            .map(|s| match (shp.labels.get(s), shp.taints.get(s)) {
-                (Some(l), Some(t)) => {
-                    term_matches(&term, l)
-                        && vols.iter().all(|v| terms_match(v, l))
-                        && tolerates_all(t, &pod.tolerations, true)
+        let class = match shared {
+            Some(c) => c,
+            None => {
+                let c = compute_class(&base, term, &vols, &pod.tolerations);
+                let mut memo = base
+                    .memo
+                    .classes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                // Another simulation may have added it meanwhile: keep the first.
+                match memo.0.get(&key).and_then(|id| memo.1.get(*id)) {
+                    Some(existing) => Arc::clone(existing),
+                    None => {
+                        let id = memo.1.len();
+                        let c = Arc::new(Class { id, ..c });
+                        memo.1.push(Arc::clone(&c));
+                        memo.0.insert(key.clone(), id);
+                        c
+                    }
                 }
-                _ => false,
-            })
-            .collect();
-        let shapes = ShapeSet::from_ids(
-            shp.shapes.len(),
-            ok.iter()
-                .enumerate()
-                .filter(|(_, b)| **b)
-                .map(|(i, _)| i as u32),
-        );
+            }
+        };
         let i = self.classes.len();
-        self.classes.push(Class {
-            term,
-            nodes_ok,
-            shapes,
-        });
+        self.classes.push(class);
         self.class_index.insert(key, i);
         i
     }
 
-    fn eligible(&mut self, group: usize, class: usize) -> BTreeSet<String> {
+    fn eligible(&mut self, group: usize, class: usize) -> Arc<BTreeSet<String>> {
         if let Some(e) = self.eligible.get(&(group, class)) {
-            return e.clone();
+            return Arc::clone(e);
         }
-        let mut set = BTreeSet::new();
-        if let (Some(g), Some(c)) = (self.state.groups.get(group), self.classes.get(class))
-            && g.key != labels::HOSTNAME
-        {
-            set.extend(g.domains.iter().cloned());
-            if g.kind == Kind::Affinity {
-                // Existing nodes the pod may use are domains too (Karpenter's domain universe
-                // includes them): a matching pod on one rules out bootstrapping elsewhere.
-                let nodes = &self.state.base.snapshot.nodes;
-                for (i, n) in nodes.iter().enumerate() {
-                    let usable = c.nodes_ok.get(i).copied().unwrap_or(false)
-                        && self.state.nodes.get(i).is_some_and(|x| !x.removed);
-                    if usable && let Some(d) = crate::state::node_domain(n, &g.key) {
-                        set.insert(d.to_string());
+        let set = match (self.state.groups.get(group), self.classes.get(class)) {
+            (Some(g), Some(c)) if g.key != labels::HOSTNAME => {
+                let base = Arc::clone(&self.state.base);
+                let memo_key = (g.uid, c.id);
+                let cached = base
+                    .memo
+                    .eligible
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&memo_key)
+                    .cloned();
+                let st = match cached {
+                    Some(st) => st,
+                    None => {
+                        let st = Arc::new(eligible_static(&base, g, c));
+                        base.memo
+                            .eligible
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .entry(memo_key)
+                            .or_insert(st)
+                            .clone()
+                    }
+                };
+                match &st.nodes_per_domain {
+                    None => Arc::clone(&st.fixed),
+                    Some(per_domain) => {
+                        // Existing nodes the pod may use are domains too (Karpenter's domain
+                        // universe includes them): a matching pod on one rules out
+                        // bootstrapping elsewhere. Removed nodes no longer count.
+                        let mut left = per_domain.clone();
+                        for &ni in self.state.removed_nodes() {
+                            if !c.nodes_ok.get(ni).copied().unwrap_or(false) {
+                                continue;
+                            }
+                            if let Some(d) = base
+                                .snapshot
+                                .nodes
+                                .get(ni)
+                                .and_then(|n| crate::state::node_domain(n, &g.key))
+                                && let Some(k) = left.get_mut(d)
+                            {
+                                *k = k.saturating_sub(1);
+                            }
+                        }
+                        let mut set = (*st.fixed).clone();
+                        set.extend(
+                            left.into_iter()
+                                .filter(|(_, k)| *k > 0)
+                                .map(|(d, _)| d),
+                        );
+                        Arc::new(set)
                     }
                 }
             }
-            let shp = &self.state.base.shapes;
-            for s in c.shapes.iter() {
-                if let Some(v) = shp.labels.get(s as usize).and_then(|l| l.get(&g.key)) {
-                    set.insert(v.clone());
-                }
-            }
-        }
-        self.eligible.insert((group, class), set.clone());
+            _ => Arc::new(BTreeSet::new()),
+        };
+        self.eligible.insert((group, class), Arc::clone(&set));
         set
     }
 
@@ -461,7 +516,7 @@ impl<'a> Run<'a> {
         pod: &Pod,
         class: usize,
         requests: &Resources,
-        owned: &[(usize, bool, BTreeSet<String>, String)],
+        owned: &[(usize, bool, Arc<BTreeSet<String>>, String)],
         inverse: &[usize],
     ) -> Option<usize> {
         let c = self.classes.get(class)?;
@@ -509,7 +564,7 @@ impl<'a> Run<'a> {
         index: u32,
         class: usize,
         requests: Resources,
-        owned: &[(usize, bool, BTreeSet<String>, String)],
+        owned: &[(usize, bool, Arc<BTreeSet<String>>, String)],
         inverse: &[usize],
     ) -> Result<(), String> {
         let Some(c) = self.classes.get(class) else {
@@ -617,7 +672,7 @@ impl<'a> Run<'a> {
                     if grp.key != key {
                         continue;
                     }
-                    let cnt = grp.counts.get(v).copied().unwrap_or(0) as i64;
+                    let cnt = grp.counts.get(v) as i64;
                     match grp.kind {
                         Kind::Spread => spread += cnt,
                         Kind::Affinity => affinity -= cnt,
@@ -1063,6 +1118,76 @@ impl<'a> Run<'a> {
             .lower_bound
             .and_then(|bound| crate::optimize::gap_pct(result.new_node_cost_per_hour, bound));
         result.planner_notes = plan.notes.clone();
+    }
+}
+
+/// A class's compatible nodes (ignoring removal) and shapes.
+fn compute_class(
+    base: &crate::state::Base,
+    term: NodeSelectorTerm,
+    vols: &[&Vec<NodeSelectorTerm>],
+    tolerations: &[Toleration],
+) -> Class {
+    let node_ok = |n: &Node| {
+        term_matches(&term, &n.labels)
+            && vols.iter().all(|v| terms_match(v, &n.labels))
+            && tolerates_all(&n.taints, tolerations, true)
+    };
+    let nodes_ok: Vec<bool> = base.snapshot.nodes.par_iter().map(node_ok).collect();
+    let shp = &base.shapes;
+    let ok: Vec<bool> = (0..shp.shapes.len())
+        .into_par_iter()
+        .map(|s| match (shp.labels.get(s), shp.taints.get(s)) {
+            (Some(l), Some(t)) => {
+                term_matches(&term, l)
+                    && vols.iter().all(|v| terms_match(v, l))
+                    && tolerates_all(t, tolerations, true)
+            }
+            _ => false,
+        })
+        .collect();
+    let shapes = ShapeSet::from_ids(
+        shp.shapes.len(),
+        ok.iter()
+            .enumerate()
+            .filter(|(_, b)| **b)
+            .map(|(i, _)| i as u32),
+    );
+    Class {
+        id: 0,
+        term,
+        nodes_ok,
+        shapes,
+    }
+}
+
+/// The part of a (group, class) pair's eligible domains that no simulation changes.
+fn eligible_static(
+    base: &crate::state::Base,
+    g: &crate::topology::Group,
+    c: &Class,
+) -> EligibleStatic {
+    let mut fixed: BTreeSet<String> = g.domains.iter().cloned().collect();
+    let shp = &base.shapes;
+    for s in c.shapes.iter() {
+        if let Some(v) = shp.labels.get(s as usize).and_then(|l| l.get(&g.key)) {
+            fixed.insert(v.clone());
+        }
+    }
+    let nodes_per_domain = (g.kind == Kind::Affinity).then(|| {
+        let mut m: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, n) in base.snapshot.nodes.iter().enumerate() {
+            if c.nodes_ok.get(i).copied().unwrap_or(false)
+                && let Some(d) = crate::state::node_domain(n, &g.key)
+            {
+                *m.entry(d.to_string()).or_insert(0) += 1;
+            }
+        }
+        m
+    });
+    EligibleStatic {
+        fixed: Arc::new(fixed),
+        nodes_per_domain,
     }
 }
 

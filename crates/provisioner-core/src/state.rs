@@ -6,7 +6,7 @@
 //! [`ClusterState::remove_nodes`] (their pods become pending, their counts leave the topology
 //! groups) and runs [`crate::schedule_on`] with those pods.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::model::{HostPort, Node, Pod, Protocol, Resources, Snapshot, labels};
@@ -25,6 +25,10 @@ pub struct Base {
     pub node_order: Vec<usize>,
     /// Requests of every snapshot pod (same indices as `snapshot.pods`).
     pub requests: Vec<Resources>,
+    /// Node indices by name, so removing candidates does not scan the cluster.
+    pub by_name: HashMap<String, Vec<usize>>,
+    /// What the scheduler derives from this cluster once for every simulation on it.
+    pub(crate) memo: crate::scheduler::Memo,
 }
 
 /// One existing or in-flight node.
@@ -38,6 +42,62 @@ pub struct NodeState {
     pub pods: Vec<PodSlot>,
 }
 
+/// The nodes of a state, copied on write in chunks: a clone shares every chunk and a change
+/// copies only the chunk of the node it changes, so a simulation that removes one node and
+/// places a few pods copies a few chunks instead of the whole cluster.
+#[derive(Debug, Clone, Default)]
+pub struct Nodes {
+    chunks: Vec<Arc<Vec<NodeState>>>,
+    len: usize,
+}
+
+/// Nodes per copy-on-write chunk.
+const NODE_CHUNK: usize = 64;
+
+impl Nodes {
+    fn from_vec(nodes: Vec<NodeState>) -> Nodes {
+        let len = nodes.len();
+        let chunks = nodes
+            .chunks(NODE_CHUNK)
+            .map(|c| Arc::new(c.to_vec()))
+            .collect();
+        Nodes { chunks, len }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn get(&self, i: usize) -> Option<&NodeState> {
+        self.chunks
+            .get(i / NODE_CHUNK)
+            .and_then(|c| c.get(i % NODE_CHUNK))
+    }
+
+    /// The node for a change (its chunk is copied first if another state shares it).
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut NodeState> {
+        self.chunks
+            .get_mut(i / NODE_CHUNK)
+            .and_then(|c| Arc::make_mut(c).get_mut(i % NODE_CHUNK))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &NodeState> {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+}
+
+impl std::ops::Index<usize> for Nodes {
+    type Output = NodeState;
+
+    fn index(&self, i: usize) -> &NodeState {
+        &self.chunks[i / NODE_CHUNK][i % NODE_CHUNK]
+    }
+}
+
 /// Where a pod lives in the state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodSlot {
@@ -49,13 +109,16 @@ pub enum PodSlot {
 #[derive(Debug, Clone)]
 pub struct ClusterState {
     pub base: Arc<Base>,
-    pub nodes: Vec<NodeState>,
+    pub nodes: Nodes,
     pub groups: Vec<Group>,
     group_index: BTreeMap<GroupKey, usize>,
     /// Pods placed during runs on this state (pending pods that landed on existing nodes).
     pub extra_pods: Vec<Pod>,
     /// Pods pinned to domains on new nodes, for groups made later.
     pinned: Vec<Pinned>,
+    /// Indices of the removed nodes (marked for deletion or removed as candidates), so that
+    /// a simulation can correct shared per-cluster facts without scanning every node.
+    removed_nodes: Vec<usize>,
 }
 
 /// A pod pinned to domains on a new node: only what group selection and ownership read (a
@@ -177,7 +240,21 @@ impl ClusterState {
                 _ => a.cmp(b),
             }
         });
+        let nodes = Nodes::from_vec(nodes);
+        let mut index_by_name: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, n) in snapshot.nodes.iter().enumerate() {
+            index_by_name.entry(n.name.clone()).or_default().push(i);
+        }
+        let removed_nodes: Vec<usize> = snapshot
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.marked_for_deletion)
+            .map(|(i, _)| i)
+            .collect();
         let base = Arc::new(Base {
+            memo: crate::scheduler::Memo::default(),
+            by_name: index_by_name,
             snapshot,
             shapes,
             node_order,
@@ -190,6 +267,7 @@ impl ClusterState {
             group_index: BTreeMap::new(),
             extra_pods: Vec::new(),
             pinned: Vec::new(),
+            removed_nodes,
         };
         // Inverse anti-affinity: required anti-affinity terms of bound pods.
         let snap = Arc::clone(&state.base);
@@ -216,6 +294,11 @@ impl ClusterState {
         state
     }
 
+    /// Indices of removed nodes, in the order they were removed.
+    pub fn removed_nodes(&self) -> &[usize] {
+        &self.removed_nodes
+    }
+
     /// The node objects.
     pub fn node(&self, i: usize) -> Option<&Node> {
         self.base.snapshot.nodes.get(i)
@@ -234,10 +317,19 @@ impl ClusterState {
     pub fn remove_nodes(&mut self, names: &[&str]) -> Vec<Pod> {
         let mut out = Vec::new();
         let base = Arc::clone(&self.base);
-        for (ni, n) in base.snapshot.nodes.iter().enumerate() {
-            if !names.contains(&n.name.as_str()) {
+        // In node order, as a scan of the cluster would visit them.
+        let mut indices: Vec<usize> = names
+            .iter()
+            .filter_map(|n| base.by_name.get(*n))
+            .flatten()
+            .copied()
+            .collect();
+        indices.sort_unstable();
+        indices.dedup();
+        for ni in indices {
+            let Some(n) = base.snapshot.nodes.get(ni) else {
                 continue;
-            }
+            };
             let Some(ns) = self.nodes.get_mut(ni) else {
                 continue;
             };
@@ -245,6 +337,7 @@ impl ClusterState {
                 continue;
             }
             ns.removed = true;
+            self.removed_nodes.push(ni);
             let slots = ns.pods.clone();
             for slot in slots {
                 let Some(p) = self.pod(slot).cloned() else {
@@ -267,17 +360,11 @@ impl ClusterState {
             let Some(d) = node_domain(node, &g.key) else {
                 continue;
             };
-            if g.selects(pod)
-                && g.counts_node(&node.labels, &node.taints)
-                && let Some(c) = g.counts.get_mut(d)
-            {
-                *c -= 1;
+            if g.selects(pod) && g.counts_node(&node.labels, &node.taints) {
+                g.counts.decrement(d);
             }
-            if g.kind == Kind::AntiAffinity
-                && owns(pod, g)
-                && let Some(c) = g.owners.get_mut(d)
-            {
-                *c -= 1;
+            if g.kind == Kind::AntiAffinity && owns(pod, g) {
+                g.owners.decrement(d);
             }
         }
     }
@@ -288,6 +375,7 @@ impl ClusterState {
             return *i;
         }
         let mut g = Group::new(term);
+        let mut domains = BTreeSet::new();
         for (ni, n) in self.base.snapshot.nodes.iter().enumerate() {
             let Some(ns) = self.nodes.get(ni) else {
                 continue;
@@ -299,7 +387,7 @@ impl ClusterState {
                 && g.filter.admits(&n.labels, &n.taints)
                 && let Some(d) = node_domain(n, &g.key)
             {
-                g.domains.insert(d.to_string());
+                domains.insert(d.to_string());
             }
             let Some(d) = node_domain(n, &g.key) else {
                 continue;
@@ -307,10 +395,10 @@ impl ClusterState {
             for slot in &ns.pods {
                 let Some(p) = self.pod(*slot) else { continue };
                 if g.selects(p) && g.counts_node(&n.labels, &n.taints) {
-                    *g.counts.entry(d.to_string()).or_insert(0) += 1;
+                    g.counts.add(d, 1);
                 }
                 if g.kind == Kind::AntiAffinity && owns(p, &g) {
-                    *g.owners.entry(d.to_string()).or_insert(0) += 1;
+                    g.owners.add(d, 1);
                 }
             }
         }
@@ -318,17 +406,18 @@ impl ClusterState {
             if let Some(d) = p.pin(&g.key) {
                 let pod_labels: BTreeMap<String, String> = p.labels.iter().cloned().collect();
                 if g.scope.contains(&p.namespace) && g.selector.matches(&pod_labels) {
-                    *g.counts.entry(d.clone()).or_insert(0) += 1;
+                    g.counts.add(d, 1);
                 }
                 if g.kind == Kind::AntiAffinity
                     && p.terms
                         .as_deref()
                         .is_some_and(|(a, anti)| owns_terms(a, anti, &pod_labels, &g))
                 {
-                    *g.owners.entry(d.clone()).or_insert(0) += 1;
+                    g.owners.add(d, 1);
                 }
             }
         }
+        g.domains = Arc::new(domains);
         let i = self.groups.len();
         self.groups.push(g);
         self.group_index.insert(term.key.clone(), i);
@@ -345,10 +434,10 @@ impl ClusterState {
                 continue;
             };
             if g.selects(pod) && g.counts_node(&node.labels, &node.taints) {
-                *g.counts.entry(d.to_string()).or_insert(0) += 1;
+                g.counts.add(d, 1);
             }
             if g.kind == Kind::AntiAffinity && owns(pod, g) {
-                *g.owners.entry(d.to_string()).or_insert(0) += 1;
+                g.owners.add(d, 1);
             }
         }
         let slot = PodSlot::Extra(self.extra_pods.len());
@@ -368,10 +457,10 @@ impl ClusterState {
         for g in &mut self.groups {
             let Some(d) = pins.get(&g.key) else { continue };
             if g.selects(pod) {
-                *g.counts.entry(d.clone()).or_insert(0) += 1;
+                g.counts.add(d, 1);
             }
             if g.kind == Kind::AntiAffinity && owns(pod, g) {
-                *g.owners.entry(d.clone()).or_insert(0) += 1;
+                g.owners.add(d, 1);
             }
         }
         if pins.is_empty() {

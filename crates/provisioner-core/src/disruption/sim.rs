@@ -46,6 +46,8 @@ pub struct Sim<'a> {
     pub base: ClusterState,
     pub sched: SchedulingOptions,
     runs: AtomicUsize,
+    /// Nodes no pod may move to (in flight or not initialized), found once, not per simulation.
+    uninitialized: BTreeSet<&'a str>,
 }
 
 pub(crate) fn pod_ref(p: &Pod) -> PodRef {
@@ -99,11 +101,18 @@ impl<'a> Sim<'a> {
                 }
             }
         }
+        let uninitialized = snapshot
+            .nodes
+            .iter()
+            .filter(|n| n.in_flight || !n.initialized)
+            .map(|n| n.name.as_str())
+            .collect();
         Sim {
             snapshot,
             base,
             sched,
             runs: AtomicUsize::new(0),
+            uninitialized,
         }
     }
 
@@ -164,13 +173,7 @@ impl<'a> Sim<'a> {
         // candidates drain as soon as the replacements are; one placed on an in-flight or
         // uninitialized node would wait for it, so the simulation fails for that pod.
         let mut unschedulable = result.unschedulable;
-        let uninitialized: BTreeSet<&str> = self
-            .snapshot
-            .nodes
-            .iter()
-            .filter(|n| n.in_flight || !n.initialized)
-            .map(|n| n.name.as_str())
-            .collect();
+        let uninitialized = &self.uninitialized;
         let (existing, waiting): (Vec<_>, Vec<_>) = result
             .existing_placements
             .into_iter()
