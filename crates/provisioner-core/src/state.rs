@@ -113,7 +113,9 @@ pub struct ClusterState {
     pub groups: Vec<Group>,
     group_index: BTreeMap<GroupKey, usize>,
     /// Pods placed during runs on this state (pending pods that landed on existing nodes).
-    pub extra_pods: Vec<Pod>,
+    /// Shared between clones (a consolidation's incremental search clones a state that holds
+    /// every pod moved so far once per step).
+    pub extra_pods: Vec<Arc<Pod>>,
     /// Pods pinned to domains on new nodes, for groups made later.
     pinned: Vec<Pinned>,
     /// Indices of the removed nodes (marked for deletion or removed as candidates), so that
@@ -294,6 +296,35 @@ impl ClusterState {
         state
     }
 
+    /// A copy that shares nothing with `self`: its own snapshot copy, memo, nodes and counts.
+    /// Tests run whole decisions with it to check that sharing changes no decision.
+    #[cfg(test)]
+    pub(crate) fn unshared(&self) -> ClusterState {
+        let b = &self.base;
+        let base = Arc::new(Base {
+            snapshot: Arc::new((*b.snapshot).clone()),
+            shapes: Arc::clone(&b.shapes),
+            node_order: b.node_order.clone(),
+            requests: b.requests.clone(),
+            by_name: b.by_name.clone(),
+            memo: crate::scheduler::Memo::default(),
+        });
+        let groups: Vec<Group> = self.groups.iter().map(Group::unshared).collect();
+        ClusterState {
+            base,
+            nodes: Nodes::from_vec(self.nodes.iter().cloned().collect()),
+            groups,
+            group_index: self.group_index.clone(),
+            extra_pods: self
+                .extra_pods
+                .iter()
+                .map(|p| Arc::new((**p).clone()))
+                .collect(),
+            pinned: self.pinned.clone(),
+            removed_nodes: self.removed_nodes.clone(),
+        }
+    }
+
     /// Indices of removed nodes, in the order they were removed.
     pub fn removed_nodes(&self) -> &[usize] {
         &self.removed_nodes
@@ -307,7 +338,7 @@ impl ClusterState {
     fn pod(&self, slot: PodSlot) -> Option<&Pod> {
         match slot {
             PodSlot::Bound(i) => self.base.snapshot.pods.get(i),
-            PodSlot::Extra(i) => self.extra_pods.get(i),
+            PodSlot::Extra(i) => self.extra_pods.get(i).map(|p| &**p),
         }
     }
 
@@ -441,10 +472,10 @@ impl ClusterState {
             }
         }
         let slot = PodSlot::Extra(self.extra_pods.len());
-        self.extra_pods.push(Pod {
+        self.extra_pods.push(Arc::new(Pod {
             node_name: Some(node.name.clone()),
             ..pod.clone()
-        });
+        }));
         if let Some(ns) = self.nodes.get_mut(node_index) {
             ns.used.add_assign(requests);
             ns.ports.extend(pod.host_ports.iter().map(port_key));

@@ -159,6 +159,16 @@ impl Counts {
         m
     }
 
+    /// A copy that shares nothing with `self` (the straightforward reference in tests).
+    #[cfg(test)]
+    pub(crate) fn unshared(&self) -> Counts {
+        let mut c = Counts::default();
+        for (k, v) in self.to_map() {
+            c.add(&k, v);
+        }
+        c
+    }
+
     /// Folds a large overlay into a new base, so clones stay small.
     fn compact(&mut self) {
         if self.overlay.len() <= 32 || self.overlay.len() * 8 <= self.base.len() {
@@ -368,6 +378,19 @@ pub fn owned_terms(
 }
 
 impl Group {
+    /// A copy that shares nothing with `self` and has its own identity (tests).
+    #[cfg(test)]
+    pub(crate) fn unshared(&self) -> Group {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 62);
+        Group {
+            uid: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            counts: self.counts.unshared(),
+            owners: self.owners.unshared(),
+            domains: Arc::new((*self.domains).clone()),
+            ..self.clone()
+        }
+    }
+
     /// A new, empty group for a term.
     pub fn new(term: &OwnedTerm) -> Group {
         static NEXT_UID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -458,6 +481,42 @@ mod tests {
         g.counts.add("B", 1);
         assert!(!g.allows(Some("A"), true, &eligible));
         assert!(g.allows(Some("B"), true, &eligible));
+    }
+
+    proptest::proptest! {
+        /// `Counts` reads like a plain map through adds, decrements, compaction and clones
+        /// that go on changing independently.
+        #[test]
+        fn counts_behave_like_a_map(ops in proptest::collection::vec((0u8..3, 0u16..120, -2i32..4), 0..400)) {
+            let mut fast = Counts::default();
+            let mut model: BTreeMap<String, i32> = BTreeMap::new();
+            let mut snapshots: Vec<(Counts, BTreeMap<String, i32>)> = Vec::new();
+            for (op, d, k) in ops {
+                let d = format!("d{d}");
+                match op {
+                    0 => {
+                        fast.add(&d, k);
+                        *model.entry(d).or_insert(0) += k;
+                    }
+                    1 => {
+                        fast.decrement(&d);
+                        if let Some(c) = model.get_mut(&d) {
+                            *c -= 1;
+                        }
+                    }
+                    _ => snapshots.push((fast.clone(), model.clone())),
+                }
+                proptest::prop_assert_eq!(fast.len(), model.len());
+                proptest::prop_assert_eq!(fast.any_positive(), model.values().any(|c| *c > 0));
+            }
+            proptest::prop_assert_eq!(fast.to_map(), model.clone());
+            for (c, m) in &snapshots {
+                proptest::prop_assert_eq!(&c.to_map(), m);
+                for (d, v) in m {
+                    proptest::prop_assert_eq!(c.get(d), *v);
+                }
+            }
+        }
     }
 
     #[test]
