@@ -134,7 +134,10 @@ fn main() {
             );
             if let Some(c) = &d.command {
                 println!("         ours: {}", c.rationale.summary);
-                ours = Arc::new(apply(&ours, c));
+                // The last round's cluster is not needed (a copy would be the peak memory).
+                if round < rounds {
+                    ours = Arc::new(apply(&ours, c));
+                }
             }
         }
         if let Some(b) = &b {
@@ -148,16 +151,20 @@ fn main() {
                 b.simulations,
                 b.found_by
             );
-            if let Some(c) = &b.command {
+            if let Some(c) = &b.command
+                && round < rounds
+            {
                 theirs = Arc::new(apply(&theirs, c));
             }
         }
-        println!(
-            "         cluster price after: ours {:.2}/h ({} nodes), karpenter-faithful {:.2}/h ({} nodes)",
-            cluster_price(&ours),
-            ours.nodes.len(),
-            cluster_price(&theirs),
-            theirs.nodes.len()
-        );
+        if round < rounds {
+            println!(
+                "         cluster price after: ours {:.2}/h ({} nodes), karpenter-faithful {:.2}/h ({} nodes)",
+                cluster_price(&ours),
+                ours.nodes.len(),
+                cluster_price(&theirs),
+                theirs.nodes.len()
+            );
+        }
     }
 }
