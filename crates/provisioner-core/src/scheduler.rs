@@ -273,6 +273,9 @@ struct Class {
     shapes: ShapeSet,
 }
 
+/// Classes by key, and the classes (an index is a class's [`Class::id`]).
+type ClassMemo = (HashMap<String, usize>, Vec<Arc<Class>>);
+
 /// The eligible domains of a (group, class) pair that no simulation changes.
 #[derive(Debug)]
 struct EligibleStatic {
@@ -289,7 +292,7 @@ struct EligibleStatic {
 /// the whole cluster or catalog, which made a simulation's cost grow with the cluster.
 #[derive(Debug, Default)]
 pub struct Memo {
-    classes: std::sync::Mutex<(HashMap<String, usize>, Vec<Arc<Class>>)>,
+    classes: std::sync::Mutex<ClassMemo>,
     eligible: std::sync::Mutex<HashMap<(u64, usize), Arc<EligibleStatic>>>,
 }
 
@@ -371,22 +374,14 @@ impl<'a> Run<'a> {
         }
         let base = Arc::clone(&self.state.base);
         let shared = {
-            let memo = base
-                .memo
-                .classes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
+            let memo = base.memo.classes.lock().unwrap_or_else(|e| e.into_inner());
             memo.0.get(&key).and_then(|id| memo.1.get(*id)).cloned()
         };
         let class = match shared {
             Some(c) => c,
             None => {
                 let c = compute_class(&base, term, &vols, &pod.tolerations);
-                let mut memo = base
-                    .memo
-                    .classes
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
+                let mut memo = base.memo.classes.lock().unwrap_or_else(|e| e.into_inner());
                 // Another simulation may have added it meanwhile: keep the first.
                 match memo.0.get(&key).and_then(|id| memo.1.get(*id)) {
                     Some(existing) => Arc::clone(existing),
@@ -456,11 +451,7 @@ impl<'a> Run<'a> {
                             }
                         }
                         let mut set = (*st.fixed).clone();
-                        set.extend(
-                            left.into_iter()
-                                .filter(|(_, k)| *k > 0)
-                                .map(|(d, _)| d),
-                        );
+                        set.extend(left.into_iter().filter(|(_, k)| *k > 0).map(|(d, _)| d));
                         Arc::new(set)
                     }
                 }
@@ -897,11 +888,8 @@ impl<'a> Run<'a> {
             ..
         } = self;
         let fallback = Pod::default();
-        let pod_at = |i: &u32| -> &Pod {
-            pending
-                .get(*i as usize)
-                .map_or(&fallback, Borrow::borrow)
-        };
+        let pod_at =
+            |i: &u32| -> &Pod { pending.get(*i as usize).map_or(&fallback, Borrow::borrow) };
         let shp = &state.base.shapes;
         // Membership in hostname groups is decided now, when every group exists.
         let mut interned: HashMap<ShapeSet, u32> = HashMap::new();

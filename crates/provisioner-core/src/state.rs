@@ -509,9 +509,8 @@ impl ClusterState {
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
-            terms: has_terms.then(|| {
-                Box::new((pod.pod_affinity.clone(), pod.pod_anti_affinity.clone()))
-            }),
+            terms: has_terms
+                .then(|| Box::new((pod.pod_affinity.clone(), pod.pod_anti_affinity.clone()))),
             pins: pins.into_iter().collect(),
         });
     }

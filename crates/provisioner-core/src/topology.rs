@@ -151,8 +151,7 @@ impl Counts {
 
     /// Every present domain and its count, in domain order.
     pub fn to_map(&self) -> BTreeMap<String, i32> {
-        let mut m: BTreeMap<String, i32> =
-            self.base.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let mut m: BTreeMap<String, i32> = self.base.iter().map(|(k, v)| (k.clone(), *v)).collect();
         for (k, v) in &self.overlay {
             m.insert(k.clone(), *v);
         }
@@ -282,22 +281,17 @@ impl Group {
                 };
                 self_selected && !any
             }
-            Kind::AntiAffinity => {
-                domain.is_none_or(|d| self.counts.get(d) == 0)
-            }
+            Kind::AntiAffinity => domain.is_none_or(|d| self.counts.get(d) == 0),
         }
     }
 
     fn any_selected_in(&self, eligible: &BTreeSet<String>) -> bool {
-        eligible
-            .iter()
-            .any(|d| self.counts.get(d) > 0)
+        eligible.iter().any(|d| self.counts.get(d) > 0)
     }
 
     /// Inverse anti-affinity: may a pod this group selects go to `domain`?
     pub fn inverse_allows(&self, domain: Option<&str>) -> bool {
-        self.kind != Kind::AntiAffinity
-            || domain.is_none_or(|d| self.owners.get(d) == 0)
+        self.kind != Kind::AntiAffinity || domain.is_none_or(|d| self.owners.get(d) == 0)
     }
 }
 

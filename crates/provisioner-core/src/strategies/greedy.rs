@@ -522,6 +522,9 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     LaunchPlan::from_nodes(problem, planned, unplaced)
 }
 
+/// What makes two items the same profile: shape set, group memberships, group limits.
+type ProfileKey<'a> = (u32, &'a [u32], &'a [(u32, u32)]);
+
 /// Items with the same shape set, group memberships and limits share a profile: a node that
 /// rejects one of them for lack of a compatible shape or for a group limit rejects them all,
 /// for good.
@@ -531,7 +534,7 @@ struct Profiles {
 
 impl Profiles {
     fn new(problem: &PackingProblem) -> Profiles {
-        let mut ids: HashMap<(u32, &[u32], &[(u32, u32)]), u32> = HashMap::new();
+        let mut ids: HashMap<ProfileKey<'_>, u32> = HashMap::new();
         let of_item = problem
             .items
             .iter()
