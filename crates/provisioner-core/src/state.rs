@@ -42,26 +42,36 @@ pub struct NodeState {
     pub pods: Vec<PodSlot>,
 }
 
-/// The nodes of a state, copied on write in chunks: a clone shares every chunk and a change
-/// copies only the chunk of the node it changes, so a simulation that removes one node and
-/// places a few pods copies a few chunks instead of the whole cluster.
-#[derive(Debug, Clone, Default)]
-pub struct Nodes {
-    chunks: Vec<Arc<Vec<NodeState>>>,
+/// A vector copied on write in chunks: a clone shares every chunk and a change copies only
+/// the chunk it changes, so a simulation that removes one node and places a few pods copies a
+/// few chunks instead of the whole cluster (nodes), or of every pod an incremental search has
+/// moved so far (placed pods).
+#[derive(Debug, Clone)]
+pub struct Chunked<T> {
+    chunks: Vec<Arc<Vec<T>>>,
     len: usize,
 }
 
-/// Nodes per copy-on-write chunk.
-const NODE_CHUNK: usize = 64;
+/// The nodes of a state.
+pub type Nodes = Chunked<NodeState>;
 
-impl Nodes {
-    fn from_vec(nodes: Vec<NodeState>) -> Nodes {
-        let len = nodes.len();
-        let chunks = nodes
-            .chunks(NODE_CHUNK)
-            .map(|c| Arc::new(c.to_vec()))
-            .collect();
-        Nodes { chunks, len }
+/// Entries per copy-on-write chunk.
+const CHUNK: usize = 64;
+
+impl<T> Default for Chunked<T> {
+    fn default() -> Self {
+        Chunked {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T: Clone> Chunked<T> {
+    fn from_vec(items: Vec<T>) -> Chunked<T> {
+        let len = items.len();
+        let chunks = items.chunks(CHUNK).map(|c| Arc::new(c.to_vec())).collect();
+        Chunked { chunks, len }
     }
 
     pub fn len(&self) -> usize {
@@ -72,29 +82,39 @@ impl Nodes {
         self.len == 0
     }
 
-    pub fn get(&self, i: usize) -> Option<&NodeState> {
-        self.chunks
-            .get(i / NODE_CHUNK)
-            .and_then(|c| c.get(i % NODE_CHUNK))
+    pub fn get(&self, i: usize) -> Option<&T> {
+        self.chunks.get(i / CHUNK).and_then(|c| c.get(i % CHUNK))
     }
 
-    /// The node for a change (its chunk is copied first if another state shares it).
-    pub fn get_mut(&mut self, i: usize) -> Option<&mut NodeState> {
+    /// The entry for a change (its chunk is copied first if another state shares it).
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
         self.chunks
-            .get_mut(i / NODE_CHUNK)
-            .and_then(|c| Arc::make_mut(c).get_mut(i % NODE_CHUNK))
+            .get_mut(i / CHUNK)
+            .and_then(|c| Arc::make_mut(c).get_mut(i % CHUNK))
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &NodeState> {
+    pub fn push(&mut self, item: T) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => Arc::make_mut(c).push(item),
+            _ => {
+                let mut v = Vec::with_capacity(CHUNK);
+                v.push(item);
+                self.chunks.push(Arc::new(v));
+            }
+        }
+        self.len += 1;
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
         self.chunks.iter().flat_map(|c| c.iter())
     }
 }
 
-impl std::ops::Index<usize> for Nodes {
-    type Output = NodeState;
+impl<T> std::ops::Index<usize> for Chunked<T> {
+    type Output = T;
 
-    fn index(&self, i: usize) -> &NodeState {
-        &self.chunks[i / NODE_CHUNK][i % NODE_CHUNK]
+    fn index(&self, i: usize) -> &T {
+        &self.chunks[i / CHUNK][i % CHUNK]
     }
 }
 
@@ -110,12 +130,13 @@ pub enum PodSlot {
 pub struct ClusterState {
     pub base: Arc<Base>,
     pub nodes: Nodes,
-    pub groups: Vec<Group>,
+    /// Copied on write: a simulation copies only the groups its pods change.
+    pub groups: Vec<Arc<Group>>,
     group_index: BTreeMap<GroupKey, usize>,
     /// Pods placed during runs on this state (pending pods that landed on existing nodes).
     /// Shared between clones (a consolidation's incremental search clones a state that holds
     /// every pod moved so far once per step).
-    pub extra_pods: Vec<Arc<Pod>>,
+    pub extra_pods: Chunked<Arc<Pod>>,
     /// Pods pinned to domains on new nodes, for groups made later.
     pinned: Vec<Pinned>,
     /// Indices of the removed nodes (marked for deletion or removed as candidates), so that
@@ -267,7 +288,7 @@ impl ClusterState {
             nodes,
             groups: Vec::new(),
             group_index: BTreeMap::new(),
-            extra_pods: Vec::new(),
+            extra_pods: Chunked::default(),
             pinned: Vec::new(),
             removed_nodes,
         };
@@ -309,17 +330,22 @@ impl ClusterState {
             by_name: b.by_name.clone(),
             memo: crate::scheduler::Memo::default(),
         });
-        let groups: Vec<Group> = self.groups.iter().map(Group::unshared).collect();
+        let groups: Vec<Arc<Group>> = self
+            .groups
+            .iter()
+            .map(|g| Arc::new(g.unshared()))
+            .collect();
         ClusterState {
             base,
             nodes: Nodes::from_vec(self.nodes.iter().cloned().collect()),
             groups,
             group_index: self.group_index.clone(),
-            extra_pods: self
-                .extra_pods
-                .iter()
-                .map(|p| Arc::new((**p).clone()))
-                .collect(),
+            extra_pods: Chunked::from_vec(
+                self.extra_pods
+                    .iter()
+                    .map(|p| Arc::new((**p).clone()))
+                    .collect(),
+            ),
             pinned: self.pinned.clone(),
             removed_nodes: self.removed_nodes.clone(),
         }
@@ -391,10 +417,16 @@ impl ClusterState {
             let Some(d) = node_domain(node, &g.key) else {
                 continue;
             };
-            if g.selects(pod) && g.counts_node(&node.labels, &node.taints) {
+            let counted = g.selects(pod) && g.counts_node(&node.labels, &node.taints);
+            let owner = g.kind == Kind::AntiAffinity && owns(pod, g);
+            if !counted && !owner {
+                continue;
+            }
+            let g = Arc::make_mut(g);
+            if counted {
                 g.counts.decrement(d);
             }
-            if g.kind == Kind::AntiAffinity && owns(pod, g) {
+            if owner {
                 g.owners.decrement(d);
             }
         }
@@ -450,7 +482,7 @@ impl ClusterState {
         }
         g.domains = Arc::new(domains);
         let i = self.groups.len();
-        self.groups.push(g);
+        self.groups.push(Arc::new(g));
         self.group_index.insert(term.key.clone(), i);
         i
     }
@@ -464,10 +496,16 @@ impl ClusterState {
             let Some(d) = node_domain(node, &g.key) else {
                 continue;
             };
-            if g.selects(pod) && g.counts_node(&node.labels, &node.taints) {
+            let counted = g.selects(pod) && g.counts_node(&node.labels, &node.taints);
+            let owner = g.kind == Kind::AntiAffinity && owns(pod, g);
+            if !counted && !owner {
+                continue;
+            }
+            let g = Arc::make_mut(g);
+            if counted {
                 g.counts.add(d, 1);
             }
-            if g.kind == Kind::AntiAffinity && owns(pod, g) {
+            if owner {
                 g.owners.add(d, 1);
             }
         }
@@ -487,10 +525,16 @@ impl ClusterState {
     pub fn pin(&mut self, pod: &Pod, pins: BTreeMap<String, String>) {
         for g in &mut self.groups {
             let Some(d) = pins.get(&g.key) else { continue };
-            if g.selects(pod) {
+            let counted = g.selects(pod);
+            let owner = g.kind == Kind::AntiAffinity && owns(pod, g);
+            if !counted && !owner {
+                continue;
+            }
+            let g = Arc::make_mut(g);
+            if counted {
                 g.counts.add(d, 1);
             }
-            if g.kind == Kind::AntiAffinity && owns(pod, g) {
+            if owner {
                 g.owners.add(d, 1);
             }
         }
