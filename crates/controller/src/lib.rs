@@ -37,6 +37,7 @@ pub mod snapshot;
 pub mod state;
 pub mod status;
 pub mod termination;
+pub mod unclaimed;
 
 pub use options::Options;
 pub use runtime::{Clients, Running, start};

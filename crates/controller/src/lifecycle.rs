@@ -338,6 +338,10 @@ async fn register(claim: &NodeClaim, ctx: &Context) -> Result<Action> {
 
 /// Labels, taints, finalizer and owner of a newly registered Node.
 async fn sync_node(claim: &NodeClaim, node: &Node, ctx: &Context) -> Result<()> {
+    // First off the Machine, or OpenShift puts the taint back on the Node.
+    if let Some((machine, Some(view))) = ctx.cloud.bound_machine(claim).await? {
+        ctx.cloud.release_machine_taint(view.api, &machine).await?;
+    }
     let mut labels: BTreeMap<String, String> = claim.labels().clone();
     labels.insert(wellknown::REGISTERED_LABEL.into(), "true".into());
     let sync_taints = !node
