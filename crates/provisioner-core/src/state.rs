@@ -330,11 +330,7 @@ impl ClusterState {
             by_name: b.by_name.clone(),
             memo: crate::scheduler::Memo::default(),
         });
-        let groups: Vec<Arc<Group>> = self
-            .groups
-            .iter()
-            .map(|g| Arc::new(g.unshared()))
-            .collect();
+        let groups: Vec<Arc<Group>> = self.groups.iter().map(|g| Arc::new(g.unshared())).collect();
         ClusterState {
             base,
             nodes: Nodes::from_vec(self.nodes.iter().cloned().collect()),
