@@ -118,7 +118,8 @@ pub fn schedule_capped<P: Borrow<Pod> + Sync>(
         let Some(original) = pending.get(i).map(Borrow::borrow) else {
             continue;
         };
-        let mut pod = original.clone();
+        // Copied only if a preference has to be relaxed (most pods never need it).
+        let mut pod = std::borrow::Cow::Borrowed(original);
         let mut relaxed = Vec::new();
         loop {
             match run.try_pod(&pod, i as u32) {
@@ -130,7 +131,7 @@ pub fn schedule_capped<P: Borrow<Pod> + Sync>(
                     break;
                 }
                 Ok(None) => break,
-                Err(reason) => match relax(&mut pod, options.tolerate_prefer_no_schedule) {
+                Err(reason) => match relax(pod.to_mut(), options.tolerate_prefer_no_schedule) {
                     Some(what) => relaxed.push(what),
                     None => {
                         result.unschedulable.push(Unschedulable {
