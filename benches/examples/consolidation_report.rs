@@ -16,7 +16,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use consolidation_cluster::{ClusterSpec, cluster, cluster_price};
-use provisioner_core::disruption::karpenter_baseline::karpenter_consolidation;
+use provisioner_core::disruption::karpenter_baseline::{
+    BaselineResult, karpenter_consolidation_on,
+};
+use provisioner_core::disruption::sim::Sim;
+use provisioner_core::disruption::{Budgets, find_candidates};
 use provisioner_core::disruption::{Command, Destination, DisruptionOptions, disrupt_shared};
 use provisioner_core::{Node, Resources, Snapshot, labels};
 
@@ -82,6 +86,14 @@ fn apply(s: &Snapshot, cmd: &Command) -> Snapshot {
     out
 }
 
+/// `karpenter_consolidation` on a shared snapshot (its `Sim` refers to it instead of copying).
+fn karpenter_shared(snapshot: &Arc<Snapshot>, opts: &DisruptionOptions) -> BaselineResult {
+    let set = find_candidates(snapshot, opts);
+    let budgets = Budgets::compute(snapshot);
+    let sim = Sim::shared(snapshot, opts.scheduling.clone());
+    karpenter_consolidation_on(&sim, &set.candidates, &budgets, opts)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let nodes: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1000);
@@ -113,7 +125,7 @@ fn main() {
         let d = run_ours.then(|| disrupt_shared(&ours, &opts));
         let dt = t.elapsed();
         let t = Instant::now();
-        let b = run_theirs.then(|| karpenter_consolidation(&theirs, &opts));
+        let b = run_theirs.then(|| karpenter_shared(&theirs, &opts));
         let bt = t.elapsed();
         if let Some(d) = &d {
             let report = d
