@@ -36,6 +36,7 @@ pub mod server;
 pub mod snapshot;
 pub mod state;
 pub mod status;
+pub mod tasks;
 pub mod termination;
 pub mod unclaimed;
 

@@ -55,9 +55,10 @@ fn error_policy(_claim: Arc<NodeClaim>, error: &Error, ctx: Arc<Context>) -> Act
 
 /// Starts the launch of a just-created claim now instead of waiting for the watch.
 pub fn launch_soon(ctx: &Arc<Context>, name: &str) {
+    let tasks = ctx.cloud.tasks().clone();
     let ctx = ctx.clone();
     let name = name.to_string();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let api: Api<NodeClaim> = Api::all(ctx.workload.clone());
         match api.get_opt(&name).await {
             Ok(Some(claim)) => {

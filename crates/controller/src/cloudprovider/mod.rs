@@ -32,6 +32,8 @@ mod status;
 mod templates;
 
 use std::collections::{BTreeMap, HashMap};
+
+use crate::tasks::Tasks;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -193,6 +195,7 @@ struct Inner {
     batches: Mutex<HashMap<ResourceId, PendingBatch>>,
     backoff: BackoffCache,
     hooks: Hooks,
+    tasks: Tasks,
 }
 
 impl fmt::Debug for Inner {
@@ -238,10 +241,17 @@ impl CloudProvider {
                 backoff: BackoffCache::new(config.backoff_window_secs),
                 config,
                 locks: ResourceLocks::default(),
+                tasks: Tasks::default(),
                 batches: Mutex::new(HashMap::new()),
                 hooks,
             }),
         }
+    }
+
+    /// The tasks this provider spawned (launch batches); the controller spawns its own
+    /// here too, so that one `abort_all` stops everything.
+    pub fn tasks(&self) -> &Tasks {
+        &self.inner.tasks
     }
 
     pub fn backoff(&self) -> &BackoffCache {
@@ -378,7 +388,9 @@ impl CloudProvider {
                 );
                 let me = self.clone();
                 let resource = resource.clone();
-                tokio::spawn(async move { me.run_batch(resource).await });
+                self.inner
+                    .tasks
+                    .spawn(async move { me.run_batch(resource).await });
             }
         }
         rx
