@@ -712,3 +712,35 @@ proptest! {
         }
     }
 }
+
+/// The registration taint the guides put in a template (OpenShift's `spec.template.spec.taints`)
+/// is removed at registration: it is not a taint of the shape, pods need not tolerate it.
+#[test]
+fn the_registration_taint_is_not_a_taint_of_the_shape() {
+    let mut md = md_obj("md", &CPU_MEM);
+    md.spec.template.spec.taints = vec![
+        capi::MachineTaint {
+            key: "karpenter.sh/unregistered".into(),
+            value: None,
+            effect: "NoExecute".into(),
+            propagation: Some("Always".into()),
+        },
+        capi::MachineTaint {
+            key: "dedicated".into(),
+            value: Some("infra".into()),
+            effect: "NoSchedule".into(),
+            propagation: Some("Always".into()),
+        },
+    ];
+    md.metadata.annotations.as_mut().unwrap().insert(
+        keys::cas::TAINTS.to_string(),
+        "karpenter.sh/unregistered=:NoExecute".to_string(),
+    );
+    let c = build(&[ScalableResource::from(&md)], &no_template());
+    let keys: Vec<&str> = c.instance_types[0]
+        .taints
+        .iter()
+        .map(|t| t.key.as_str())
+        .collect();
+    assert_eq!(keys, vec!["dedicated"]);
+}

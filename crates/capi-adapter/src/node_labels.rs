@@ -87,11 +87,20 @@ pub fn apply_node(labels: &mut BTreeMap<String, String>, node: Option<&NodeSampl
     }
 }
 
-/// The group's taints: the template's, then the annotation's.
+/// Karpenter's registration taint. The guides put it in the template (on OpenShift,
+/// `spec.template.spec.taints`) so that new nodes join with it; the controller removes it at
+/// registration, so it is no taint of the node shape: a pod need not tolerate it.
+const REGISTRATION_TAINT: &str = "karpenter.sh/unregistered";
+
+/// The group's taints: the template's, then the annotation's (without the registration
+/// taint).
 pub fn taints(r: &ScalableResource, problems: &mut Vec<Problem>) -> Vec<Taint> {
     let obj = ObjectRef::from(&r.id);
     let mut taints: Vec<Taint> = Vec::new();
     let mut put = |t: Taint| {
+        if t.key == REGISTRATION_TAINT {
+            return;
+        }
         taints.retain(|x| !(x.key == t.key && x.effect == t.effect));
         taints.push(t);
     };

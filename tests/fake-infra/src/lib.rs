@@ -18,6 +18,7 @@
 
 pub mod crd;
 pub mod fixtures;
+pub mod openshift;
 pub mod provider;
 pub mod workload;
 

@@ -8,7 +8,7 @@
 //! | kube-controller-manager | Deployments/ReplicaSets, GC, node lifecycle, PDBs, ... ([`components::KCM_CONTROLLERS`]) |
 //! | capi-manager | Cluster API core: Cluster, MachineDeployment, MachineSet, Machine controllers and webhooks ([`capi`]) |
 //! | kwok | plays the kubelet of every node the fake provider creates |
-//! | fake-infra (task) | the fake infrastructure provider (`kcapi-fake-infra`), inside the supervisor |
+//! | fake-infra (task) | the fake infrastructure provider and a fake OpenShift Machine API (`kcapi-fake-infra`), inside the supervisor |
 //!
 //! One API server is both the management and the workload cluster: a Cluster's kubeconfig
 //! Secret points back at it (see `kcapi_fake_infra::fixtures`).
@@ -376,10 +376,23 @@ async fn start(
 
     // 4. The fake infrastructure provider, in this process.
     kcapi_fake_infra::crd::install(&client).await?;
-    let provider = tokio::spawn(kcapi_fake_infra::provider::run(
-        client.clone(),
-        kcapi_fake_infra::provider::Config::default(),
-    ));
+    // With it, a fake OpenShift Machine API for the MachineSets that opt in (scenario 8).
+    let provider = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            tokio::join!(
+                kcapi_fake_infra::provider::run(
+                    client.clone(),
+                    kcapi_fake_infra::provider::Config::default(),
+                ),
+                kcapi_fake_infra::openshift::run(
+                    client,
+                    Duration::from_millis(250),
+                    Duration::from_millis(500),
+                ),
+            );
+        })
+    };
 
     // Readiness: CAPI's /readyz (webhook server up), the others listening.
     let deadline = Instant::now() + Duration::from_secs(180);
