@@ -39,7 +39,8 @@ pub struct Options {
     pub replay_dir: Option<PathBuf>,
     /// Leader election: off runs as the only instance.
     pub leader_elect: bool,
-    /// Namespace of the Lease (and of cluster-scoped objects' events).
+    /// Namespace of the Lease. (Events on cluster-scoped objects, NodeClaims and Nodes, go to
+    /// `default`, as client-go's recorder puts them.)
     pub leader_election_namespace: String,
     /// This instance's identity in the Lease (the pod name in a cluster).
     pub identity: String,
