@@ -45,39 +45,11 @@ pub struct Live {
     pub notes: Vec<String>,
 }
 
-/// Lists every object of a kind; a kind the server does not serve (CRD not installed)
-/// becomes an empty list and a note.
+/// Lists every object of a kind (namespaced or cluster-scoped); a kind the server does not
+/// serve (CRD not installed) becomes an empty list and a note.
 async fn list<K>(client: &Client, what: &str, notes: &mut Vec<String>) -> Result<Vec<K>, Error>
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default,
-{
-    match Api::<K>::all(client.clone())
-        .list(&ListParams::default())
-        .await
-    {
-        Ok(l) => Ok(l.items),
-        Err(e) if karpenter_capi_controller::error::is_not_found(&e) => {
-            notes.push(format!("{what}: not served by this cluster (CRD missing?)"));
-            Ok(Vec::new())
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-async fn list_cluster<K>(
-    client: &Client,
-    what: &str,
-    notes: &mut Vec<String>,
-) -> Result<Vec<K>, Error>
-where
-    K: Resource<Scope = k8s_openapi::ClusterResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
     K::DynamicType: Default,
 {
     match Api::<K>::all(client.clone())
@@ -101,17 +73,17 @@ pub async fn read(clusters: &Clusters) -> Result<Live, Error> {
     let mut live = Live {
         now,
         pods: list(c, "Pods", &mut notes).await?,
-        nodes: list_cluster(c, "Nodes", &mut notes).await?,
-        nodeclaims: list_cluster(c, "NodeClaims", &mut notes).await?,
-        nodepools: list_cluster(c, "NodePools", &mut notes).await?,
-        nodeclasses: list_cluster(c, "ClusterAPINodeClasses", &mut notes).await?,
+        nodes: list(c, "Nodes", &mut notes).await?,
+        nodeclaims: list(c, "NodeClaims", &mut notes).await?,
+        nodepools: list(c, "NodePools", &mut notes).await?,
+        nodeclasses: list(c, "ClusterAPINodeClasses", &mut notes).await?,
         daemonsets: list(c, "DaemonSets", &mut notes).await?,
         pdbs: list(c, "PodDisruptionBudgets", &mut notes).await?,
-        namespaces: list_cluster(c, "Namespaces", &mut notes).await?,
-        csinodes: list_cluster(c, "CSINodes", &mut notes).await?,
+        namespaces: list(c, "Namespaces", &mut notes).await?,
+        csinodes: list(c, "CSINodes", &mut notes).await?,
         pvcs: list(c, "PersistentVolumeClaims", &mut notes).await?,
-        pvs: list_cluster(c, "PersistentVolumes", &mut notes).await?,
-        storageclasses: list_cluster(c, "StorageClasses", &mut notes).await?,
+        pvs: list(c, "PersistentVolumes", &mut notes).await?,
+        storageclasses: list(c, "StorageClasses", &mut notes).await?,
         ..Live::default()
     };
     let ncs: Vec<_> = live
