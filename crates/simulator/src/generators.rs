@@ -317,13 +317,14 @@ pub fn constrained(seed: u64, pods: usize) -> Scenario {
         let app = g.name.clone();
         let draw = rng.f64();
         if draw < 0.25 {
-            g.topology_spread_constraints.push(TopologySpreadConstraint {
-                max_skew: 1,
-                topology_key: "topology.kubernetes.io/zone".into(),
-                when_unsatisfiable: "DoNotSchedule".into(),
-                label_selector: Some(selector(&app)),
-                ..Default::default()
-            });
+            g.topology_spread_constraints
+                .push(TopologySpreadConstraint {
+                    max_skew: 1,
+                    topology_key: "topology.kubernetes.io/zone".into(),
+                    when_unsatisfiable: "DoNotSchedule".into(),
+                    label_selector: Some(selector(&app)),
+                    ..Default::default()
+                });
         } else if draw < 0.42 {
             g.affinity = Some(Affinity {
                 pod_anti_affinity: Some(PodAntiAffinity {
@@ -388,9 +389,17 @@ mod tests {
         assert_eq!(c1, generate("constrained", 2, Some(400))?);
         assert_eq!(total(&c1), 400);
         let groups = &c1.workload.pods;
-        assert!(groups.iter().any(|g| !g.topology_spread_constraints.is_empty()));
+        assert!(
+            groups
+                .iter()
+                .any(|g| !g.topology_spread_constraints.is_empty())
+        );
         assert!(groups.iter().any(|g| g.affinity.is_some()));
-        assert!(groups.iter().any(|g| g.requests.contains_key("nvidia.com/gpu")));
+        assert!(
+            groups
+                .iter()
+                .any(|g| g.requests.contains_key("nvidia.com/gpu"))
+        );
         assert!(c1.catalog.types.iter().any(|t| t.gpu > 0));
         Ok(())
     }

@@ -158,7 +158,10 @@ fn table_cells(r: &Row, lb_total: f64) -> Vec<String> {
         format!("{:.0} / {:.0}", r.launched, r.terminated),
         format!("{:.0} / {:.0}", r.commands, r.disrupted),
         format!("{} / {}", dur(r.evicted_p50), dur(r.evicted_p95)),
-        format!("{:.1} / {:.1}", r.pending_pod_hours, r.evicted_pending_pod_hours),
+        format!(
+            "{:.1} / {:.1}",
+            r.pending_pod_hours, r.evicted_pending_pod_hours
+        ),
         format!("{:.0}", r.decisions_per_s),
     ]
 }

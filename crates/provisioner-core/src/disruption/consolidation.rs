@@ -35,12 +35,12 @@ use rayon::prelude::*;
 
 use super::DisruptionOptions;
 use super::budgets::Budgets;
-use super::headroom::{Guard, Room};
 use super::candidates::Candidate;
 use super::command::{
     Alternative, BudgetUse, Command, Destination, Method, MethodReport, PodMove, Rationale,
     Replacement,
 };
+use super::headroom::{Guard, Room};
 use super::make_command;
 use super::replace::{PriceRule, replacements};
 use super::sim::Sim;
@@ -255,8 +255,15 @@ impl<'s, 'a> Search<'s, 'a> {
                         .iter()
                         .filter_map(move |&pi| Some((snap.pods.get(pi)?, node?, c.price)))
                 });
-                super::payback::value(worst_saving, worst, pods, snap.now, self.pod_price_floor, knobs)
-                    .net
+                super::payback::value(
+                    worst_saving,
+                    worst,
+                    pods,
+                    snap.now,
+                    self.pod_price_floor,
+                    knobs,
+                )
+                .net
             }
             None => worst_saving - self.options.disruption_cost_weight * disruption,
         };

@@ -161,8 +161,9 @@ pub fn value<'a>(
     }
     let horizon = horizon_hours(&mut ages, knobs.horizon_cap_hours);
     let saving = worst_saving_per_hour * horizon;
-    let overlap =
-        replacements_price_per_hour.max(0.0) * knobs.replacement_ready_seconds.max(0) as f64 / 3600.0;
+    let overlap = replacements_price_per_hour.max(0.0)
+        * knobs.replacement_ready_seconds.max(0) as f64
+        / 3600.0;
     Value {
         horizon_hours: horizon,
         saving,

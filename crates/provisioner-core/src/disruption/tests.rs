@@ -1230,9 +1230,15 @@ fn young_pods_are_not_moved_for_a_saving_that_does_not_pay_back() {
     // A minute old: 0.2/h over a one-minute horizon is less than the pod's share of its
     // node's price (a quarter of 0.2/h) for the default hour of eviction cost.
     let fresh = build(60);
-    assert!(disrupt(&fresh, &DisruptionOptions::default()).command.is_none());
+    assert!(
+        disrupt(&fresh, &DisruptionOptions::default())
+            .command
+            .is_none()
+    );
     // The plain rule takes it.
-    let cmd = disrupt(&fresh, &plain()).command.expect("plain rule deletes a");
+    let cmd = disrupt(&fresh, &plain())
+        .command
+        .expect("plain rule deletes a");
     assert_eq!(names(&cmd), vec!["a"]);
     // The same pod after two hours pays back: the default rule takes the same command.
     let settled = build(2 * 3600);
@@ -1252,7 +1258,10 @@ fn consolidation_keeps_room_for_a_recent_burst() {
         p.created_at = 1_000_000 - 30;
         pods.push(p);
     }
-    let s = snapshot(vec![od("a", "large"), od("b", "large"), od("c", "large")], pods);
+    let s = snapshot(
+        vec![od("a", "large"), od("b", "large"), od("c", "large")],
+        pods,
+    );
     let guard = headroom::Guard::new(&s, &headroom::Headroom::default());
     assert_eq!(guard.target.0, 6000);
     assert_eq!(guard.free.0, 7000 + 3000 + 2000);
