@@ -157,3 +157,51 @@ async fn openshift_min_size_and_restart_idempotency() {
     ));
     assert_eq!(replicas(&client, &ms).await, 2);
 }
+
+/// OpenShift's nodelink controller copies a Machine's `spec.taints` onto its Node on every
+/// Node update: the unregistered taint must leave the Machine, or it comes back on the Node.
+/// Other taints stay; a CAPI Machine has no such list and is left alone.
+#[tokio::test]
+async fn the_unregistered_taint_leaves_the_openshift_machine() {
+    let client = testenv::client().await;
+    let ns = testenv::namespace(&client, "os-taint").await;
+    create_os_machineset(&client, &ns, "worker-a", 1, &[]).await;
+    let key = create_os_machine(&client, &ns, "worker-a", "worker-a-0").await;
+    let api: kube::Api<capi_adapter::objects::openshift::Machine> =
+        kube::Api::namespaced(client.clone(), &ns);
+    api.patch(
+        &key.name,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"spec": {"taints": [
+            {"key": karpenter_api::wellknown::UNREGISTERED_TAINT_KEY, "effect": "NoExecute"},
+            {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
+        ]}})),
+    )
+    .await
+    .expect("taint the machine");
+    let cp = provider(&client);
+    assert!(
+        cp.release_machine_taint(MachineApi::OpenShift, &key)
+            .await
+            .expect("release")
+    );
+    let taints: Vec<String> = os_machine(&client, &key)
+        .await
+        .spec
+        .taints
+        .iter()
+        .map(|t| t.key.clone())
+        .collect();
+    assert_eq!(taints, vec!["dedicated".to_string()]);
+    // Nothing left to remove; a CAPI Machine is never touched.
+    assert!(
+        !cp.release_machine_taint(MachineApi::OpenShift, &key)
+            .await
+            .expect("release again")
+    );
+    assert!(
+        !cp.release_machine_taint(MachineApi::Capi, &key)
+            .await
+            .expect("capi")
+    );
+}

@@ -29,24 +29,47 @@ async fn pending_pod_to_node_and_back_to_zero() {
 /// refuses whatever the chart does not grant, so a missing permission fails this test.
 #[tokio::test]
 async fn the_same_cycle_under_the_charts_service_account() {
+    under_the_charts_service_account("ctl-rbac", false).await;
+}
+
+/// The same with `management.namespaces` set: the management identity gets Roles in those
+/// namespaces only (as on OpenShift and HyperShift), and the controller lists scalable
+/// resources there (`--cluster-api-namespace`), never cluster-wide.
+#[tokio::test]
+async fn the_same_cycle_under_namespaced_management_roles() {
+    under_the_charts_service_account("ctl-nsrbac", true).await;
+}
+
+async fn under_the_charts_service_account(prefix: &str, namespaced: bool) {
     let client = testenv::client().await;
-    let ns = testenv::namespace(&client, "ctl-rbac").await;
+    let ns = testenv::namespace(&client, prefix).await;
     // Cluster-scoped RBAC objects are named after the release: one per run.
     let release = format!("kc{}", &ns[ns.len() - 10..]);
+    let mut set = vec![format!(
+        "management.infrastructureGroups={{infrastructure.cluster.x-k8s.io,{}}}",
+        controller_support::TEMPLATE_GROUP
+    )];
+    if namespaced {
+        set.push(format!("management.namespaces={{{ns}}}"));
+    }
     let yaml =
         karpenter_capi_admin::install::render(&karpenter_capi_admin::install::InstallOptions {
             release: release.clone(),
             namespace: ns.clone(),
             helm: Some(testenv::cache_dir().join("bin").join("helm")),
             // The test's infrastructure templates live in their own group.
-            set: vec![format!(
-                "management.infrastructureGroups={{infrastructure.cluster.x-k8s.io,{}}}",
-                controller_support::TEMPLATE_GROUP
-            )],
+            set,
             ..Default::default()
         })
         .expect("render the chart (helm is built by cargo xtask test)");
     let objects = karpenter_capi_admin::install::documents(&yaml).expect("chart documents");
+    // The Deployment passes the namespaces on to the controller.
+    if namespaced {
+        assert!(
+            yaml.contains(&format!("--cluster-api-namespace={ns}")),
+            "{yaml}"
+        );
+    }
     // CRDs are installed already; the Deployment would need a kubelet: the identity is what
     // is under test.
     let rbac: Vec<_> = objects
@@ -63,19 +86,21 @@ async fn the_same_cycle_under_the_charts_service_account() {
     karpenter_capi_admin::install::apply(&client, &rbac, &ns, false)
         .await
         .expect("apply the chart's RBAC");
-    let role: k8s_openapi::api::rbac::v1::ClusterRole = Api::all(client.clone())
-        .get(&format!("{release}-karpenter-capi-management"))
-        .await
-        .expect("management ClusterRole");
-    assert!(
-        role.rules.iter().flatten().any(|r| r
-            .api_groups
-            .iter()
-            .flatten()
-            .any(|g| g == controller_support::TEMPLATE_GROUP)),
-        "{:?}",
-        role.rules
-    );
+    if !namespaced {
+        let role: k8s_openapi::api::rbac::v1::ClusterRole = Api::all(client.clone())
+            .get(&format!("{release}-karpenter-capi-management"))
+            .await
+            .expect("management ClusterRole");
+        assert!(
+            role.rules.iter().flatten().any(|r| r
+                .api_groups
+                .iter()
+                .flatten()
+                .any(|g| g == controller_support::TEMPLATE_GROUP)),
+            "{:?}",
+            role.rules
+        );
+    }
     let sa = format!("system:serviceaccount:{ns}:{release}-karpenter-capi");
     let kubeconfig =
         kube::config::Kubeconfig::read_from(testenv::kubeconfig_path()).expect("kubeconfig");
@@ -87,6 +112,16 @@ async fn the_same_cycle_under_the_charts_service_account() {
     let mut opts = options(&ns);
     opts.leader_elect = true;
     opts.leader_election_namespace = ns.clone();
+    if namespaced {
+        opts.cloud.namespaces = Some(vec![ns.clone()]);
+        // Without the namespaces the same identity cannot list at all: proof that the Roles
+        // are namespaced and the test would catch a cluster-wide list.
+        let all: Api<capi_adapter::objects::capi::MachineDeployment> = Api::all_with(
+            controller.clone(),
+            &capi_adapter::objects::capi::CapiVersion::V1Beta2,
+        );
+        assert!(all.list(&Default::default()).await.is_err());
+    }
     full_cycle(&client, &controller, &ns, opts).await;
 }
 
@@ -263,4 +298,71 @@ async fn full_cycle(
         assert!(out.same, "{}: {}", r.display(), out.summary);
     }
     let _ = std::fs::remove_dir_all(&replay_dir);
+}
+
+/// A Machine the MachineDeployment made on its own (a rollout, a remediation, min size) joins
+/// with the bootstrap template's unregistered taint and no NodeClaim: after the grace the
+/// controller removes the taint (with an event), so the node takes pods. A tainted node whose
+/// Machine belongs to no resource of ours keeps its taint.
+#[tokio::test]
+async fn a_node_capi_made_on_its_own_is_released_from_the_unregistered_taint() {
+    let client = testenv::client().await;
+    let ns = testenv::namespace(&client, "ctl-unclaimed").await;
+    let scope = ns.clone();
+    adapter_support::create_md(&client, &ns, "workers", 1, &md_annotations("2")).await;
+    scope_md(&client, &ns, "workers", &scope).await;
+    adapter_support::create_md(&client, &ns, "foreign", 1, &md_annotations("2")).await;
+    nodeclass_and_pool(
+        &client,
+        &scope,
+        serde_json::json!({"consolidateAfter": "Never"}),
+    )
+    .await;
+    adapter_support::create_capi_machine(&client, &ns, "workers", "workers-own", "workers-set")
+        .await;
+    adapter_support::create_capi_machine(&client, &ns, "foreign", "foreign-own", "foreign-set")
+        .await;
+    let (ours, _) = provision(&client, &ns, "workers-own", "2").await;
+    let (foreign, _) = provision(&client, &ns, "foreign-own", "2").await;
+    let mut opts = options(&ns);
+    opts.unclaimed_node_grace = Duration::from_secs(1);
+    let running = start(&client, opts).await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let unregistered = |n: &Node| {
+        n.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|ts| {
+                ts.iter()
+                    .any(|t| t.key == wellknown::UNREGISTERED_TAINT_KEY)
+            })
+    };
+    eventually(T, "the taint removed from the member's node", || async {
+        let n = nodes.get(&ours).await.ok()?;
+        (!unregistered(&n)).then_some(())
+    })
+    .await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::all(client.clone());
+    eventually(
+        T,
+        "an UnregisteredTaintRemoved event on the node",
+        || async {
+            let list = events
+                .list(&kube::api::ListParams::default().fields(&format!(
+                    "involvedObject.name={ours},reason=UnregisteredTaintRemoved"
+                )))
+                .await
+                .ok()?;
+            (!list.items.is_empty()).then_some(())
+        },
+    )
+    .await;
+    // The controller has had many passes; the node of the unselected resource is untouched.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert!(unregistered(
+        &nodes.get(&foreign).await.expect("foreign node")
+    ));
+    // No NodeClaim was made for either: the nodes are not the autoscaler's.
+    assert!(claims(&client, &scope).await.is_empty());
+    running.stop();
 }

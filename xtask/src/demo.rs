@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kcapi_fake_infra::fixtures::{ClusterFixture, MachineDeploymentSpec, Shape};
@@ -46,7 +46,12 @@ const PHASES: [(i32, u64); 6] = [(10, 45), (40, 60), (20, 60), (4, 60), (28, 45)
 pub async fn run(duration: Option<u64>) -> Result<ExitCode> {
     let root = crate::repo_root();
     eprintln!("demo: building karpenter-capi-controller ...");
-    let controller = build_controller(&root).await?;
+    let controller = crate::cargobin::build(
+        &root,
+        "karpenter-capi-controller-bin",
+        "karpenter-capi-controller",
+    )
+    .await?;
 
     let env_dir = crate::e2e::shared_dir();
     let started_env = !crate::e2e::is_running(&env_dir);
@@ -74,27 +79,6 @@ pub async fn run(duration: Option<u64>) -> Result<ExitCode> {
         eprintln!("demo: the e2e environment was already running; left running");
     }
     result.map(|()| ExitCode::SUCCESS)
-}
-
-async fn build_controller(root: &Path) -> Result<PathBuf> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let status = tokio::process::Command::new(cargo)
-        .current_dir(root)
-        .args(["build", "-p", "karpenter-capi-controller-bin"])
-        .status()
-        .await
-        .context("cargo build -p karpenter-capi-controller-bin")?;
-    if !status.success() {
-        bail!("building karpenter-capi-controller failed");
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let bin = target.join("debug").join("karpenter-capi-controller");
-    if !bin.is_file() {
-        bail!("no controller binary at {}", bin.display());
-    }
-    Ok(bin)
 }
 
 /// What the demo created, to remove it again.

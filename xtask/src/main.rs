@@ -13,6 +13,7 @@
 //! - `demo [--for <seconds>]`: the end-to-end environment, a sample cluster, the controller
 //!   and a workload that grows and shrinks, shown live; see [`demo`].
 
+mod cargobin;
 mod controlplane;
 mod crdgen;
 mod demo;
@@ -72,6 +73,10 @@ enum Command {
         /// Always start a private control plane, even if the shared one is running.
         #[arg(long)]
         fresh: bool,
+        /// Then run the end-to-end scenarios and the guides (`cargo xtask e2e`), even when
+        /// the workspace tests failed; the exit code is a failure if either did.
+        #[arg(long)]
+        e2e: bool,
         /// Arguments passed to `cargo test --workspace` (after `--`).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -193,7 +198,18 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Demo { duration } => return demo::run(duration).await,
         Command::Crdgen { check } => return crdgen::run(check),
         Command::Helm => println!("{}", helm::ensure()?.display()),
-        Command::Test { fresh, args } => return testrun::run(fresh, args).await,
+        Command::Test { fresh, e2e, args } => {
+            let tests = testrun::run(fresh, args).await?;
+            if !e2e {
+                return Ok(tests);
+            }
+            let scenarios = e2e::run::run(Vec::new()).await?;
+            return Ok(if tests == ExitCode::SUCCESS {
+                scenarios
+            } else {
+                tests
+            });
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -84,6 +84,20 @@ struct Cli {
     /// Delete a NodeClaim whose Node has not registered by then.
     #[arg(long, default_value = "15m", value_parser = duration)]
     registration_timeout: Duration,
+    /// Remove `karpenter.sh/unregistered` from a Node of a managed resource that no NodeClaim
+    /// has claimed this long after it joined (Machines CAPI made itself: rollouts,
+    /// MachineHealthCheck remediation, min size).
+    #[arg(long, default_value = "2m", value_parser = duration)]
+    unclaimed_node_grace: Duration,
+    /// Management-cluster namespace holding scalable resources (repeatable; default: all).
+    /// Needed when the management identity has Roles in some namespaces only (OpenShift's
+    /// openshift-machine-api, a HyperShift control-plane namespace).
+    #[arg(
+        long = "cluster-api-namespace",
+        env = "CLUSTER_API_NAMESPACES",
+        value_delimiter = ','
+    )]
+    cluster_api_namespaces: Vec<String>,
     /// How often disruption decides.
     #[arg(long, default_value = "10s", value_parser = duration)]
     disruption_interval: Duration,
@@ -214,6 +228,7 @@ async fn main() -> Result<()> {
         batch_idle: cli.batch_idle_duration,
         batch_max: cli.batch_max_duration,
         registration_timeout: cli.registration_timeout,
+        unclaimed_node_grace: cli.unclaimed_node_grace,
         disruption_interval: cli.disruption_interval,
         validation_delay: cli.validation_delay,
         disruption: !cli.disable_disruption,
@@ -224,6 +239,9 @@ async fn main() -> Result<()> {
         nodepool_selector: cli.nodepool_selector.clone(),
         ..Options::default()
     };
+    if !cli.cluster_api_namespaces.is_empty() {
+        options.cloud.namespaces = Some(cli.cluster_api_namespaces.clone());
+    }
     options.cloud.capi_version = if cli.cluster_api_version == "v1beta1" {
         CapiVersion::V1Beta1
     } else {

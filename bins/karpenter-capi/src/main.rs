@@ -9,13 +9,17 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
 use karpenter_capi_admin::cas::{self, DisableOptions};
 use karpenter_capi_admin::catalog::PriceCatalog;
 use karpenter_capi_admin::install::{self, InstallOptions};
 use karpenter_capi_admin::output::{self, Style};
+use karpenter_capi_admin::progress::{Progress, Step};
 use karpenter_capi_admin::selection::Selection;
 use karpenter_capi_admin::setup::{self, SetupOptions};
-use karpenter_capi_admin::{Clusters, ConnectOptions, Error, discover, ui};
+use karpenter_capi_admin::{
+    Clusters, ConnectOptions, Error, discover, explain, scenario, status, ui,
+};
 use serde::Serialize;
 
 const EXIT_CODES: &str = "Exit codes: 0 ok; 1 API or other failure; 2 bad input; 3 refused (ambiguous state, use --force); 4 no CAS hand-off record; 5 declined at the prompt; 6 `cas status` found a resource both CAS and we would scale.";
@@ -116,6 +120,21 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+    /// NodePools, NodeClaims, nodes and their cost, pending pods and why, our last
+    /// decisions (events) and the next decision's gap to the lower bound.
+    Status,
+    /// Why a pod is pending and what the autoscaler would launch for it.
+    Explain {
+        /// `namespace/name` (`name` alone: namespace `default`).
+        pod: String,
+    },
+    /// Write the cluster's state as a simulator scenario (`karpenter-capi-sim run
+    /// <dir>/scenario.yaml`).
+    Snapshot {
+        /// Directory for `scenario.yaml` and `cluster.yaml` (created if missing).
+        #[arg(long, default_value = "karpenter-capi-snapshot")]
+        out: PathBuf,
+    },
     /// Serve the web UI.
     Ui {
         #[arg(long, default_value = "127.0.0.1:8090")]
@@ -148,6 +167,34 @@ fn print<T: Serialize>(format: Format, value: &T, table: impl FnOnce() -> String
     };
     print!("{text}");
     Ok(())
+}
+
+/// A progress bar on stderr when it is a terminal; otherwise reports nowhere (scripts and
+/// logs get the final lines only).
+fn progress_bar() -> (Progress, Option<ProgressBar>) {
+    if !std::io::stderr().is_terminal() {
+        return (Progress::none(), None);
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    let b = bar.clone();
+    let p = Progress::new(move |s: &Step| {
+        b.set_length(s.total as u64);
+        b.set_position(s.done as u64);
+        b.set_message(s.message.clone());
+    });
+    (p, Some(bar))
+}
+
+fn finish(bar: Option<ProgressBar>) {
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
 }
 
 fn confirm(question: &str) -> bool {
@@ -230,7 +277,10 @@ async fn run(cli: Cli) -> Result<u8, Error> {
                 eprintln!("Nothing applied.");
                 return Ok(5);
             }
-            for d in setup::apply(&clusters, &plan).await? {
+            let (progress, bar) = progress_bar();
+            let applied = setup::apply_with(&clusters, &plan, &progress).await;
+            finish(bar);
+            for d in applied? {
                 println!("{d}");
             }
             Ok(0)
@@ -244,20 +294,27 @@ async fn run(cli: Cli) -> Result<u8, Error> {
                     Ok(if s.overlaps().next().is_some() { 6 } else { 0 })
                 }
                 CasCommand::Disable { force } => {
+                    let (progress, bar) = progress_bar();
                     let r = cas::disable(
                         &clusters,
                         &cli.namespace,
                         &DisableOptions {
                             force,
-                            stop_after: None,
+                            progress,
+                            ..DisableOptions::default()
                         },
                     )
-                    .await?;
+                    .await;
+                    finish(bar);
+                    let r = r?;
                     print(cli.output, &r, || report_text(&r, style)).map_err(fmt_err)?;
                     Ok(0)
                 }
                 CasCommand::Enable => {
-                    let r = cas::enable(&clusters, &cli.namespace).await?;
+                    let (progress, bar) = progress_bar();
+                    let r = cas::enable_with(&clusters, &cli.namespace, &progress).await;
+                    finish(bar);
+                    let r = r?;
                     print(cli.output, &r, || report_text(&r, style)).map_err(fmt_err)?;
                     Ok(0)
                 }
@@ -284,9 +341,58 @@ async fn run(cli: Cli) -> Result<u8, Error> {
                 eprint!("{}", install::OPENSHIFT_NOTES);
             }
             let clusters = Clusters::connect(&connect).await?;
-            for line in install::install(&clusters, &opts, render, dry_run).await? {
+            let (progress, bar) = progress_bar();
+            let lines = install::install_with(&clusters, &opts, render, dry_run, &progress).await;
+            finish(bar);
+            for line in lines? {
                 println!("{line}");
             }
+            Ok(0)
+        }
+        Command::Status => {
+            let clusters = Clusters::connect(&connect).await?;
+            let s = status::status(&clusters).await?;
+            print(cli.output, &s, || output::status_text(&s, style)).map_err(fmt_err)?;
+            Ok(0)
+        }
+        Command::Explain { pod } => {
+            let clusters = Clusters::connect(&connect).await?;
+            let e = explain::explain(&clusters, &pod).await?;
+            print(cli.output, &e, || output::explain_text(&e, style)).map_err(fmt_err)?;
+            Ok(0)
+        }
+        Command::Snapshot { out } => {
+            let clusters = Clusters::connect(&connect).await?;
+            let files = scenario::snapshot(&clusters, "cluster.yaml").await?;
+            std::fs::create_dir_all(&out)?;
+            let scenario_path = out.join("scenario.yaml");
+            std::fs::write(&scenario_path, &files.scenario)?;
+            std::fs::write(out.join(&files.cluster_file), &files.cluster)?;
+            for n in &files.notes {
+                eprintln!("{}", style.yellow(&format!("note: {n}")));
+            }
+            #[derive(Serialize)]
+            struct Written<'a> {
+                scenario: String,
+                pods: usize,
+                nodes: usize,
+                instance_types: usize,
+                notes: &'a [String],
+            }
+            let w = Written {
+                scenario: scenario_path.display().to_string(),
+                pods: files.pods,
+                nodes: files.nodes,
+                instance_types: files.instance_types,
+                notes: &files.notes,
+            };
+            print(cli.output, &w, || {
+                format!(
+                    "wrote {} ({} pods, {} nodes, {} instance types)\nreplay: karpenter-capi-sim run {}\n",
+                    w.scenario, w.pods, w.nodes, w.instance_types, w.scenario
+                )
+            })
+            .map_err(fmt_err)?;
             Ok(0)
         }
         Command::Ui { listen } => {

@@ -40,6 +40,10 @@ rules:
   - apiGroups: [cluster.x-k8s.io, machine.openshift.io]
     resources: [machinedeployments/scale, machinesets/scale]
     verbs: [get, update, patch]
+  # Events on a scalable resource whose annotations are malformed (InvalidScalableResource).
+  - apiGroups: ["", events.k8s.io]
+    resources: [events]
+    verbs: [create, patch]
   {{- if .Values.management.readInfrastructureTemplates }}
   # Infrastructure machine templates: status.capacity for scale from zero (read only).
   - apiGroups:

@@ -13,6 +13,7 @@ use kube::discovery::{Discovery, Scope};
 use kube::{Api, Client};
 
 use crate::Error;
+use crate::progress::Progress;
 
 macro_rules! chart_files {
     ($($path:literal),* $(,)?) => {
@@ -134,6 +135,17 @@ pub async fn apply(
     namespace: &str,
     dry_run: bool,
 ) -> Result<Vec<String>, Error> {
+    apply_with(client, objects, namespace, dry_run, &Progress::none()).await
+}
+
+/// [`apply`], reporting each object.
+pub async fn apply_with(
+    client: &Client,
+    objects: &[DynamicObject],
+    namespace: &str,
+    dry_run: bool,
+    progress: &Progress,
+) -> Result<Vec<String>, Error> {
     let mut ordered: Vec<&DynamicObject> = objects.iter().collect();
     ordered.sort_by_key(|o| {
         let kind = o.types.as_ref().map(|t| t.kind.as_str()).unwrap_or("");
@@ -145,11 +157,21 @@ pub async fn apply(
     });
     let mut done = Vec::new();
     let mut discovery = Discovery::new(client.clone()).run().await?;
-    for obj in ordered {
+    let total = ordered.len();
+    for (i, obj) in ordered.into_iter().enumerate() {
         let types = obj
             .types
             .as_ref()
             .ok_or_else(|| Error::Invalid("rendered object without apiVersion/kind".into()))?;
+        progress.step(
+            i,
+            total,
+            format!(
+                "applying {} {}",
+                types.kind,
+                obj.metadata.name.as_deref().unwrap_or("?")
+            ),
+        );
         let (group, version) = match types.api_version.split_once('/') {
             Some((g, v)) => (g.to_string(), v.to_string()),
             None => (String::new(), types.api_version.clone()),
@@ -229,6 +251,17 @@ pub async fn install(
     render_only: bool,
     dry_run: bool,
 ) -> Result<Vec<String>, Error> {
+    install_with(clusters, opts, render_only, dry_run, &Progress::none()).await
+}
+
+/// [`install`], reporting each applied object.
+pub async fn install_with(
+    clusters: &crate::Clusters,
+    opts: &InstallOptions,
+    render_only: bool,
+    dry_run: bool,
+    progress: &Progress,
+) -> Result<Vec<String>, Error> {
     let mut out = Vec::new();
     for (target, o) in plan_renders(clusters.same, opts)? {
         let yaml = render(&o)?;
@@ -244,7 +277,7 @@ pub async fn install(
             ClusterTarget::Workload => &clusters.workload,
             ClusterTarget::Management => &clusters.management,
         };
-        for d in apply(client, &documents(&yaml)?, &o.namespace, dry_run).await? {
+        for d in apply_with(client, &documents(&yaml)?, &o.namespace, dry_run, progress).await? {
             out.push(format!(
                 "{name} cluster: applied{} {d}",
                 if dry_run { " (dry run)" } else { "" }

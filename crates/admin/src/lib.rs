@@ -10,6 +10,10 @@
 //! - [`setup`]: fills capacity, price and membership on selected resources, creates the
 //!   NodeClass and a default NodePool; a plan with a diff first, applied on request.
 //! - [`install`]: renders the Helm chart (with the `helm` binary) and applies it.
+//! - [`live`]: one read of the cluster -> the core's snapshot, as the controller builds it.
+//! - [`scenario`]: `snapshot`, the cluster as a simulator scenario.
+//! - [`explain`]: why a pod is pending and what would be launched for it.
+//! - [`status`]: NodePools, NodeClaims, nodes and cost, pending pods, our last events, the gap.
 //! - [`ui`]: the web UI (axum, server-rendered HTML).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
@@ -19,11 +23,16 @@ pub mod catalog;
 pub mod connect;
 pub mod discover;
 pub mod error;
+pub mod explain;
 pub mod install;
+pub mod live;
 pub mod output;
+pub mod progress;
+pub mod scenario;
 pub mod selection;
 pub mod setup;
 pub mod sources;
+pub mod status;
 pub mod templates;
 pub mod ui;
 

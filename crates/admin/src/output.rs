@@ -253,3 +253,230 @@ pub fn cas_table(s: &CasStatus, style: Style) -> String {
     }
     out
 }
+
+fn map_text(m: &std::collections::BTreeMap<String, String>) -> String {
+    if m.is_empty() {
+        return "-".into();
+    }
+    m.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `karpenter-capi status` as text.
+pub fn status_text(s: &crate::status::Status, style: Style) -> String {
+    let opt = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
+    let mut out = style.bold("NodePools") + "\n";
+    out.push_str(&table(
+        &[
+            "NAME",
+            "NODECLASS",
+            "WEIGHT",
+            "NODES",
+            "LIMITS",
+            "USAGE",
+            "READY",
+        ],
+        &s.nodepools
+            .iter()
+            .map(|p| {
+                vec![
+                    p.name.clone(),
+                    p.nodeclass.clone(),
+                    p.weight.to_string(),
+                    p.nodes.to_string(),
+                    map_text(&p.limits),
+                    map_text(&p.usage),
+                    if p.ready {
+                        style.green("yes")
+                    } else {
+                        style.yellow("no")
+                    },
+                ]
+            })
+            .collect::<Vec<_>>(),
+    ));
+    out.push_str(&format!("\n{}\n", style.bold("NodeClaims")));
+    out.push_str(&table(
+        &[
+            "NAME", "NODEPOOL", "PHASE", "NODE", "TYPE", "ZONE", "CAPACITY", "$/H",
+        ],
+        &s.nodeclaims
+            .iter()
+            .map(|c| {
+                vec![
+                    c.name.clone(),
+                    c.nodepool.clone(),
+                    c.phase.clone(),
+                    opt(&c.node),
+                    opt(&c.instance_type),
+                    opt(&c.zone),
+                    opt(&c.capacity_type),
+                    format!("{:.4}", c.price_per_hour),
+                ]
+            })
+            .collect::<Vec<_>>(),
+    ));
+    out.push_str(&format!(
+        "\n{} (total ${:.4}/h)\n",
+        style.bold("Nodes"),
+        s.cost_per_hour
+    ));
+    out.push_str(&table(
+        &["NAME", "NODEPOOL", "TYPE", "ZONE", "READY", "PODS", "$/H"],
+        &s.nodes
+            .iter()
+            .map(|n| {
+                vec![
+                    n.name.clone(),
+                    opt(&n.nodepool),
+                    opt(&n.instance_type),
+                    opt(&n.zone),
+                    if n.ready {
+                        "yes".into()
+                    } else {
+                        style.yellow("no")
+                    },
+                    n.pods.to_string(),
+                    format!("{:.4}", n.price_per_hour),
+                ]
+            })
+            .collect::<Vec<_>>(),
+    ));
+    out.push_str(&format!("\n{}\n", style.bold("Pending pods")));
+    out.push_str(&table(
+        &["POD", "WHAT THE AUTOSCALER WOULD DO"],
+        &s.pending
+            .iter()
+            .map(|p| {
+                vec![
+                    p.pod.clone(),
+                    if p.schedulable {
+                        p.outcome.clone()
+                    } else {
+                        style.red(&p.outcome)
+                    },
+                ]
+            })
+            .collect::<Vec<_>>(),
+    ));
+    let g = &s.gap;
+    out.push_str(&format!(
+        "\nNext decision: {} pending -> {} new nodes, ${:.4}/h; lower bound {}; gap {}\n",
+        g.pending,
+        g.new_nodes,
+        g.cost_per_hour,
+        g.lower_bound_per_hour
+            .map_or("unknown".into(), |b| format!("${b:.4}/h")),
+        g.gap_percent
+            .map_or("unknown".into(), |p| format!("{p:.1}%")),
+    ));
+    out.push_str(&format!(
+        "\n{}\n",
+        style.bold("Last decisions (our events)")
+    ));
+    out.push_str(&table(
+        &["TIME", "OBJECT", "REASON", "NOTE"],
+        &s.events
+            .iter()
+            .map(|e| {
+                vec![
+                    e.time.clone(),
+                    e.object.clone(),
+                    if e.warning {
+                        style.yellow(&e.reason)
+                    } else {
+                        e.reason.clone()
+                    },
+                    e.note.clone(),
+                ]
+            })
+            .collect::<Vec<_>>(),
+    ));
+    for n in &s.notes {
+        out.push_str(&style.yellow(&format!("note: {n}\n")));
+    }
+    out
+}
+
+/// `karpenter-capi explain` as text.
+pub fn explain_text(e: &crate::explain::Explanation, style: Style) -> String {
+    use crate::explain::Decision;
+    let mut out = format!(
+        "{} {} (phase {})\nrequests: {}\n",
+        style.bold("Pod"),
+        e.pod,
+        if e.phase.is_empty() { "?" } else { &e.phase },
+        map_text(&e.requests)
+    );
+    if let Some(m) = &e.scheduler_message {
+        out.push_str(&format!("kube-scheduler: {m}\n"));
+    }
+    out.push_str(&format!("\n{}\n", style.bold("Existing nodes")));
+    if e.nodes.is_empty() {
+        out.push_str("(none)\n");
+    }
+    for n in &e.nodes {
+        if n.fits {
+            out.push_str(&format!("{}  {}\n", n.node, style.green("fits")));
+        } else {
+            out.push_str(&format!(
+                "{}  {}\n",
+                n.node,
+                style.red(&n.reasons.join("; "))
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "\n{}\n",
+        style.bold("Instance types (the pod alone)")
+    ));
+    if e.shapes.is_empty() {
+        out.push_str("(none: no NodeClass offers any; run `karpenter-capi discover`)\n");
+    }
+    for s in &e.shapes {
+        let price = s.price.map_or("-".into(), |p| format!("${p:.4}/h"));
+        match &s.reason {
+            None => out.push_str(&format!(
+                "{}  {}  {}\n",
+                s.instance_type,
+                style.green("fits"),
+                price
+            )),
+            Some(r) => out.push_str(&format!("{}  {}\n", s.instance_type, style.red(r))),
+        }
+    }
+    out.push_str(&format!("\n{}\n", style.bold("Decision")));
+    out.push_str(&match &e.decision {
+        Decision::Bound { node } => format!("bound to {node}: nothing to do\n"),
+        Decision::Existing { node } => {
+            format!("fits on {node} (existing or in flight): no launch\n")
+        }
+        Decision::Launch {
+            nodepool,
+            instance_type,
+            zone,
+            capacity_type,
+            price,
+            options,
+            with_pods,
+        } => format!(
+            "launch {instance_type} in {zone} ({capacity_type}, ${price:.4}/h) via NodePool {nodepool}, together with {with_pods} other pod(s)\noptions: {}\n",
+            options
+                .iter()
+                .map(|(t, p)| format!("{t} ${p:.4}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Decision::Unschedulable { reason } => style.red(&format!("nothing can be launched for it: {reason}\n")),
+        Decision::NotConsidered { reason } => format!("not considered: {reason}\n"),
+    });
+    if !e.relaxed.is_empty() {
+        out.push_str(&format!("relaxed preferences: {}\n", e.relaxed.join(", ")));
+    }
+    for n in &e.notes {
+        out.push_str(&style.yellow(&format!("note: {n}\n")));
+    }
+    out
+}

@@ -462,8 +462,19 @@ pub async fn plan(clusters: &Clusters, opts: &SetupOptions) -> Result<SetupPlan,
 
 /// Applies a plan; returns what was done.
 pub async fn apply(clusters: &Clusters, plan: &SetupPlan) -> Result<Vec<String>, Error> {
+    apply_with(clusters, plan, &crate::progress::Progress::none()).await
+}
+
+/// [`apply`], reporting each step.
+pub async fn apply_with(
+    clusters: &Clusters,
+    plan: &SetupPlan,
+    progress: &crate::progress::Progress,
+) -> Result<Vec<String>, Error> {
     let mut done = Vec::new();
+    let total = plan.changes.len() + plan.creates.iter().filter(|c| !c.exists).count();
     for c in &plan.changes {
+        progress.step(done.len(), total, format!("updating {}", c.resource));
         let id: capi_adapter::ResourceId = c
             .resource
             .parse()
@@ -483,6 +494,7 @@ pub async fn apply(clusters: &Clusters, plan: &SetupPlan) -> Result<Vec<String>,
         done.push(format!("updated {id}: {}", c.reasons.join("; ")));
     }
     for c in plan.creates.iter().filter(|c| !c.exists) {
+        progress.step(done.len(), total, format!("creating {} {}", c.kind, c.name));
         let created = match c.kind.as_str() {
             "ClusterAPINodeClass" => {
                 let obj: ClusterAPINodeClass = serde_json::from_value(c.object.clone())?;

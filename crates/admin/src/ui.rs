@@ -20,8 +20,10 @@ use axum::routing::{get, post};
 use crate::cas::{self, DisableOptions};
 use crate::catalog::PriceCatalog;
 use crate::discover;
+use crate::explain::{self, Decision};
 use crate::selection::Selection;
 use crate::setup::{self, SetupOptions};
+use crate::status;
 use crate::{Clusters, Error};
 
 /// Server state.
@@ -34,6 +36,80 @@ pub struct UiState {
     pub csrf: String,
     /// Hosts accepted in `Host`/`Origin` (`127.0.0.1:port`, `localhost:port`).
     pub hosts: Vec<String>,
+    /// Nodes and cost over time, sampled while the UI runs (see [`History`]).
+    pub history: std::sync::Mutex<History>,
+}
+
+/// One sample of the cluster's size and cost.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Sample {
+    /// Seconds since the epoch.
+    pub at: i64,
+    pub nodes: usize,
+    pub cost_per_hour: f64,
+    pub pending: usize,
+}
+
+/// A small ring of samples: the UI has no database, so "over time" means since it started
+/// (at most [`History::CAP`] samples, one per [`SAMPLE_EVERY`] plus one per overview load).
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    pub samples: std::collections::VecDeque<Sample>,
+}
+
+/// How often the UI samples the cluster in the background.
+pub const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl History {
+    pub const CAP: usize = 720;
+
+    /// Adds a sample, dropping the oldest beyond the cap.
+    pub fn push(&mut self, s: Sample) {
+        if self.samples.len() == Self::CAP {
+            self.samples.pop_front();
+        }
+        self.samples.push_back(s);
+    }
+
+    /// An inline SVG line of one series (no JavaScript, no external assets).
+    pub fn svg(&self, id: &str, value: impl Fn(&Sample) -> f64, label: &str) -> String {
+        let (w, h) = (480.0, 80.0);
+        let vals: Vec<(i64, f64)> = self.samples.iter().map(|s| (s.at, value(s))).collect();
+        let Some(&(t0, _)) = vals.first() else {
+            return String::new();
+        };
+        let t1 = vals.last().map_or(t0, |v| v.0).max(t0 + 1);
+        let vmax = vals.iter().map(|v| v.1).fold(0.0_f64, f64::max).max(1e-9);
+        let points: Vec<String> = vals
+            .iter()
+            .map(|(t, v)| {
+                let x = (t - t0) as f64 / (t1 - t0) as f64 * w;
+                let y = h - v / vmax * (h - 4.0) - 2.0;
+                format!("{x:.1},{y:.1}")
+            })
+            .collect();
+        format!(
+            "<figure><svg id={id} width={w} height={h} viewBox=\"0 0 {w} {h}\" style=\"border:1px solid #ccc\"><polyline fill=none stroke=#2a6 stroke-width=2 points=\"{}\"/></svg><figcaption>{} (max {vmax:.4}, {} samples since the UI started)</figcaption></figure>",
+            points.join(" "),
+            escape(label),
+            vals.len()
+        )
+    }
+}
+
+fn sample_of(s: &status::Status) -> Sample {
+    Sample {
+        at: karpenter_capi_controller::cloudprovider::CloudProvider::now(),
+        nodes: s.nodes.len(),
+        cost_per_hour: s.cost_per_hour,
+        pending: s.pending.len(),
+    }
+}
+
+fn record(st: &UiState, s: &status::Status) {
+    if let Ok(mut h) = st.history.lock() {
+        h.push(sample_of(s));
+    }
 }
 
 /// 32 random bytes, hex.
@@ -107,7 +183,7 @@ fn page(title: &str, body: &str) -> Html<String> {
 td,th{{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}}th{{background:#eee}}\
 .bad{{color:#b00}}.ok{{color:#070}}.warn{{color:#a60}}pre{{background:#f6f6f6;padding:.5em;overflow:auto}}\
 nav a{{margin-right:1em}}</style></head><body><nav><a href=/>Overview</a><a href=/setup>Setup</a>\
-<a href=/cas>CAS hand-off</a></nav><h1>{t}</h1>{body}</body></html>",
+<a href=/cas>CAS hand-off</a><a href=/events>Decisions and events</a></nav><h1>{t}</h1>{body}</body></html>",
         t = escape(title)
     ))
 }
@@ -214,7 +290,214 @@ async fn overview(State(st): State<Arc<UiState>>, headers: HeaderMap) -> Respons
         );
     }
     b.push_str("</table>");
+    match status::status(&st.clusters).await {
+        Ok(s) => {
+            record(&st, &s);
+            b.push_str(&nodes_html(&st, &s));
+            b.push_str(&pending_html(&s));
+        }
+        Err(e) => {
+            let _ = write!(
+                b,
+                "<p class=bad>Nodes and pending pods unavailable: {}</p>",
+                escape(&e.to_string())
+            );
+        }
+    }
     page("Overview", &b).into_response()
+}
+
+fn nodepools_html(s: &status::Status) -> String {
+    let mut b = String::from(
+        "<h2>NodePools</h2><table id=nodepools><tr><th>Name</th><th>NodeClass</th><th>Nodes</th><th>Limits</th><th>Usage</th><th>Ready</th></tr>",
+    );
+    let kv = |m: &std::collections::BTreeMap<String, String>| {
+        m.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for p in &s.nodepools {
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&p.name),
+            escape(&p.nodeclass),
+            p.nodes,
+            escape(&kv(&p.limits)),
+            escape(&kv(&p.usage)),
+            if p.ready {
+                "<span class=ok>yes</span>"
+            } else {
+                "<span class=warn>no</span>"
+            }
+        );
+    }
+    b.push_str("</table>");
+    b
+}
+
+fn nodes_html(st: &UiState, s: &status::Status) -> String {
+    let mut b = nodepools_html(s);
+    let _ = write!(
+        b,
+        "<h2>Nodes</h2><p>{} nodes, <b id=cost>${:.4}/h</b></p>",
+        s.nodes.len(),
+        s.cost_per_hour
+    );
+    if let Ok(h) = st.history.lock() {
+        b.push_str(&h.svg("nodes-history", |x| x.nodes as f64, "nodes over time"));
+        b.push_str(&h.svg(
+            "cost-history",
+            |x| x.cost_per_hour,
+            "cost per hour over time",
+        ));
+    }
+    b.push_str("<table id=nodes><tr><th>Node</th><th>NodePool</th><th>Type</th><th>Zone</th><th>Ready</th><th>Pods</th><th>$/h</th></tr>");
+    let o = |x: &Option<String>| escape(x.as_deref().unwrap_or("-"));
+    for n in &s.nodes {
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.4}</td></tr>",
+            escape(&n.name),
+            o(&n.nodepool),
+            o(&n.instance_type),
+            o(&n.zone),
+            if n.ready {
+                "yes"
+            } else {
+                "<span class=warn>no</span>"
+            },
+            n.pods,
+            n.price_per_hour
+        );
+    }
+    b.push_str("</table>");
+    b
+}
+
+fn pending_html(s: &status::Status) -> String {
+    let mut b = String::from("<h2>Pending pods</h2>");
+    if s.pending.is_empty() {
+        b.push_str("<p class=ok>None.</p>");
+        return b;
+    }
+    b.push_str("<table id=pending><tr><th>Pod</th><th>What the autoscaler would do</th></tr>");
+    for p in &s.pending {
+        let _ = write!(
+            b,
+            "<tr><td><a href=\"/explain?pod={}\">{}</a></td><td{}>{}</td></tr>",
+            escape(&urlencode(&p.pod)),
+            escape(&p.pod),
+            if p.schedulable { "" } else { " class=bad" },
+            escape(&p.outcome)
+        );
+    }
+    b.push_str("</table>");
+    let g = &s.gap;
+    let _ = write!(
+        b,
+        "<p id=gap>Next decision: {} new nodes, ${:.4}/h; lower bound {}; gap {}.</p>",
+        g.new_nodes,
+        g.cost_per_hour,
+        g.lower_bound_per_hour
+            .map_or("unknown".into(), |x| format!("${x:.4}/h")),
+        g.gap_percent
+            .map_or("unknown".into(), |x| format!("{x:.1}%"))
+    );
+    b
+}
+
+async fn events_page(State(st): State<Arc<UiState>>, headers: HeaderMap) -> Response {
+    if !authed(&st, &headers) {
+        return unauthorized();
+    }
+    let s = match status::status(&st.clusters).await {
+        Ok(s) => s,
+        Err(e) => return error_page(&e),
+    };
+    record(&st, &s);
+    let mut b = String::from(
+        "<h2>NodeClaims</h2><table id=nodeclaims><tr><th>Name</th><th>NodePool</th><th>Phase</th><th>Node</th><th>Type</th><th>Zone</th><th>$/h</th></tr>",
+    );
+    let o = |x: &Option<String>| escape(x.as_deref().unwrap_or("-"));
+    for c in &s.nodeclaims {
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.4}</td></tr>",
+            escape(&c.name),
+            escape(&c.nodepool),
+            escape(&c.phase),
+            o(&c.node),
+            o(&c.instance_type),
+            o(&c.zone),
+            c.price_per_hour
+        );
+    }
+    b.push_str("</table><h2>Last decisions (events from karpenter-capi)</h2>");
+    if s.events.is_empty() {
+        b.push_str("<p>No events from the controller (it has not acted, or events expired).</p>");
+    } else {
+        b.push_str(
+            "<table id=events><tr><th>Time</th><th>Object</th><th>Reason</th><th>Note</th></tr>",
+        );
+        for e in &s.events {
+            let _ = write!(
+                b,
+                "<tr><td>{}</td><td>{}</td><td{}>{}</td><td>{}</td></tr>",
+                escape(&e.time),
+                escape(&e.object),
+                if e.warning { " class=warn" } else { "" },
+                escape(&e.reason),
+                escape(&e.note)
+            );
+        }
+        b.push_str("</table>");
+    }
+    b.push_str(&pending_html(&s));
+    if !s.notes.is_empty() {
+        b.push_str("<h2>Notes</h2><ul>");
+        for n in &s.notes {
+            let _ = write!(b, "<li class=warn>{}</li>", escape(n));
+        }
+        b.push_str("</ul>");
+    }
+    page("Decisions and events", &b).into_response()
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct PodQuery {
+    pod: String,
+}
+
+async fn explain_page(
+    State(st): State<Arc<UiState>>,
+    headers: HeaderMap,
+    Query(q): Query<PodQuery>,
+) -> Response {
+    if !authed(&st, &headers) {
+        return unauthorized();
+    }
+    let e = match explain::explain(&st.clusters, &q.pod).await {
+        Ok(e) => e,
+        Err(e) => return error_page(&e),
+    };
+    let text = crate::output::explain_text(&e, crate::output::Style { color: false });
+    let verdict = match &e.decision {
+        Decision::Launch { instance_type, .. } => format!(
+            "<p class=ok id=verdict>Would launch {}</p>",
+            escape(instance_type)
+        ),
+        Decision::Unschedulable { .. } => {
+            "<p class=bad id=verdict>Nothing can be launched for it</p>".to_string()
+        }
+        _ => String::new(),
+    };
+    page(
+        &format!("Why is {} pending?", e.pod),
+        &format!("{verdict}<pre id=explain>{}</pre>", escape(&text)),
+    )
+    .into_response()
 }
 
 fn urlencode(s: &str) -> String {
@@ -497,6 +780,7 @@ async fn cas_disable(
     let opts = DisableOptions {
         force: field(&form, "force").is_some(),
         stop_after: None,
+        ..DisableOptions::default()
     };
     report_page(
         "CAS disabled",
@@ -528,6 +812,8 @@ pub fn router(state: Arc<UiState>) -> Router {
         .route("/cas", get(cas_page))
         .route("/cas/disable", post(cas_disable))
         .route("/cas/enable", post(cas_enable))
+        .route("/events", get(events_page))
+        .route("/explain", get(explain_page))
         .with_state(state)
 }
 
@@ -549,13 +835,58 @@ pub async fn bind(
         token: random_token()?,
         csrf: random_token()?,
         hosts,
+        history: std::sync::Mutex::new(History::default()),
     });
     let url = format!("http://{local}/login?token={}", state.token);
     Ok((listener, state, url))
 }
 
-/// Serves until the process ends.
+/// Serves until the process ends, sampling nodes and cost every [`SAMPLE_EVERY`].
 pub async fn serve(listener: tokio::net::TcpListener, state: Arc<UiState>) -> Result<(), Error> {
-    axum::serve(listener, router(state)).await?;
+    let sampler = {
+        let st = state.clone();
+        tokio::spawn(async move {
+            loop {
+                match status::status(&st.clusters).await {
+                    Ok(s) => record(&st, &s),
+                    Err(e) => tracing::debug!(error = %e, "UI history sample failed"),
+                }
+                tokio::time::sleep(SAMPLE_EVERY).await;
+            }
+        })
+    };
+    let served = axum::serve(listener, router(state)).await;
+    sampler.abort();
+    served?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(at: i64, nodes: usize, cost: f64) -> Sample {
+        Sample {
+            at,
+            nodes,
+            cost_per_hour: cost,
+            pending: 0,
+        }
+    }
+
+    #[test]
+    fn history_keeps_the_newest_samples_and_draws_them() {
+        let mut h = History::default();
+        assert_eq!(h.svg("x", |s| s.nodes as f64, "nodes"), "");
+        for i in 0..(History::CAP + 5) {
+            h.push(sample(i as i64, i % 3, 0.5));
+        }
+        assert_eq!(h.samples.len(), History::CAP);
+        assert_eq!(h.samples.front().unwrap().at, 5);
+        let svg = h.svg("cost", |s| s.cost_per_hour, "cost");
+        assert!(svg.contains("<svg id=cost"));
+        // A constant series is drawn at the top: every point's y is 2.0.
+        assert!(svg.contains("480.0,2.0"), "{svg}");
+        assert!(svg.contains("720 samples"));
+    }
 }

@@ -244,6 +244,7 @@ async fn refuses_two_autoscalers_unless_forced() {
         &DisableOptions {
             force: true,
             stop_after: None,
+            ..DisableOptions::default()
         },
     )
     .await
@@ -433,6 +434,7 @@ async fn a_kill_at_any_step_of_disable_is_repaired_by_rerun_or_enable() {
             &DisableOptions {
                 force: false,
                 stop_after: Some(stop),
+                ..DisableOptions::default()
             },
         )
         .await

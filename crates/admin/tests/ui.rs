@@ -137,6 +137,35 @@ async fn ui_pages_forms_and_token_protection() {
     let overview = request(&addr, "GET", "/", cookie, None, &[]).await;
     assert_eq!(overview.status, 200);
     assert!(overview.body.contains(&format!("{ns}/md")) && overview.body.contains("unpriced"));
+    // Nodes with cost, the history sampled since start, pending pods (none in this test).
+    assert!(
+        overview.body.contains("id=nodes") && overview.body.contains("id=cost-history"),
+        "{}",
+        overview.body
+    );
+    let events = request(&addr, "GET", "/events", cookie, None, &[]).await;
+    assert_eq!(events.status, 200);
+    assert!(events.body.contains("Last decisions"), "{}", events.body);
+    assert_eq!(
+        request(&addr, "GET", "/events", None, None, &[])
+            .await
+            .status,
+        401
+    );
+    assert_eq!(
+        request(
+            &addr,
+            "GET",
+            &format!("/explain?pod={ns}%2Fnope"),
+            cookie,
+            None,
+            &[]
+        )
+        .await
+        .status,
+        500
+    );
+    assert!(state.history.lock().unwrap().samples.len() >= 2);
     let detail = request(
         &addr,
         "GET",

@@ -1,5 +1,6 @@
 //! Garbage collection: NodeClaims whose Machine vanished while their Node is not Ready
-//! (every `gc_interval`, ~2 min as upstream), and Nodes deleted by hand (every few seconds).
+//! (every `gc_interval`, ~2 min as upstream), Nodes deleted by hand, and unclaimed Nodes still
+//! carrying the unregistered taint ([`crate::unclaimed`]; both every few seconds).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,9 @@ pub async fn run(ctx: Arc<Context>) {
         }
         if let Err(e) = crate::termination::deleted_nodes(&ctx).await {
             tracing::warn!(error = %e, "could not handle deleted nodes");
+        }
+        if let Err(e) = crate::unclaimed::release(&ctx).await {
+            tracing::warn!(error = %e, "could not release unclaimed nodes");
         }
         if last_machines.elapsed() >= ctx.options.gc_interval {
             last_machines = tokio::time::Instant::now();

@@ -36,7 +36,9 @@ pub mod server;
 pub mod snapshot;
 pub mod state;
 pub mod status;
+pub mod tasks;
 pub mod termination;
+pub mod unclaimed;
 
 pub use options::Options;
 pub use runtime::{Clients, Running, start};

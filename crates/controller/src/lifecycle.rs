@@ -55,9 +55,10 @@ fn error_policy(_claim: Arc<NodeClaim>, error: &Error, ctx: Arc<Context>) -> Act
 
 /// Starts the launch of a just-created claim now instead of waiting for the watch.
 pub fn launch_soon(ctx: &Arc<Context>, name: &str) {
+    let tasks = ctx.cloud.tasks().clone();
     let ctx = ctx.clone();
     let name = name.to_string();
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let api: Api<NodeClaim> = Api::all(ctx.workload.clone());
         match api.get_opt(&name).await {
             Ok(Some(claim)) => {
@@ -338,6 +339,10 @@ async fn register(claim: &NodeClaim, ctx: &Context) -> Result<Action> {
 
 /// Labels, taints, finalizer and owner of a newly registered Node.
 async fn sync_node(claim: &NodeClaim, node: &Node, ctx: &Context) -> Result<()> {
+    // First off the Machine, or OpenShift puts the taint back on the Node.
+    if let Some((machine, Some(view))) = ctx.cloud.bound_machine(claim).await? {
+        ctx.cloud.release_machine_taint(view.api, &machine).await?;
+    }
     let mut labels: BTreeMap<String, String> = claim.labels().clone();
     labels.insert(wellknown::REGISTERED_LABEL.into(), "true".into());
     let sync_taints = !node

@@ -29,6 +29,10 @@ pub struct Options {
     pub replacement_timeout: Duration,
     /// How often NodeClaims whose Machine vanished are collected.
     pub gc_interval: Duration,
+    /// A Node of a managed resource that still has `karpenter.sh/unregistered` this long after
+    /// it joined, with no NodeClaim for it, came from CAPI itself (a rollout, a
+    /// MachineHealthCheck remediation, min size): the taint is removed so it can take pods.
+    pub unclaimed_node_grace: Duration,
     /// Disruption on or off (off: provisioning and lifecycle only).
     pub disruption: bool,
     /// Write every provisioning round and disruption decision here as replayable JSON.
@@ -58,6 +62,7 @@ impl Default for Options {
             disruption_interval: Duration::from_secs(10),
             validation_delay: Duration::from_secs(15),
             replacement_timeout: Duration::from_secs(10 * 60),
+            unclaimed_node_grace: Duration::from_secs(120),
             gc_interval: Duration::from_secs(120),
             disruption: true,
             replay_dir: None,

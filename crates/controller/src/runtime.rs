@@ -43,6 +43,8 @@ impl Running {
         for t in self.tasks {
             t.abort();
         }
+        // Reflectors, launch batches, early launches, the HTTP server.
+        self.ctx.cloud.tasks().abort_all();
     }
 }
 
@@ -52,7 +54,12 @@ pub async fn start(
     options: Options,
     serve: &[SocketAddr],
 ) -> Result<Running, crate::error::Error> {
-    let state = ClusterState::start(&clients.workload);
+    let cloud = CloudProvider::new(
+        clients.management.clone(),
+        clients.workload.clone(),
+        options.cloud.clone(),
+    );
+    let state = ClusterState::start(&clients.workload, cloud.tasks());
     let (leader, leader_task) = crate::leader::elect(
         clients.workload.clone(),
         options.leader_elect,
@@ -62,11 +69,6 @@ pub async fn start(
     )
     .await
     .map_err(|e| crate::error::Error::Invalid(format!("leader election: {e}")))?;
-    let cloud = CloudProvider::new(
-        clients.management.clone(),
-        clients.workload.clone(),
-        options.cloud.clone(),
-    );
     let ctx = Context::new(
         clients.workload.clone(),
         cloud,

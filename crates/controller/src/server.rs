@@ -54,8 +54,9 @@ pub fn router(ctx: Arc<Context>) -> Router {
 pub async fn serve(ctx: Arc<Context>, addr: SocketAddr) -> std::io::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
+    let tasks = ctx.cloud.tasks().clone();
     let app = router(ctx);
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "http server stopped");
         }

@@ -25,6 +25,8 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
+use crate::tasks::Tasks;
+
 /// A store and whether its initial list has completed.
 #[derive(Clone)]
 pub struct Reflected<K: Resource + Clone + 'static>
@@ -73,6 +75,7 @@ fn slim<K: Resource>(o: &mut K) {
 
 /// Starts a reflector for `api`; `on_change` runs for every object the watch delivers.
 fn reflect<K>(
+    tasks: &Tasks,
     api: Api<K>,
     config: watcher::Config,
     kind: &'static str,
@@ -89,7 +92,7 @@ where
         .default_backoff()
         .modify(slim::<K>)
         .reflect(writer);
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(ev) = stream.next().await {
             match ev {
@@ -138,12 +141,14 @@ pub struct ClusterState {
 
 impl ClusterState {
     /// Starts every reflector on the workload cluster.
-    pub fn start(client: &Client) -> Self {
+    pub fn start(client: &Client, tasks: &Tasks) -> Self {
+        let tasks = tasks.clone();
         let pending_pods = Arc::new(Notify::new());
         let nodes_changed = Arc::new(Notify::new());
         let cfg = watcher::Config::default;
         let pp = pending_pods.clone();
         let pods = reflect(
+            &tasks,
             Api::<Pod>::all(client.clone()),
             cfg(),
             "Pod",
@@ -154,11 +159,16 @@ impl ClusterState {
             },
         );
         let nc = nodes_changed.clone();
-        let nodes = reflect(Api::<Node>::all(client.clone()), cfg(), "Node", move |_| {
-            nc.notify_waiters()
-        });
+        let nodes = reflect(
+            &tasks,
+            Api::<Node>::all(client.clone()),
+            cfg(),
+            "Node",
+            move |_| nc.notify_waiters(),
+        );
         let nc = nodes_changed.clone();
         let nodeclaims = reflect(
+            &tasks,
             Api::<NodeClaim>::all(client.clone()),
             cfg(),
             "NodeClaim",
@@ -168,30 +178,45 @@ impl ClusterState {
             pods,
             nodes,
             nodeclaims,
-            nodepools: reflect(Api::all(client.clone()), cfg(), "NodePool", ignore),
+            nodepools: reflect(&tasks, Api::all(client.clone()), cfg(), "NodePool", ignore),
             nodeclasses: reflect(
+                &tasks,
                 Api::all(client.clone()),
                 cfg(),
                 "ClusterAPINodeClass",
                 ignore,
             ),
-            daemonsets: reflect(Api::all(client.clone()), cfg(), "DaemonSet", ignore),
+            daemonsets: reflect(&tasks, Api::all(client.clone()), cfg(), "DaemonSet", ignore),
             pdbs: reflect(
+                &tasks,
                 Api::all(client.clone()),
                 cfg(),
                 "PodDisruptionBudget",
                 ignore,
             ),
-            namespaces: reflect(Api::all(client.clone()), cfg(), "Namespace", ignore),
+            namespaces: reflect(&tasks, Api::all(client.clone()), cfg(), "Namespace", ignore),
             pvcs: reflect(
+                &tasks,
                 Api::all(client.clone()),
                 cfg(),
                 "PersistentVolumeClaim",
                 ignore,
             ),
-            pvs: reflect(Api::all(client.clone()), cfg(), "PersistentVolume", ignore),
-            storageclasses: reflect(Api::all(client.clone()), cfg(), "StorageClass", ignore),
-            csinodes: reflect(Api::all(client.clone()), cfg(), "CSINode", ignore),
+            pvs: reflect(
+                &tasks,
+                Api::all(client.clone()),
+                cfg(),
+                "PersistentVolume",
+                ignore,
+            ),
+            storageclasses: reflect(
+                &tasks,
+                Api::all(client.clone()),
+                cfg(),
+                "StorageClass",
+                ignore,
+            ),
+            csinodes: reflect(&tasks, Api::all(client.clone()), cfg(), "CSINode", ignore),
             pending_pods,
             nodes_changed,
         }

@@ -168,36 +168,12 @@ impl Scenario {
 
     /// Options scoped to this scenario, with short loops (a test has minutes, not hours).
     pub fn options(&self) -> Options {
-        let mut o = Options {
-            batch_idle: Duration::from_millis(500),
-            batch_max: Duration::from_secs(3),
-            disruption_interval: Duration::from_secs(2),
-            validation_delay: Duration::from_secs(2),
-            leader_elect: false,
-            identity: format!("e2e-{}", self.ns),
-            nodepool_selector: Some([(SCOPE.to_string(), self.ns.clone())].into()),
-            ..Options::default()
-        };
-        o.cloud.poll_interval = Duration::from_millis(300);
-        o
+        scoped_options(&self.ns)
     }
 
-    /// Starts our controller in-process (one API server is management and workload cluster),
-    /// with a client of its own as a separate process would have: a controller stopped
-    /// mid-request (scenario 4) must not leave the test's client or its successor's in a
-    /// state a real restart would not share.
+    /// Starts our controller in-process (see [`start_controller`]).
     pub async fn start(&self, options: Options) -> Running {
-        let client = testenv::e2e_client().await;
-        karpenter_capi_controller::start(
-            Clients {
-                workload: client.clone(),
-                management: client,
-            },
-            options,
-            &[],
-        )
-        .await
-        .expect("start controller")
+        start_controller(options).await
     }
 
     /// A Deployment of `replicas` pause pods requesting `cpu`/`memory`, selecting this
@@ -350,6 +326,41 @@ impl Scenario {
             .filter_map(|t| prices.get(t.rsplit('.').next().unwrap_or(t)))
             .sum()
     }
+}
+
+/// Options managing only the NodePools labelled [`SCOPE`]`=scope`, with short loops (a test
+/// has minutes, not hours).
+pub fn scoped_options(scope: &str) -> Options {
+    let mut o = Options {
+        batch_idle: Duration::from_millis(500),
+        batch_max: Duration::from_secs(3),
+        disruption_interval: Duration::from_secs(2),
+        validation_delay: Duration::from_secs(2),
+        leader_elect: false,
+        identity: format!("e2e-{scope}"),
+        nodepool_selector: Some([(SCOPE.to_string(), scope.to_string())].into()),
+        ..Options::default()
+    };
+    o.cloud.poll_interval = Duration::from_millis(300);
+    o
+}
+
+/// Starts our controller in-process (one API server is management and workload cluster),
+/// with a client of its own as a separate process would have: a controller stopped
+/// mid-request (scenario 4) must not leave the test's client or its successor's in a state a
+/// real restart would not share.
+pub async fn start_controller(options: Options) -> Running {
+    let client = testenv::e2e_client().await;
+    karpenter_capi_controller::start(
+        Clients {
+            workload: client.clone(),
+            management: client,
+        },
+        options,
+        &[],
+    )
+    .await
+    .expect("start controller")
 }
 
 pub fn running(p: &Pod) -> bool {

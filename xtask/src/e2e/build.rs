@@ -1,10 +1,12 @@
 //! Builds the end-to-end environment's Go binaries, once per machine, into `<cache>/bin`
 //! next to kube-apiserver and etcd:
 //!
-//! - `kube-scheduler`, `kube-controller-manager`: from `k8s.io/kubernetes` at the pinned
+//! - `kube-scheduler`, `kube-controller-manager`, `kubectl`: from `k8s.io/kubernetes` at the pinned
 //!   release, in a Go module of ours with the same staging `replace`s as kube-apiserver
 //!   ([`gobuild::prepare_module`], directory `<cache>/gobuild-e2e`). Go's build cache shares
-//!   the packages they have in common with kube-apiserver.
+//!   the packages they have in common with kube-apiserver. kubectl is there so that the
+//!   guides' commands (`tests/e2e/tests/guides.rs`) run with a client of the server's version,
+//!   whatever kubectl the machine has.
 //! - `capi-manager`: the Cluster API core manager, `go install sigs.k8s.io/cluster-api@<pin>`
 //!   (its `main` package is the module root; the module has no `replace` directives, so
 //!   `go install pkg@version` builds it with exactly upstream's dependency versions).
@@ -33,6 +35,7 @@ const RECIPE: u32 = 1;
 pub struct E2eBinaries {
     pub kube_scheduler: PathBuf,
     pub kube_controller_manager: PathBuf,
+    pub kubectl: PathBuf,
     pub capi_manager: PathBuf,
     pub kwok: PathBuf,
 }
@@ -51,6 +54,7 @@ pub fn ensure_e2e_binaries() -> Result<E2eBinaries> {
     let binaries = E2eBinaries {
         kube_scheduler: bin.join("kube-scheduler"),
         kube_controller_manager: bin.join("kube-controller-manager"),
+        kubectl: bin.join("kubectl"),
         capi_manager: bin.join("capi-manager"),
         kwok: bin.join("kwok"),
     };
@@ -66,6 +70,7 @@ pub fn ensure_e2e_binaries() -> Result<E2eBinaries> {
     let todo = [
         stale(&binaries.kube_scheduler, &k8s),
         stale(&binaries.kube_controller_manager, &k8s),
+        stale(&binaries.kubectl, &k8s),
         stale(&binaries.capi_manager, &capi),
         stale(&binaries.kwok, &kwok),
     ];
@@ -110,9 +115,12 @@ pub fn ensure_e2e_binaries() -> Result<E2eBinaries> {
             seconds: started.elapsed().as_secs_f64(),
         });
     }
-    if stale(&binaries.kube_scheduler, &k8s) || stale(&binaries.kube_controller_manager, &k8s) {
+    if stale(&binaries.kube_scheduler, &k8s)
+        || stale(&binaries.kube_controller_manager, &k8s)
+        || stale(&binaries.kubectl, &k8s)
+    {
         eprintln!(
-            "xtask: building kube-scheduler and kube-controller-manager {} with {go_version} (once per machine; several minutes on 2 cores)",
+            "xtask: building kube-scheduler, kube-controller-manager and kubectl {} with {go_version} (once per machine; several minutes on 2 cores)",
             versions::KUBERNETES
         );
         let module = gobuild::prepare_module(
@@ -120,6 +128,7 @@ pub fn ensure_e2e_binaries() -> Result<E2eBinaries> {
             &[
                 "k8s.io/kubernetes/cmd/kube-scheduler",
                 "k8s.io/kubernetes/cmd/kube-controller-manager",
+                "k8s.io/kubernetes/cmd/kubectl",
             ],
             &[],
         )?;
@@ -127,6 +136,7 @@ pub fn ensure_e2e_binaries() -> Result<E2eBinaries> {
         for (name, path) in [
             ("kube-scheduler", &binaries.kube_scheduler),
             ("kube-controller-manager", &binaries.kube_controller_manager),
+            ("kubectl", &binaries.kubectl),
         ] {
             if !stale(path, &k8s) {
                 continue;

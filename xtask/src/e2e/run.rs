@@ -52,7 +52,16 @@ pub async fn run(args: Vec<String>) -> Result<ExitCode> {
     })
 }
 
+/// The environment variable naming the admin CLI binary for the guides' commands
+/// (`tests/e2e/tests/guides.rs`).
+const CLI_ENV: &str = "KCAPI_CLI";
+
 async fn cargo_test(dir: &Path, args: &[String]) -> Result<bool> {
+    // The guides run `karpenter-capi` and `helm` as a user would; build both first (a test
+    // cannot run cargo while `cargo test` holds the target dir).
+    let cli =
+        crate::cargobin::build(&crate::repo_root(), "karpenter-capi", "karpenter-capi").await?;
+    crate::helm::ensure()?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let status = tokio::process::Command::new(cargo)
         .current_dir(crate::repo_root())
@@ -67,6 +76,7 @@ async fn cargo_test(dir: &Path, args: &[String]) -> Result<bool> {
         ])
         .args(args)
         .env(testenv::e2e::E2E_DIR_ENV, dir)
+        .env(CLI_ENV, &cli)
         .status()
         .await
         .context("running cargo test -p e2e-tests")?;

@@ -128,16 +128,60 @@ fn flag_values(words: &[String], flag: &str) -> Vec<String> {
     out
 }
 
+/// `$(VAR)` in a container's command and args, as the kubelet expands it: from the
+/// container's `env` (a literal value, or the pod's namespace through a `fieldRef` on
+/// `metadata.namespace`); `$$` is a literal `$`; a reference that cannot be resolved stays as
+/// written. HyperShift runs its autoscaler with
+/// `--node-group-auto-discovery=clusterapi:namespace=$(MY_NAMESPACE)`.
+fn expand_env_refs(
+    word: &str,
+    c: &k8s_openapi::api::core::v1::Container,
+    namespace: &str,
+) -> String {
+    let lookup = |name: &str| -> Option<String> {
+        let var = c.env.iter().flatten().find(|e| e.name == name)?;
+        if let Some(v) = &var.value {
+            return Some(v.clone());
+        }
+        let field = var.value_from.as_ref()?.field_ref.as_ref()?;
+        (field.field_path == "metadata.namespace").then(|| namespace.to_string())
+    };
+    let mut out = String::with_capacity(word.len());
+    let mut rest = word;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(')
+            && let Some(end) = inner.find(')')
+        {
+            match lookup(&inner[..end]) {
+                Some(v) => out.push_str(&v),
+                None => out.push_str(&rest[i..i + 2 + end + 1]),
+            }
+            rest = &inner[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn cas_of(d: &Deployment, cluster: ClusterSide) -> Option<CasDeployment> {
     let spec = d.spec.as_ref()?;
     let pod = spec.template.spec.as_ref()?;
     for c in &pod.containers {
+        let namespace = d.metadata.namespace.clone().unwrap_or_default();
         let words: Vec<String> = c
             .command
             .iter()
             .flatten()
             .chain(c.args.iter().flatten())
-            .cloned()
+            .map(|w| expand_env_refs(w, c, &namespace))
             .collect();
         if !flag_values(&words, "--cloud-provider")
             .iter()
@@ -495,6 +539,32 @@ impl Observed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn env_references_in_flags_expand_as_the_kubelet_does() {
+        let c: k8s_openapi::api::core::v1::Container = serde_json::from_value(serde_json::json!({
+            "name": "autoscaler",
+            "env": [
+                {"name": "MY_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                {"name": "POOL", "value": "blue"},
+                {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+            ]
+        }))
+        .unwrap();
+        assert_eq!(
+            expand_env_refs(
+                "--node-group-auto-discovery=clusterapi:namespace=$(MY_NAMESPACE)",
+                &c,
+                "clusters-a"
+            ),
+            "--node-group-auto-discovery=clusterapi:namespace=clusters-a"
+        );
+        assert_eq!(
+            expand_env_refs("p=$(POOL),n=$(NODE),u=$(UNSET)", &c, "x"),
+            "p=blue,n=$(NODE),u=$(UNSET)"
+        );
+        assert_eq!(expand_env_refs("$$(POOL) $ $(", &c, "x"), "$(POOL) $ $(");
+    }
 
     #[test]
     fn flags_in_all_spellings() {

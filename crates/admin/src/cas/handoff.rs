@@ -25,6 +25,7 @@ use serde_json::json;
 
 use super::detect::{Observed, cluster_autoscaler_resource, machine_autoscaler_resource, observe};
 use super::record::{self, AnnotationRecord, DeploymentRecord, HandoffRecord};
+use crate::progress::Progress;
 use crate::{Clusters, Error};
 
 /// Options of `cas disable`.
@@ -34,6 +35,8 @@ pub struct DisableOptions {
     /// Test seam: stop (as if killed) after this many changes to the cluster.
     #[doc(hidden)]
     pub stop_after: Option<usize>,
+    /// Where each step is reported (the CLI's progress bar).
+    pub progress: Progress,
 }
 
 /// What a hand-off did, step by step.
@@ -163,15 +166,18 @@ fn plan_record(o: &Observed) -> HandoffRecord {
 
 struct Steps {
     done: usize,
+    total: usize,
     stop_after: Option<usize>,
+    progress: Progress,
 }
 
 impl Steps {
     /// Whether the next change may run (false once the test seam's budget is spent).
-    fn may(&mut self) -> bool {
+    fn may(&mut self, what: &str) -> bool {
         if self.stop_after.is_some_and(|n| self.done >= n) {
             return false;
         }
+        self.progress.step(self.done, self.total, what);
         self.done += 1;
         true
     }
@@ -208,11 +214,19 @@ pub async fn disable(
     ));
     let mut steps = Steps {
         done: 0,
+        total: rec.deployments.len()
+            + usize::from(rec.cluster_autoscaler.is_some())
+            + rec.machine_autoscalers.len()
+            + rec.annotations.len(),
         stop_after: opts.stop_after,
+        progress: opts.progress.clone(),
     };
 
     for d in &rec.deployments {
-        if !steps.may() {
+        if !steps.may(&format!(
+            "scaling cluster-autoscaler {}/{} to 0",
+            d.namespace, d.name
+        )) {
             report.interrupted = true;
             return Ok(report);
         }
@@ -224,7 +238,7 @@ pub async fn disable(
         }
     }
     if rec.cluster_autoscaler.is_some() {
-        if !steps.may() {
+        if !steps.may("deleting ClusterAutoscaler default") {
             report.interrupted = true;
             return Ok(report);
         }
@@ -237,7 +251,7 @@ pub async fn disable(
         }
     }
     for m in &rec.machine_autoscalers {
-        if !steps.may() {
+        if !steps.may("deleting a MachineAutoscaler") {
             report.interrupted = true;
             return Ok(report);
         }
@@ -261,7 +275,7 @@ pub async fn disable(
         }
     }
     for a in &rec.annotations {
-        if !steps.may() {
+        if !steps.may(&format!("taking {} out of CAS's reach", a.resource)) {
             report.interrupted = true;
             return Ok(report);
         }
@@ -334,6 +348,15 @@ async fn recreate(
 
 /// Hands autoscaling back to CAS exactly as it was (see the module docs).
 pub async fn enable(clusters: &Clusters, namespace: &str) -> Result<HandoffReport, Error> {
+    enable_with(clusters, namespace, &Progress::none()).await
+}
+
+/// [`enable`], reporting each step.
+pub async fn enable_with(
+    clusters: &Clusters,
+    namespace: &str,
+    progress: &Progress,
+) -> Result<HandoffReport, Error> {
     let Some(stored) = record::read(&clusters.workload, namespace).await? else {
         return Err(Error::NoRecord {
             namespace: namespace.into(),
@@ -343,7 +366,18 @@ pub async fn enable(clusters: &Clusters, namespace: &str) -> Result<HandoffRepor
     let rec = stored.record;
     record::write(&clusters.workload, namespace, "enabling", &rec).await?;
     let mut report = HandoffReport::default();
+    let total = rec.annotations.len()
+        + rec.machine_autoscalers.len()
+        + usize::from(rec.cluster_autoscaler.is_some())
+        + rec.deployments.len();
+    let mut done = 0;
     for a in &rec.annotations {
+        progress.step(
+            done,
+            total,
+            format!("restoring annotations on {}", a.resource),
+        );
+        done += 1;
         let id: ResourceId = a
             .resource
             .parse()
@@ -364,6 +398,8 @@ pub async fn enable(clusters: &Clusters, namespace: &str) -> Result<HandoffRepor
         }
     }
     for m in &rec.machine_autoscalers {
+        progress.step(done, total, "recreating a MachineAutoscaler");
+        done += 1;
         let ns = m
             .pointer("/metadata/namespace")
             .and_then(|v| v.as_str())
@@ -380,6 +416,8 @@ pub async fn enable(clusters: &Clusters, namespace: &str) -> Result<HandoffRepor
         }
     }
     if let Some(ca) = &rec.cluster_autoscaler {
+        progress.step(done, total, "recreating ClusterAutoscaler default");
+        done += 1;
         let api: Api<DynamicObject> =
             Api::all_with(clusters.management.clone(), &cluster_autoscaler_resource());
         if recreate(&api, ca).await?.is_some() {
@@ -389,6 +427,12 @@ pub async fn enable(clusters: &Clusters, namespace: &str) -> Result<HandoffRepor
         }
     }
     for d in &rec.deployments {
+        progress.step(
+            done,
+            total,
+            format!("scaling cluster-autoscaler {}/{} back", d.namespace, d.name),
+        );
+        done += 1;
         if scale_deployment(
             &client_of(clusters, &d.cluster),
             &d.namespace,
@@ -408,6 +452,7 @@ pub async fn enable(clusters: &Clusters, namespace: &str) -> Result<HandoffRepor
             ));
         }
     }
+    progress.step(done, total, "deleting the hand-off record");
     record::delete(&clusters.workload, namespace).await?;
     report.actions.push(format!(
         "deleted the hand-off record {namespace}/{}",

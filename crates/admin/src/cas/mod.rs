@@ -17,7 +17,7 @@ pub mod handoff;
 pub mod record;
 
 pub use detect::{AutoDiscovery, CasDeployment, ClusterSide, Observed, observe};
-pub use handoff::{DisableOptions, HandoffReport, disable, enable};
+pub use handoff::{DisableOptions, HandoffReport, disable, enable, enable_with};
 pub use record::{HandoffRecord, RECORD_NAME};
 
 use serde::Serialize;

@@ -51,6 +51,8 @@ fn kind_not_served(e: &kube::Error) -> bool {
 pub(crate) struct Apis {
     pub(crate) client: Client,
     pub(crate) version: CapiVersion,
+    /// See [`super::Config::namespaces`].
+    pub(crate) namespaces: Option<Vec<String>>,
 }
 
 impl std::fmt::Debug for Apis {
@@ -78,42 +80,75 @@ impl Apis {
         Api::namespaced(self.client.clone(), ns)
     }
 
-    /// Every resource of the given kinds in every namespace. A kind whose API is not served
-    /// contributes nothing (not an error: most clusters run only one of the two APIs).
+    /// Every resource of the given kinds in the configured namespaces (all without a list).
+    /// A kind whose API is not served contributes nothing (not an error: most clusters run
+    /// only one of the two APIs).
     pub(crate) async fn list_resources(
         &self,
         kinds: &[ResourceKind],
     ) -> Result<Vec<ScalableResource>, Error> {
         let mut out = Vec::new();
-        let lp = ListParams::default();
+        let scopes: Vec<Option<&str>> = match &self.namespaces {
+            None => vec![None],
+            Some(list) => list.iter().map(|n| Some(n.as_str())).collect(),
+        };
         for kind in kinds {
-            let listed: Result<Vec<ScalableResource>, kube::Error> = match kind {
-                ResourceKind::MachineDeployment => {
-                    Api::<capi::MachineDeployment>::all_with(self.client.clone(), &self.version)
-                        .list(&lp)
-                        .await
-                        .map(|l| l.items.iter().map(ScalableResource::from).collect())
+            for ns in &scopes {
+                match self.list_kind(*kind, *ns).await {
+                    Ok(items) => out.extend(items),
+                    Err(e) if kind_not_served(&e) => {}
+                    Err(e) => return Err(e.into()),
                 }
-                ResourceKind::MachineSet => {
-                    Api::<capi::MachineSet>::all_with(self.client.clone(), &self.version)
-                        .list(&lp)
-                        .await
-                        .map(|l| l.items.iter().map(ScalableResource::from).collect())
-                }
-                ResourceKind::OpenShiftMachineSet => {
-                    Api::<openshift::MachineSet>::all(self.client.clone())
-                        .list(&lp)
-                        .await
-                        .map(|l| l.items.iter().map(ScalableResource::from).collect())
-                }
-            };
-            match listed {
-                Ok(items) => out.extend(items),
-                Err(e) if kind_not_served(&e) => {}
-                Err(e) => return Err(e.into()),
             }
         }
         Ok(out)
+    }
+
+    /// One kind in one namespace (`None`: all namespaces).
+    async fn list_kind(
+        &self,
+        kind: ResourceKind,
+        ns: Option<&str>,
+    ) -> Result<Vec<ScalableResource>, kube::Error> {
+        let lp = ListParams::default();
+        Ok(match kind {
+            ResourceKind::MachineDeployment => {
+                let api = match ns {
+                    Some(ns) => self.md(ns),
+                    None => Api::all_with(self.client.clone(), &self.version),
+                };
+                api.list(&lp)
+                    .await?
+                    .items
+                    .iter()
+                    .map(ScalableResource::from)
+                    .collect()
+            }
+            ResourceKind::MachineSet => {
+                let api = match ns {
+                    Some(ns) => self.ms(ns),
+                    None => Api::all_with(self.client.clone(), &self.version),
+                };
+                api.list(&lp)
+                    .await?
+                    .items
+                    .iter()
+                    .map(ScalableResource::from)
+                    .collect()
+            }
+            ResourceKind::OpenShiftMachineSet => {
+                let api = match ns {
+                    Some(ns) => self.os_ms(ns),
+                    None => Api::all(self.client.clone()),
+                };
+                api.list(&lp)
+                    .await?
+                    .items
+                    .iter()
+                    .map(ScalableResource::from)
+                    .collect()
+            }
+        })
     }
 
     /// The resource and the resourceVersion it was read at (the scale subresource shares it).
@@ -235,6 +270,35 @@ impl Apis {
             }
         }
         Ok(())
+    }
+
+    /// Removes the taints with `key` from an OpenShift Machine's `spec.taints`, guarded by its
+    /// resourceVersion. `Ok(false)`: the Machine is gone or has no such taint.
+    pub(crate) async fn drop_openshift_machine_taint(
+        &self,
+        machine: &MachineKey,
+        key: &str,
+    ) -> Result<bool, kube::Error> {
+        let api = self.os_machines(&machine.namespace);
+        let Some(m) = api.get_opt(&machine.name).await? else {
+            return Ok(false);
+        };
+        let before = m.spec.taints.len();
+        let rest: Vec<_> = m.spec.taints.into_iter().filter(|t| t.key != key).collect();
+        if rest.len() == before {
+            return Ok(false);
+        }
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": m.metadata.resource_version},
+            "spec": {"taints": rest},
+        });
+        api.patch(
+            &machine.name,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+        Ok(true)
     }
 
     /// A JSON merge patch on a Machine (metadata only, by contract of the callers).

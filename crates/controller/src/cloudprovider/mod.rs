@@ -31,7 +31,9 @@ mod locks;
 mod status;
 mod templates;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+
+use crate::tasks::Tasks;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -115,6 +117,11 @@ pub struct Config {
     pub backoff_window_secs: i64,
     /// A Machine without providerID this long after creation counts as a failed launch.
     pub provider_id_timeout_secs: i64,
+    /// The management-cluster namespaces holding scalable resources; `None`: all of them.
+    /// An identity granted Roles in some namespaces (the chart's `management.namespaces`,
+    /// OpenShift's `openshift-machine-api`, HyperShift's control-plane namespace) cannot list
+    /// across the cluster.
+    pub namespaces: Option<Vec<String>>,
 }
 
 impl Default for Config {
@@ -128,6 +135,7 @@ impl Default for Config {
             conflict_retries: 8,
             backoff_window_secs: 300,
             provider_id_timeout_secs: 600,
+            namespaces: None,
         }
     }
 }
@@ -187,6 +195,7 @@ struct Inner {
     batches: Mutex<HashMap<ResourceId, PendingBatch>>,
     backoff: BackoffCache,
     hooks: Hooks,
+    tasks: Tasks,
 }
 
 impl fmt::Debug for Inner {
@@ -226,15 +235,23 @@ impl CloudProvider {
                 apis: Apis {
                     client: management,
                     version: config.capi_version,
+                    namespaces: config.namespaces.clone(),
                 },
                 workload,
                 backoff: BackoffCache::new(config.backoff_window_secs),
                 config,
                 locks: ResourceLocks::default(),
+                tasks: Tasks::default(),
                 batches: Mutex::new(HashMap::new()),
                 hooks,
             }),
         }
+    }
+
+    /// The tasks this provider spawned (launch batches); the controller spawns its own
+    /// here too, so that one `abort_all` stops everything.
+    pub fn tasks(&self) -> &Tasks {
+        &self.inner.tasks
     }
 
     pub fn backoff(&self) -> &BackoffCache {
@@ -371,7 +388,9 @@ impl CloudProvider {
                 );
                 let me = self.clone();
                 let resource = resource.clone();
-                tokio::spawn(async move { me.run_batch(resource).await });
+                self.inner
+                    .tasks
+                    .spawn(async move { me.run_batch(resource).await });
             }
         }
         rx
@@ -612,6 +631,49 @@ impl CloudProvider {
             }
         }
         Err(Error::MachineWithoutResource(machine.clone()))
+    }
+
+    /// The Machines of `resources` that no NodeClaim is bound to, by providerID (Machines
+    /// without one yet are left out: no Node can name them).
+    pub async fn unbound_machines<'a>(
+        &self,
+        resources: impl IntoIterator<Item = &'a ResourceId>,
+    ) -> Result<BTreeMap<String, (ResourceId, MachineView)>, Error> {
+        let mut out = BTreeMap::new();
+        for id in resources {
+            for m in self.inner.apis.list_machines(id).await? {
+                let bound = m.labels.contains_key(keys::ours::NODECLAIM_LABEL)
+                    || m.annotations.contains_key(keys::ours::NODECLAIM_ANNOTATION);
+                if let (false, Some(pid)) = (bound, m.provider_id.clone()) {
+                    out.insert(pid, (id.clone(), m));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Takes `karpenter.sh/unregistered` off a Machine before it is taken off the Machine's
+    /// Node. OpenShift's nodelink controller copies a Machine's `spec.taints` onto its Node
+    /// on every Node update, so a taint that came from the MachineSet template would come
+    /// back minutes after we removed it, and evict every pod that does not tolerate it. CAPI
+    /// Machines carry no such list (the taint comes from the bootstrap config, once):
+    /// nothing to do. `Ok(true)` when a taint was removed.
+    pub async fn release_machine_taint(
+        &self,
+        api: MachineApi,
+        machine: &MachineKey,
+    ) -> Result<bool, Error> {
+        match api {
+            MachineApi::Capi => Ok(false),
+            MachineApi::OpenShift => Ok(self
+                .inner
+                .apis
+                .drop_openshift_machine_taint(
+                    machine,
+                    karpenter_api::wellknown::UNREGISTERED_TAINT_KEY,
+                )
+                .await?),
+        }
     }
 
     /// Deletes the Machine bound to a NodeClaim (see [`Self::delete_machine`]).
