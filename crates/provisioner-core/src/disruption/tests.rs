@@ -1274,3 +1274,60 @@ fn consolidation_keeps_room_for_a_recent_burst() {
     };
     assert!(disrupt(&s, &without).command.is_some());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Every consolidation command the default rules take pays for itself (recomputed here
+    /// from the command and the snapshot) and leaves the headroom the recent arrivals ask for.
+    #[test]
+    fn default_consolidation_pays_back_and_keeps_room(seed in any::<u64>(), young in 0i64..20_000) {
+        let mut s = random_cluster(seed);
+        // Half the pods arrived `young` seconds ago, so horizons and the headroom target vary.
+        let now = s.now;
+        for p in s.pods.iter_mut().step_by(2) {
+            p.created_at = now - young;
+        }
+        let opts = DisruptionOptions::default();
+        let Some(cmd) = disrupt(&s, &opts).command.filter(|c| c.method == Method::Consolidation) else {
+            return Ok(());
+        };
+        let set = find_candidates(&s, &opts);
+        let chosen: Vec<&Candidate> = cmd
+            .candidates
+            .iter()
+            .filter_map(|c| set.by_name(&c.name))
+            .collect();
+        prop_assert_eq!(chosen.len(), cmd.candidates.len());
+        let knobs = opts.payback.clone().unwrap_or_default();
+        let snap = &s;
+        let pods = chosen.iter().flat_map(|c| {
+            let node = &snap.nodes[c.node];
+            c.pods.iter().map(move |&pi| (&snap.pods[pi], node, c.price))
+        });
+        let v = payback::value(
+            cmd.worst_case_saving_per_hour,
+            cmd.replacements_worst_case_price,
+            pods,
+            s.now,
+            payback::average_pod_price(&s),
+            &knobs,
+        );
+        prop_assert!(v.net > 0.0, "seed {seed}: {v:?}");
+        let guard = headroom::Guard::new(&s, &opts.headroom.clone().unwrap_or_default());
+        let taken = headroom::Guard::taken_by(&s, &chosen)
+            .into_iter()
+            .fold((0i64, 0i64), |a, r| (a.0 + r.0, a.1 + r.1));
+        let mut given = (0i64, 0i64);
+        for m in &cmd.moves {
+            if matches!(m.to, Destination::Replacement(_))
+                && let Some(p) = s.pods.iter().find(|p| p.namespace == m.pod.namespace && p.name == m.pod.name)
+            {
+                let r = pod_requests(p);
+                given.0 += r.cpu_milli;
+                given.1 += r.memory;
+            }
+        }
+        prop_assert!(guard.allows(taken, given), "seed {seed}: {guard:?} taken {taken:?} given {given:?}");
+    }
+}
