@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use kcapi_workloads::Rng;
 use kcapi_workloads::karpenter::{diverse_pods, existing_nodes, generic_pods, snapshot};
-use provisioner_core::{SchedulingOptions, Strategy, schedule};
+use std::sync::Arc;
+
+use provisioner_core::{SchedulingOptions, Strategy, schedule_shared};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -28,8 +30,10 @@ fn main() {
         strategy,
         ..SchedulingOptions::default()
     };
+    // Shared, not copied: the state refers to the caller's snapshot (as the controller can).
+    let snap = Arc::new(snap);
     let t = Instant::now();
-    let r = schedule(&snap, &opts);
+    let r = schedule_shared(&snap, &opts);
     let dt = t.elapsed();
     println!(
         "pods={n} strategy={:?} existing={existing} time={:.3}s pods/s={:.0} placed_existing={} new_nodes={} unschedulable={} cost/h={:.2}",

@@ -272,7 +272,7 @@ impl<'p> PodFilter<'p> {
                     }
                     let k = n.pods.iter().filter(|m| selects_mark(&g, m)).count() as i32;
                     if k > 0 {
-                        *g.counts.entry(d.to_string()).or_insert(0) += k;
+                        g.counts.add(d, k);
                     }
                 }
                 if g.kind == Kind::Spread {
@@ -361,7 +361,7 @@ fn inverse_groups(pod: &Pod, nodes: &[NodeView], ctx: &Context<'_>) -> Vec<Group
                     .entry(t.key.clone())
                     .or_insert_with(|| Group::new(&t));
                 if g.selects(pod) {
-                    *g.owners.entry(d.to_string()).or_insert(0) += 1;
+                    g.owners.add(d, 1);
                 }
             }
         }

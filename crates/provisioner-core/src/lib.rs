@@ -43,6 +43,8 @@ pub mod topology;
 
 pub use model::*;
 pub use result::*;
-pub use scheduler::{SchedulingOptions, schedule, schedule_capped, schedule_on, schedule_with};
+pub use scheduler::{
+    SchedulingOptions, schedule, schedule_capped, schedule_on, schedule_shared, schedule_with,
+};
 pub use state::ClusterState;
 pub use strategies::Strategy;

@@ -9,6 +9,7 @@
 //! Karpenter's order and the pod is tried again. At the end the planner packs the items into
 //! new nodes, the plan is verified, and NodeClaims are assembled with their options.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -56,30 +57,36 @@ impl Default for SchedulingOptions {
 
 /// Schedules the snapshot's pending pods (unbound, not daemonset pods).
 pub fn schedule(snapshot: &Snapshot, options: &SchedulingOptions) -> SchedulingResult {
-    let mut state = ClusterState::new(snapshot);
-    let pending: Vec<Pod> = snapshot
+    schedule_shared(&Arc::new(snapshot.clone()), options)
+}
+
+/// [`schedule`] on a shared snapshot: the state refers to it instead of holding a copy.
+pub fn schedule_shared(snapshot: &Arc<Snapshot>, options: &SchedulingOptions) -> SchedulingResult {
+    let mut state = ClusterState::from_shared(Arc::clone(snapshot));
+    // References, not clones: a copy of every pending pod was a tenth of the peak memory.
+    let pending: Vec<&Pod> = snapshot
         .pods
         .iter()
         .filter(|p| p.node_name.is_none() && !p.is_daemonset_pod())
-        .cloned()
         .collect();
     schedule_on(&mut state, &pending, options)
 }
 
 /// Schedules `pending` on a prepared state (which it updates with the placements on existing
 /// nodes). Consolidation clones one [`ClusterState`], removes candidates and calls this.
-pub fn schedule_on(
+/// `pending` may be owned pods or references (`&[Pod]`, `&[&Pod]`).
+pub fn schedule_on<P: Borrow<Pod> + Sync>(
     state: &mut ClusterState,
-    pending: &[Pod],
+    pending: &[P],
     options: &SchedulingOptions,
 ) -> SchedulingResult {
     schedule_with(state, pending, options, options.strategy.planner())
 }
 
 /// [`schedule_on`] with any planner (an optimiser plugs in here).
-pub fn schedule_with(
+pub fn schedule_with<P: Borrow<Pod> + Sync>(
     state: &mut ClusterState,
-    pending: &[Pod],
+    pending: &[P],
     options: &SchedulingOptions,
     planner: &dyn LaunchPlanner,
 ) -> SchedulingResult {
@@ -92,9 +99,9 @@ pub fn schedule_with(
 /// the NodeClaims are not built and the result says [`SchedulingResult::over_price_cap`].
 /// Building them (up to 60 instance-type options and the requirements each) was most of the
 /// work of a failed consolidation simulation.
-pub fn schedule_capped(
+pub fn schedule_capped<P: Borrow<Pod> + Sync>(
     state: &mut ClusterState,
-    pending: &[Pod],
+    pending: &[P],
     options: &SchedulingOptions,
     planner: &dyn LaunchPlanner,
     price_cap: Option<f64>,
@@ -108,13 +115,14 @@ pub fn schedule_capped(
         ..SchedulingResult::default()
     };
     for i in order {
-        let Some(original) = pending.get(i) else {
+        let Some(original) = pending.get(i).map(Borrow::borrow) else {
             continue;
         };
-        let mut pod = original.clone();
+        // Copied only if a preference has to be relaxed (most pods never need it).
+        let mut pod = std::borrow::Cow::Borrowed(original);
         let mut relaxed = Vec::new();
         loop {
-            match run.try_pod(&pod) {
+            match run.try_pod(&pod, i as u32) {
                 Ok(Some(node)) => {
                     result.existing_placements.push(Placement {
                         pod: pod_ref(&pod),
@@ -123,7 +131,7 @@ pub fn schedule_capped(
                     break;
                 }
                 Ok(None) => break,
-                Err(reason) => match relax(&mut pod, options.tolerate_prefer_no_schedule) {
+                Err(reason) => match relax(pod.to_mut(), options.tolerate_prefer_no_schedule) {
                     Some(what) => relaxed.push(what),
                     None => {
                         result.unschedulable.push(Unschedulable {
@@ -142,17 +150,20 @@ pub fn schedule_capped(
             });
         }
     }
-    run.finish(planner, &mut result);
+    run.finish(planner, &mut result, pending);
     result
 }
 
 /// Karpenter's queue order: CPU, then memory, descending; then creation time, namespace, name.
-pub fn pod_order(pods: &[Pod]) -> Vec<usize> {
-    let reqs: Vec<Resources> = pods.iter().map(pod_requests).collect();
+pub fn pod_order<P: Borrow<Pod> + Sync>(pods: &[P]) -> Vec<usize> {
+    let reqs: Vec<Resources> = pods.iter().map(|p| pod_requests(p.borrow())).collect();
     let mut idx: Vec<usize> = (0..pods.len()).collect();
     idx.sort_by(|a, b| {
         let (ra, rb) = (reqs.get(*a), reqs.get(*b));
-        let (pa, pb) = (pods.get(*a), pods.get(*b));
+        let (pa, pb) = (
+            pods.get(*a).map(Borrow::borrow),
+            pods.get(*b).map(Borrow::borrow),
+        );
         match (ra, rb, pa, pb) {
             (Some(ra), Some(rb), Some(pa), Some(pb)) => rb
                 .cpu_milli
@@ -253,10 +264,37 @@ pub fn relax(pod: &mut Pod, tolerate_prefer_no_schedule: bool) -> Option<String>
 }
 
 /// Static compatibility of one kind of pod (same node requirements, volumes, tolerations).
+/// `nodes_ok` does not look at removal: callers check [`crate::state::NodeState::removed`].
+#[derive(Debug)]
 struct Class {
+    /// Index in [`Memo`]'s class list (the same for every state of one cluster).
+    id: usize,
     term: NodeSelectorTerm,
     nodes_ok: Vec<bool>,
     shapes: ShapeSet,
+}
+
+/// Classes by key, and the classes (an index is a class's [`Class::id`]).
+type ClassMemo = (HashMap<String, usize>, Vec<Arc<Class>>);
+
+/// The eligible domains of a (group, class) pair that no simulation changes.
+#[derive(Debug)]
+struct EligibleStatic {
+    /// The group's domains and the class's shapes' values for the key.
+    fixed: Arc<BTreeSet<String>>,
+    /// Affinity groups: per domain, the nodes of the class (before removals) that lie in it.
+    nodes_per_domain: Option<BTreeMap<String, usize>>,
+}
+
+/// What the scheduler works out about one cluster that no simulation on it changes: each pod
+/// class's compatible nodes and shapes, and each (group, class) pair's eligible domains.
+/// Shared by every clone of a [`ClusterState`] (it sits in the state's base), so the
+/// consolidation's thousands of simulations compute them once instead of once each: both scan
+/// the whole cluster or catalog, which made a simulation's cost grow with the cluster.
+#[derive(Debug, Default)]
+pub struct Memo {
+    classes: std::sync::Mutex<ClassMemo>,
+    eligible: std::sync::Mutex<HashMap<(u64, usize), Arc<EligibleStatic>>>,
 }
 
 /// The distinct values of a topology key over the shapes, and each shape's value id
@@ -268,7 +306,9 @@ type DomainScore<'s> = (i64, i64, u64, &'s str);
 
 /// A packing item being assembled.
 struct Draft {
-    pods: Vec<Pod>,
+    /// Indices into the run's pending pods (their names, labels and requests are what the
+    /// draft needs, and relaxation changes none of them).
+    pods: Vec<u32>,
     requests: Resources,
     shapes: ShapeSet,
     limits: BTreeMap<u32, u32>,
@@ -278,9 +318,9 @@ struct Draft {
 
 struct Run<'a> {
     state: &'a mut ClusterState,
-    classes: Vec<Class>,
+    classes: Vec<Arc<Class>>,
     class_index: HashMap<String, usize>,
-    eligible: HashMap<(usize, usize), BTreeSet<String>>,
+    eligible: HashMap<(usize, usize), Arc<BTreeSet<String>>>,
     drafts: Vec<Draft>,
     bundles: BTreeMap<usize, usize>,
     host_groups: BTreeMap<usize, u32>,
@@ -313,9 +353,9 @@ impl<'a> Run<'a> {
 
     /// Creates the groups of every pending pod's terms up front, so that a pod processed
     /// early already sees the anti-affinity of pods processed later.
-    fn prepare_groups(&mut self, pending: &[Pod]) {
+    fn prepare_groups<P: Borrow<Pod> + Sync>(&mut self, pending: &[P]) {
         let mut seen = BTreeSet::new();
-        for p in pending {
+        for p in pending.iter().map(Borrow::borrow) {
             let term = effective_term(p);
             for t in owned_terms(p, &self.state.base.snapshot.namespaces, &[term]) {
                 if seen.insert(t.key.clone()) {
@@ -333,80 +373,99 @@ impl<'a> Run<'a> {
         if let Some(c) = self.class_index.get(&key) {
             return *c;
         }
-        let base = &self.state.base;
-        let nodes = &base.snapshot.nodes;
-        let removed: Vec<bool> = self.state.nodes.iter().map(|n| n.removed).collect();
-        let node_ok = |(i, n): (usize, &Node)| {
-            !removed.get(i).copied().unwrap_or(true)
-                && term_matches(&term, &n.labels)
-                && vols.iter().all(|v| terms_match(v, &n.labels))
-                && tolerates_all(&n.taints, &pod.tolerations, true)
+        let base = Arc::clone(&self.state.base);
+        let shared = {
+            let memo = base.memo.classes.lock().unwrap_or_else(|e| e.into_inner());
+            memo.0.get(&key).and_then(|id| memo.1.get(*id)).cloned()
         };
-        let nodes_ok: Vec<bool> = nodes.par_iter().enumerate().map(node_ok).collect();
-        let shp = &base.shapes;
-        let ok: Vec<bool> = (0..shp.shapes.len())
-            .into_par_iter()
-            .map(|s| match (shp.labels.get(s), shp.taints.get(s)) {
-                (Some(l), Some(t)) => {
-                    term_matches(&term, l)
-                        && vols.iter().all(|v| terms_match(v, l))
-                        && tolerates_all(t, &pod.tolerations, true)
+        let class = match shared {
+            Some(c) => c,
+            None => {
+                let c = compute_class(&base, term, &vols, &pod.tolerations);
+                let mut memo = base.memo.classes.lock().unwrap_or_else(|e| e.into_inner());
+                // Another simulation may have added it meanwhile: keep the first.
+                match memo.0.get(&key).and_then(|id| memo.1.get(*id)) {
+                    Some(existing) => Arc::clone(existing),
+                    None => {
+                        let id = memo.1.len();
+                        let c = Arc::new(Class { id, ..c });
+                        memo.1.push(Arc::clone(&c));
+                        memo.0.insert(key.clone(), id);
+                        c
+                    }
                 }
-                _ => false,
-            })
-            .collect();
-        let shapes = ShapeSet::from_ids(
-            shp.shapes.len(),
-            ok.iter()
-                .enumerate()
-                .filter(|(_, b)| **b)
-                .map(|(i, _)| i as u32),
-        );
+            }
+        };
         let i = self.classes.len();
-        self.classes.push(Class {
-            term,
-            nodes_ok,
-            shapes,
-        });
+        self.classes.push(class);
         self.class_index.insert(key, i);
         i
     }
 
-    fn eligible(&mut self, group: usize, class: usize) -> BTreeSet<String> {
+    fn eligible(&mut self, group: usize, class: usize) -> Arc<BTreeSet<String>> {
         if let Some(e) = self.eligible.get(&(group, class)) {
-            return e.clone();
+            return Arc::clone(e);
         }
-        let mut set = BTreeSet::new();
-        if let (Some(g), Some(c)) = (self.state.groups.get(group), self.classes.get(class))
-            && g.key != labels::HOSTNAME
-        {
-            set.extend(g.domains.iter().cloned());
-            if g.kind == Kind::Affinity {
-                // Existing nodes the pod may use are domains too (Karpenter's domain universe
-                // includes them): a matching pod on one rules out bootstrapping elsewhere.
-                let nodes = &self.state.base.snapshot.nodes;
-                for (i, n) in nodes.iter().enumerate() {
-                    let usable = c.nodes_ok.get(i).copied().unwrap_or(false)
-                        && self.state.nodes.get(i).is_some_and(|x| !x.removed);
-                    if usable && let Some(d) = crate::state::node_domain(n, &g.key) {
-                        set.insert(d.to_string());
+        let set = match (self.state.groups.get(group), self.classes.get(class)) {
+            (Some(g), Some(c)) if g.key != labels::HOSTNAME => {
+                let base = Arc::clone(&self.state.base);
+                let memo_key = (g.uid, c.id);
+                let cached = base
+                    .memo
+                    .eligible
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&memo_key)
+                    .cloned();
+                let st = match cached {
+                    Some(st) => st,
+                    None => {
+                        let st = Arc::new(eligible_static(&base, g, c));
+                        base.memo
+                            .eligible
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .entry(memo_key)
+                            .or_insert(st)
+                            .clone()
+                    }
+                };
+                match &st.nodes_per_domain {
+                    None => Arc::clone(&st.fixed),
+                    Some(per_domain) => {
+                        // Existing nodes the pod may use are domains too (Karpenter's domain
+                        // universe includes them): a matching pod on one rules out
+                        // bootstrapping elsewhere. Removed nodes no longer count.
+                        let mut left = per_domain.clone();
+                        for &ni in self.state.removed_nodes() {
+                            if !c.nodes_ok.get(ni).copied().unwrap_or(false) {
+                                continue;
+                            }
+                            if let Some(d) = base
+                                .snapshot
+                                .nodes
+                                .get(ni)
+                                .and_then(|n| crate::state::node_domain(n, &g.key))
+                                && let Some(k) = left.get_mut(d)
+                            {
+                                *k = k.saturating_sub(1);
+                            }
+                        }
+                        let mut set = (*st.fixed).clone();
+                        set.extend(left.into_iter().filter(|(_, k)| *k > 0).map(|(d, _)| d));
+                        Arc::new(set)
                     }
                 }
             }
-            let shp = &self.state.base.shapes;
-            for s in c.shapes.iter() {
-                if let Some(v) = shp.labels.get(s as usize).and_then(|l| l.get(&g.key)) {
-                    set.insert(v.clone());
-                }
-            }
-        }
-        self.eligible.insert((group, class), set.clone());
+            _ => Arc::new(BTreeSet::new()),
+        };
+        self.eligible.insert((group, class), Arc::clone(&set));
         set
     }
 
     /// `Ok(Some(node))`: placed on an existing node; `Ok(None)`: will go to a new node;
     /// `Err(reason)`: cannot be placed with its current constraints.
-    fn try_pod(&mut self, pod: &Pod) -> Result<Option<String>, String> {
+    fn try_pod(&mut self, pod: &Pod, index: u32) -> Result<Option<String>, String> {
         let class = self.class(pod);
         let term = self
             .classes
@@ -440,7 +499,7 @@ impl<'a> Run<'a> {
         }
 
         // 2. A new node: shapes, then topology pins.
-        self.new_node(pod, class, requests, &owned, &inverse)
+        self.new_node(pod, index, class, requests, &owned, &inverse)
             .map(|_| None)
     }
 
@@ -449,7 +508,7 @@ impl<'a> Run<'a> {
         pod: &Pod,
         class: usize,
         requests: &Resources,
-        owned: &[(usize, bool, BTreeSet<String>, String)],
+        owned: &[(usize, bool, Arc<BTreeSet<String>>, String)],
         inverse: &[usize],
     ) -> Option<usize> {
         let c = self.classes.get(class)?;
@@ -494,9 +553,10 @@ impl<'a> Run<'a> {
     fn new_node(
         &mut self,
         pod: &Pod,
+        index: u32,
         class: usize,
         requests: Resources,
-        owned: &[(usize, bool, BTreeSet<String>, String)],
+        owned: &[(usize, bool, Arc<BTreeSet<String>>, String)],
         inverse: &[usize],
     ) -> Result<(), String> {
         let Some(c) = self.classes.get(class) else {
@@ -604,7 +664,7 @@ impl<'a> Run<'a> {
                     if grp.key != key {
                         continue;
                     }
-                    let cnt = grp.counts.get(v).copied().unwrap_or(0) as i64;
+                    let cnt = grp.counts.get(v) as i64;
                     match grp.kind {
                         Kind::Spread => spread += cnt,
                         Kind::Affinity => affinity -= cnt,
@@ -693,7 +753,7 @@ impl<'a> Run<'a> {
             }) {
                 return Err("pod affinity on hostname: the co-located group no longer fits the largest compatible node".into());
             }
-            d.pods.push(pod.clone());
+            d.pods.push(index);
             d.requests = total;
             d.shapes = joined;
             for (k, v) in limits {
@@ -707,7 +767,7 @@ impl<'a> Run<'a> {
         }
         let di = self.drafts.len();
         self.drafts.push(Draft {
-            pods: vec![pod.clone()],
+            pods: vec![index],
             requests,
             shapes: set,
             limits,
@@ -814,7 +874,12 @@ impl<'a> Run<'a> {
         reasons.join("; ")
     }
 
-    fn finish(self, planner: &dyn LaunchPlanner, result: &mut SchedulingResult) {
+    fn finish<P: Borrow<Pod> + Sync>(
+        self,
+        planner: &dyn LaunchPlanner,
+        result: &mut SchedulingResult,
+        pending: &[P],
+    ) {
         let Run {
             state,
             drafts,
@@ -823,6 +888,9 @@ impl<'a> Run<'a> {
             price_cap,
             ..
         } = self;
+        let fallback = Pod::default();
+        let pod_at =
+            |i: &u32| -> &Pod { pending.get(*i as usize).map_or(&fallback, Borrow::borrow) };
         let shp = &state.base.shapes;
         // Membership in hostname groups is decided now, when every group exists.
         let mut interned: HashMap<ShapeSet, u32> = HashMap::new();
@@ -832,7 +900,7 @@ impl<'a> Run<'a> {
             let mut member_of: Vec<u32> = d.ports.clone();
             for (g, pg) in &host_groups {
                 if let Some(grp) = state.groups.get(*g)
-                    && d.pods.iter().any(|p| grp.selects(p))
+                    && d.pods.iter().any(|p| grp.selects(pod_at(p)))
                 {
                     member_of.push(*pg);
                 }
@@ -870,7 +938,7 @@ impl<'a> Run<'a> {
             for d in &drafts {
                 for p in &d.pods {
                     result.unschedulable.push(Unschedulable {
-                        pod: pod_ref(p),
+                        pod: pod_ref(pod_at(p)),
                         reason: format!(
                             "launch plan rejected by verification: {}",
                             v.first().map(|e| e.to_string()).unwrap_or_default()
@@ -884,7 +952,7 @@ impl<'a> Run<'a> {
             if let Some(d) = drafts.get(*item as usize) {
                 for p in &d.pods {
                     result.unschedulable.push(Unschedulable {
-                        pod: pod_ref(p),
+                        pod: pod_ref(pod_at(p)),
                         reason: reason.clone(),
                     });
                 }
@@ -955,10 +1023,24 @@ impl<'a> Run<'a> {
                         }
                     }
                 }
-                let mut options: Vec<InstanceTypeOption> = best
+                // Karpenter hands at most 60 instance types to the provider per launch. The
+                // cheapest 60 are chosen among shape ids before any option is built: building
+                // all fitting types (up to the whole catalog) and truncating left a vector
+                // with room for hundreds of options behind every NodeClaim (about half the
+                // peak memory of a 20,000-pod run; benches/README.md).
+                let mut chosen: Vec<&crate::packing::Shape> = best
                     .iter()
                     .flatten()
                     .filter_map(|s| problem.shapes.get(*s as usize))
+                    .collect();
+                chosen.sort_by(|a, b| {
+                    a.price
+                        .total_cmp(&b.price)
+                        .then(a.instance_type_name.cmp(&b.instance_type_name))
+                });
+                chosen.truncate(MAX_INSTANCE_TYPE_OPTIONS);
+                let options: Vec<InstanceTypeOption> = chosen
+                    .into_iter()
                     .map(|sh| InstanceTypeOption {
                         instance_type: sh.instance_type_name.clone(),
                         cheapest: OfferingChoice {
@@ -969,14 +1051,6 @@ impl<'a> Run<'a> {
                         allocatable_for_pods: sh.allocatable.clone(),
                     })
                     .collect();
-                options.sort_by(|a, b| {
-                    a.cheapest
-                        .price
-                        .total_cmp(&b.cheapest.price)
-                        .then(a.instance_type.cmp(&b.instance_type))
-                });
-                // Karpenter hands at most 60 instance types to the provider per launch.
-                options.truncate(MAX_INSTANCE_TYPE_OPTIONS);
                 let mut reqs = pool_reqs
                     .get(launch.pool as usize)
                     .cloned()
@@ -1002,7 +1076,7 @@ impl<'a> Run<'a> {
                 let pods_sum = crate::resources::sum(
                     ds.iter()
                         .flat_map(|d| d.pods.iter())
-                        .map(pod_requests)
+                        .map(|p| pod_requests(pod_at(p)))
                         .collect::<Vec<_>>()
                         .iter(),
                 );
@@ -1010,7 +1084,10 @@ impl<'a> Run<'a> {
                     name: format!("{}-new-{}", pool.name, ni),
                     nodepool: pool.name.clone(),
                     requirements: reqs.to_wire(),
-                    pods: ds.iter().flat_map(|d| d.pods.iter().map(pod_ref)).collect(),
+                    pods: ds
+                        .iter()
+                        .flat_map(|d| d.pods.iter().map(|p| pod_ref(pod_at(p))))
+                        .collect(),
                     pod_requests: pods_sum,
                     daemonset_requests: launch.daemonset_requests.clone(),
                     instance_type_options: options,
@@ -1030,6 +1107,76 @@ impl<'a> Run<'a> {
             .lower_bound
             .and_then(|bound| crate::optimize::gap_pct(result.new_node_cost_per_hour, bound));
         result.planner_notes = plan.notes.clone();
+    }
+}
+
+/// A class's compatible nodes (ignoring removal) and shapes.
+fn compute_class(
+    base: &crate::state::Base,
+    term: NodeSelectorTerm,
+    vols: &[&Vec<NodeSelectorTerm>],
+    tolerations: &[Toleration],
+) -> Class {
+    let node_ok = |n: &Node| {
+        term_matches(&term, &n.labels)
+            && vols.iter().all(|v| terms_match(v, &n.labels))
+            && tolerates_all(&n.taints, tolerations, true)
+    };
+    let nodes_ok: Vec<bool> = base.snapshot.nodes.par_iter().map(node_ok).collect();
+    let shp = &base.shapes;
+    let ok: Vec<bool> = (0..shp.shapes.len())
+        .into_par_iter()
+        .map(|s| match (shp.labels.get(s), shp.taints.get(s)) {
+            (Some(l), Some(t)) => {
+                term_matches(&term, l)
+                    && vols.iter().all(|v| terms_match(v, l))
+                    && tolerates_all(t, tolerations, true)
+            }
+            _ => false,
+        })
+        .collect();
+    let shapes = ShapeSet::from_ids(
+        shp.shapes.len(),
+        ok.iter()
+            .enumerate()
+            .filter(|(_, b)| **b)
+            .map(|(i, _)| i as u32),
+    );
+    Class {
+        id: 0,
+        term,
+        nodes_ok,
+        shapes,
+    }
+}
+
+/// The part of a (group, class) pair's eligible domains that no simulation changes.
+fn eligible_static(
+    base: &crate::state::Base,
+    g: &crate::topology::Group,
+    c: &Class,
+) -> EligibleStatic {
+    let mut fixed: BTreeSet<String> = g.domains.iter().cloned().collect();
+    let shp = &base.shapes;
+    for s in c.shapes.iter() {
+        if let Some(v) = shp.labels.get(s as usize).and_then(|l| l.get(&g.key)) {
+            fixed.insert(v.clone());
+        }
+    }
+    let nodes_per_domain = (g.kind == Kind::Affinity).then(|| {
+        let mut m: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, n) in base.snapshot.nodes.iter().enumerate() {
+            if c.nodes_ok.get(i).copied().unwrap_or(false)
+                && let Some(d) = crate::state::node_domain(n, &g.key)
+            {
+                *m.entry(d.to_string()).or_insert(0) += 1;
+            }
+        }
+        m
+    });
+    EligibleStatic {
+        fixed: Arc::new(fixed),
+        nodes_per_domain,
     }
 }
 

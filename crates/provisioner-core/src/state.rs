@@ -6,7 +6,7 @@
 //! [`ClusterState::remove_nodes`] (their pods become pending, their counts leave the topology
 //! groups) and runs [`crate::schedule_on`] with those pods.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::model::{HostPort, Node, Pod, Protocol, Resources, Snapshot, labels};
@@ -17,12 +17,18 @@ use crate::topology::{Group, GroupKey, Kind, OwnedTerm};
 /// Immutable parts shared by every clone.
 #[derive(Debug)]
 pub struct Base {
-    pub snapshot: Snapshot,
+    /// Shared with the caller when it hands one over ([`ClusterState::from_shared`]): a copy of
+    /// a 150,000-pod snapshot is hundreds of MB.
+    pub snapshot: Arc<Snapshot>,
     pub shapes: Arc<Shapes>,
     /// Node indices in Karpenter's order: initialized first, then by name.
     pub node_order: Vec<usize>,
     /// Requests of every snapshot pod (same indices as `snapshot.pods`).
     pub requests: Vec<Resources>,
+    /// Node indices by name, so removing candidates does not scan the cluster.
+    pub by_name: HashMap<String, Vec<usize>>,
+    /// What the scheduler derives from this cluster once for every simulation on it.
+    pub(crate) memo: crate::scheduler::Memo,
 }
 
 /// One existing or in-flight node.
@@ -36,6 +42,82 @@ pub struct NodeState {
     pub pods: Vec<PodSlot>,
 }
 
+/// A vector copied on write in chunks: a clone shares every chunk and a change copies only
+/// the chunk it changes, so a simulation that removes one node and places a few pods copies a
+/// few chunks instead of the whole cluster (nodes), or of every pod an incremental search has
+/// moved so far (placed pods).
+#[derive(Debug, Clone)]
+pub struct Chunked<T> {
+    chunks: Vec<Arc<Vec<T>>>,
+    len: usize,
+}
+
+/// The nodes of a state.
+pub type Nodes = Chunked<NodeState>;
+
+/// Entries per copy-on-write chunk.
+const CHUNK: usize = 64;
+
+impl<T> Default for Chunked<T> {
+    fn default() -> Self {
+        Chunked {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T: Clone> Chunked<T> {
+    fn from_vec(items: Vec<T>) -> Chunked<T> {
+        let len = items.len();
+        let chunks = items.chunks(CHUNK).map(|c| Arc::new(c.to_vec())).collect();
+        Chunked { chunks, len }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn get(&self, i: usize) -> Option<&T> {
+        self.chunks.get(i / CHUNK).and_then(|c| c.get(i % CHUNK))
+    }
+
+    /// The entry for a change (its chunk is copied first if another state shares it).
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        self.chunks
+            .get_mut(i / CHUNK)
+            .and_then(|c| Arc::make_mut(c).get_mut(i % CHUNK))
+    }
+
+    pub fn push(&mut self, item: T) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => Arc::make_mut(c).push(item),
+            _ => {
+                let mut v = Vec::with_capacity(CHUNK);
+                v.push(item);
+                self.chunks.push(Arc::new(v));
+            }
+        }
+        self.len += 1;
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+}
+
+impl<T> std::ops::Index<usize> for Chunked<T> {
+    type Output = T;
+
+    fn index(&self, i: usize) -> &T {
+        &self.chunks[i / CHUNK][i % CHUNK]
+    }
+}
+
 /// Where a pod lives in the state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodSlot {
@@ -47,13 +129,39 @@ pub enum PodSlot {
 #[derive(Debug, Clone)]
 pub struct ClusterState {
     pub base: Arc<Base>,
-    pub nodes: Vec<NodeState>,
-    pub groups: Vec<Group>,
+    pub nodes: Nodes,
+    /// Copied on write: a simulation copies only the groups its pods change.
+    pub groups: Vec<Arc<Group>>,
     group_index: BTreeMap<GroupKey, usize>,
     /// Pods placed during runs on this state (pending pods that landed on existing nodes).
-    pub extra_pods: Vec<Pod>,
-    /// Pods pinned to domains on new nodes: (pod, key -> domain), for groups made later.
-    pinned: Vec<(Pod, BTreeMap<String, String>)>,
+    /// Shared between clones (a consolidation's incremental search clones a state that holds
+    /// every pod moved so far once per step).
+    pub extra_pods: Chunked<Arc<Pod>>,
+    /// Pods pinned to domains on new nodes, for groups made later.
+    pinned: Vec<Pinned>,
+    /// Indices of the removed nodes (marked for deletion or removed as candidates), so that
+    /// a simulation can correct shared per-cluster facts without scanning every node.
+    removed_nodes: Vec<usize>,
+}
+
+/// A pod pinned to domains on a new node: only what group selection and ownership read (a
+/// whole `Pod` per pinned pod was a tenth of a 20,000-pod run's peak memory). Labels and pins
+/// are flat lists: a `BTreeMap` allocates a node of eleven entries (about 540 bytes) for one.
+/// Groups are rarely made after pods are pinned, so the map is rebuilt only then.
+#[derive(Debug, Clone)]
+struct Pinned {
+    namespace: String,
+    labels: Box<[(String, String)]>,
+    /// `None` when the pod has no pod (anti-)affinity terms.
+    terms: Option<Box<(crate::model::PodAffinity, crate::model::PodAffinity)>>,
+    /// Topology key -> domain, sorted by key.
+    pins: Box<[(String, String)]>,
+}
+
+impl Pinned {
+    fn pin(&self, key: &str) -> Option<&String> {
+        self.pins.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
 }
 
 /// The domain of a node for a topology key (hostname falls back to the node name).
@@ -79,7 +187,11 @@ impl ClusterState {
     /// Builds the state: usage of every node from its bound pods, shapes of every NodePool,
     /// and the inverse anti-affinity groups of bound pods.
     pub fn new(snapshot: &Snapshot) -> ClusterState {
-        let snapshot = snapshot.clone();
+        ClusterState::from_shared(Arc::new(snapshot.clone()))
+    }
+
+    /// [`ClusterState::new`] on a snapshot the caller shares instead of one it copies.
+    pub fn from_shared(snapshot: Arc<Snapshot>) -> ClusterState {
         let csi_drivers: BTreeSet<String> = snapshot
             .pods
             .iter()
@@ -151,7 +263,21 @@ impl ClusterState {
                 _ => a.cmp(b),
             }
         });
+        let nodes = Nodes::from_vec(nodes);
+        let mut index_by_name: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, n) in snapshot.nodes.iter().enumerate() {
+            index_by_name.entry(n.name.clone()).or_default().push(i);
+        }
+        let removed_nodes: Vec<usize> = snapshot
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.marked_for_deletion)
+            .map(|(i, _)| i)
+            .collect();
         let base = Arc::new(Base {
+            memo: crate::scheduler::Memo::default(),
+            by_name: index_by_name,
             snapshot,
             shapes,
             node_order,
@@ -162,8 +288,9 @@ impl ClusterState {
             nodes,
             groups: Vec::new(),
             group_index: BTreeMap::new(),
-            extra_pods: Vec::new(),
+            extra_pods: Chunked::default(),
             pinned: Vec::new(),
+            removed_nodes,
         };
         // Inverse anti-affinity: required anti-affinity terms of bound pods.
         let snap = Arc::clone(&state.base);
@@ -190,6 +317,41 @@ impl ClusterState {
         state
     }
 
+    /// A copy that shares nothing with `self`: its own snapshot copy, memo, nodes and counts.
+    /// Tests run whole decisions with it to check that sharing changes no decision.
+    #[cfg(test)]
+    pub(crate) fn unshared(&self) -> ClusterState {
+        let b = &self.base;
+        let base = Arc::new(Base {
+            snapshot: Arc::new((*b.snapshot).clone()),
+            shapes: Arc::clone(&b.shapes),
+            node_order: b.node_order.clone(),
+            requests: b.requests.clone(),
+            by_name: b.by_name.clone(),
+            memo: crate::scheduler::Memo::default(),
+        });
+        let groups: Vec<Arc<Group>> = self.groups.iter().map(|g| Arc::new(g.unshared())).collect();
+        ClusterState {
+            base,
+            nodes: Nodes::from_vec(self.nodes.iter().cloned().collect()),
+            groups,
+            group_index: self.group_index.clone(),
+            extra_pods: Chunked::from_vec(
+                self.extra_pods
+                    .iter()
+                    .map(|p| Arc::new((**p).clone()))
+                    .collect(),
+            ),
+            pinned: self.pinned.clone(),
+            removed_nodes: self.removed_nodes.clone(),
+        }
+    }
+
+    /// Indices of removed nodes, in the order they were removed.
+    pub fn removed_nodes(&self) -> &[usize] {
+        &self.removed_nodes
+    }
+
     /// The node objects.
     pub fn node(&self, i: usize) -> Option<&Node> {
         self.base.snapshot.nodes.get(i)
@@ -198,7 +360,7 @@ impl ClusterState {
     fn pod(&self, slot: PodSlot) -> Option<&Pod> {
         match slot {
             PodSlot::Bound(i) => self.base.snapshot.pods.get(i),
-            PodSlot::Extra(i) => self.extra_pods.get(i),
+            PodSlot::Extra(i) => self.extra_pods.get(i).map(|p| &**p),
         }
     }
 
@@ -208,10 +370,19 @@ impl ClusterState {
     pub fn remove_nodes(&mut self, names: &[&str]) -> Vec<Pod> {
         let mut out = Vec::new();
         let base = Arc::clone(&self.base);
-        for (ni, n) in base.snapshot.nodes.iter().enumerate() {
-            if !names.contains(&n.name.as_str()) {
+        // In node order, as a scan of the cluster would visit them.
+        let mut indices: Vec<usize> = names
+            .iter()
+            .filter_map(|n| base.by_name.get(*n))
+            .flatten()
+            .copied()
+            .collect();
+        indices.sort_unstable();
+        indices.dedup();
+        for ni in indices {
+            let Some(n) = base.snapshot.nodes.get(ni) else {
                 continue;
-            }
+            };
             let Some(ns) = self.nodes.get_mut(ni) else {
                 continue;
             };
@@ -219,6 +390,7 @@ impl ClusterState {
                 continue;
             }
             ns.removed = true;
+            self.removed_nodes.push(ni);
             let slots = ns.pods.clone();
             for slot in slots {
                 let Some(p) = self.pod(slot).cloned() else {
@@ -241,17 +413,17 @@ impl ClusterState {
             let Some(d) = node_domain(node, &g.key) else {
                 continue;
             };
-            if g.selects(pod)
-                && g.counts_node(&node.labels, &node.taints)
-                && let Some(c) = g.counts.get_mut(d)
-            {
-                *c -= 1;
+            let counted = g.selects(pod) && g.counts_node(&node.labels, &node.taints);
+            let owner = g.kind == Kind::AntiAffinity && owns(pod, g);
+            if !counted && !owner {
+                continue;
             }
-            if g.kind == Kind::AntiAffinity
-                && owns(pod, g)
-                && let Some(c) = g.owners.get_mut(d)
-            {
-                *c -= 1;
+            let g = Arc::make_mut(g);
+            if counted {
+                g.counts.decrement(d);
+            }
+            if owner {
+                g.owners.decrement(d);
             }
         }
     }
@@ -262,6 +434,7 @@ impl ClusterState {
             return *i;
         }
         let mut g = Group::new(term);
+        let mut domains = BTreeSet::new();
         for (ni, n) in self.base.snapshot.nodes.iter().enumerate() {
             let Some(ns) = self.nodes.get(ni) else {
                 continue;
@@ -273,7 +446,7 @@ impl ClusterState {
                 && g.filter.admits(&n.labels, &n.taints)
                 && let Some(d) = node_domain(n, &g.key)
             {
-                g.domains.insert(d.to_string());
+                domains.insert(d.to_string());
             }
             let Some(d) = node_domain(n, &g.key) else {
                 continue;
@@ -281,25 +454,31 @@ impl ClusterState {
             for slot in &ns.pods {
                 let Some(p) = self.pod(*slot) else { continue };
                 if g.selects(p) && g.counts_node(&n.labels, &n.taints) {
-                    *g.counts.entry(d.to_string()).or_insert(0) += 1;
+                    g.counts.add(d, 1);
                 }
                 if g.kind == Kind::AntiAffinity && owns(p, &g) {
-                    *g.owners.entry(d.to_string()).or_insert(0) += 1;
+                    g.owners.add(d, 1);
                 }
             }
         }
-        for (p, pins) in &self.pinned {
-            if let Some(d) = pins.get(&g.key) {
-                if g.selects(p) {
-                    *g.counts.entry(d.clone()).or_insert(0) += 1;
+        for p in &self.pinned {
+            if let Some(d) = p.pin(&g.key) {
+                let pod_labels: BTreeMap<String, String> = p.labels.iter().cloned().collect();
+                if g.scope.contains(&p.namespace) && g.selector.matches(&pod_labels) {
+                    g.counts.add(d, 1);
                 }
-                if g.kind == Kind::AntiAffinity && owns(p, &g) {
-                    *g.owners.entry(d.clone()).or_insert(0) += 1;
+                if g.kind == Kind::AntiAffinity
+                    && p.terms
+                        .as_deref()
+                        .is_some_and(|(a, anti)| owns_terms(a, anti, &pod_labels, &g))
+                {
+                    g.owners.add(d, 1);
                 }
             }
         }
+        g.domains = Arc::new(domains);
         let i = self.groups.len();
-        self.groups.push(g);
+        self.groups.push(Arc::new(g));
         self.group_index.insert(term.key.clone(), i);
         i
     }
@@ -313,18 +492,24 @@ impl ClusterState {
             let Some(d) = node_domain(node, &g.key) else {
                 continue;
             };
-            if g.selects(pod) && g.counts_node(&node.labels, &node.taints) {
-                *g.counts.entry(d.to_string()).or_insert(0) += 1;
+            let counted = g.selects(pod) && g.counts_node(&node.labels, &node.taints);
+            let owner = g.kind == Kind::AntiAffinity && owns(pod, g);
+            if !counted && !owner {
+                continue;
             }
-            if g.kind == Kind::AntiAffinity && owns(pod, g) {
-                *g.owners.entry(d.to_string()).or_insert(0) += 1;
+            let g = Arc::make_mut(g);
+            if counted {
+                g.counts.add(d, 1);
+            }
+            if owner {
+                g.owners.add(d, 1);
             }
         }
         let slot = PodSlot::Extra(self.extra_pods.len());
-        self.extra_pods.push(Pod {
+        self.extra_pods.push(Arc::new(Pod {
             node_name: Some(node.name.clone()),
             ..pod.clone()
-        });
+        }));
         if let Some(ns) = self.nodes.get_mut(node_index) {
             ns.used.add_assign(requests);
             ns.ports.extend(pod.host_ports.iter().map(port_key));
@@ -336,23 +521,38 @@ impl ClusterState {
     pub fn pin(&mut self, pod: &Pod, pins: BTreeMap<String, String>) {
         for g in &mut self.groups {
             let Some(d) = pins.get(&g.key) else { continue };
-            if g.selects(pod) {
-                *g.counts.entry(d.clone()).or_insert(0) += 1;
+            let counted = g.selects(pod);
+            let owner = g.kind == Kind::AntiAffinity && owns(pod, g);
+            if !counted && !owner {
+                continue;
             }
-            if g.kind == Kind::AntiAffinity && owns(pod, g) {
-                *g.owners.entry(d.clone()).or_insert(0) += 1;
+            let g = Arc::make_mut(g);
+            if counted {
+                g.counts.add(d, 1);
+            }
+            if owner {
+                g.owners.add(d, 1);
             }
         }
-        // Keep only what group selection and ownership read.
-        let light = Pod {
+        if pins.is_empty() {
+            // No group made later can count it.
+            return;
+        }
+        let has_terms = !pod.pod_affinity.required.is_empty()
+            || !pod.pod_affinity.preferred.is_empty()
+            || !pod.pod_anti_affinity.required.is_empty()
+            || !pod.pod_anti_affinity.preferred.is_empty();
+        self.pinned.push(Pinned {
             namespace: pod.namespace.clone(),
-            name: pod.name.clone(),
-            labels: pod.labels.clone(),
-            pod_affinity: pod.pod_affinity.clone(),
-            pod_anti_affinity: pod.pod_anti_affinity.clone(),
-            ..Pod::default()
-        };
-        self.pinned.push((light, pins));
+            labels: pod
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            terms: has_terms
+                .then(|| Box::new((pod.pod_affinity.clone(), pod.pod_anti_affinity.clone()))),
+            pins: pins.into_iter().collect(),
+        });
     }
 
     /// Whether a pod's host ports conflict with a node's.
@@ -369,9 +569,24 @@ impl ClusterState {
 
 /// Whether `pod` carries the (anti-)affinity term of `group` (required or preferred).
 pub fn owns(pod: &Pod, group: &Group) -> bool {
+    owns_terms(
+        &pod.pod_affinity,
+        &pod.pod_anti_affinity,
+        &pod.labels,
+        group,
+    )
+}
+
+/// [`owns`] on the parts of a pod it reads.
+fn owns_terms(
+    affinity: &crate::model::PodAffinity,
+    anti_affinity: &crate::model::PodAffinity,
+    pod_labels: &BTreeMap<String, String>,
+    group: &Group,
+) -> bool {
     let terms = match group.kind {
-        Kind::AntiAffinity => &pod.pod_anti_affinity,
-        Kind::Affinity => &pod.pod_affinity,
+        Kind::AntiAffinity => anti_affinity,
+        Kind::Affinity => affinity,
         Kind::Spread => return false,
     };
     terms
@@ -381,7 +596,7 @@ pub fn owns(pod: &Pod, group: &Group) -> bool {
         .any(|t| {
             t.topology_key == group.key
                 && t.label_selector
-                    .with_match_label_keys(&t.match_label_keys, &pod.labels)
+                    .with_match_label_keys(&t.match_label_keys, pod_labels)
                     == group.selector
         })
 }

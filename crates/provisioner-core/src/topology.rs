@@ -5,7 +5,8 @@
 //! value), the pods its selector selects; anti-affinity groups also count where their owners
 //! are, for the inverse check (an existing pod's anti-affinity keeps matching pods away).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use crate::model::{
     InclusionPolicy, LabelSelector, NodeSelectorTerm, Pod, Taint, Toleration, WhenUnsatisfiable,
@@ -49,6 +50,9 @@ impl NodeFilter {
 /// One topology group.
 #[derive(Debug, Clone)]
 pub struct Group {
+    /// Identity of the group across clones of a state (a clone keeps it; a group made anew
+    /// gets a new one), for facts about it that a shared memo keeps.
+    pub uid: u64,
     pub kind: Kind,
     pub key: String,
     pub scope: NamespaceScope,
@@ -57,11 +61,123 @@ pub struct Group {
     pub min_domains: Option<i32>,
     pub filter: NodeFilter,
     /// Selected pods per domain.
-    pub counts: BTreeMap<String, i32>,
+    pub counts: Counts,
     /// Owners per domain (anti-affinity only).
-    pub owners: BTreeMap<String, i32>,
+    pub owners: Counts,
     /// Domains a pod could land in (existing nodes and launch shapes), for spread minimums.
-    pub domains: BTreeSet<String>,
+    /// Fixed once the group is made, so clones share it.
+    pub domains: Arc<BTreeSet<String>>,
+}
+
+/// A count per domain that is cheap to clone: a shared base map and a small private overlay.
+///
+/// Consolidation clones one cluster state per simulation; a hostname-keyed group holds one
+/// count per node, so copying plain maps made every simulation cost as much as the cluster is
+/// large (profiles: about half of a simulation at 1,000 nodes was cloning and dropping them).
+/// Here a clone copies the overlay only (the domains this state changed), and the overlay is
+/// folded into a new base when it grows past a fraction of it. Reads see `base + overlay`;
+/// a domain is *present* (see [`Counts::len`]) once anything was added to it, as a map entry
+/// would be.
+#[derive(Debug, Clone, Default)]
+pub struct Counts {
+    base: Arc<HashMap<String, i32>>,
+    overlay: BTreeMap<String, i32>,
+    /// Domains present in `base` or `overlay`.
+    present: usize,
+    /// Domains whose count is above zero.
+    positive: usize,
+}
+
+impl Counts {
+    /// The count of a domain (0 when absent).
+    pub fn get(&self, domain: &str) -> i32 {
+        match self.overlay.get(domain) {
+            Some(c) => *c,
+            None => self.base.get(domain).copied().unwrap_or(0),
+        }
+    }
+
+    fn lookup(&self, domain: &str) -> Option<i32> {
+        self.overlay
+            .get(domain)
+            .or_else(|| self.base.get(domain))
+            .copied()
+    }
+
+    /// Adds `k` to a domain, making it present.
+    pub fn add(&mut self, domain: &str, k: i32) {
+        let old = self.lookup(domain);
+        if old.is_none() {
+            self.present += 1;
+        }
+        let old = old.unwrap_or(0);
+        let new = old + k;
+        if old > 0 {
+            self.positive -= 1;
+        }
+        if new > 0 {
+            self.positive += 1;
+        }
+        match self.overlay.get_mut(domain) {
+            Some(c) => *c = new,
+            None => {
+                self.overlay.insert(domain.to_string(), new);
+                self.compact();
+            }
+        }
+    }
+
+    /// Subtracts one from a domain that is present (an absent domain stays absent).
+    pub fn decrement(&mut self, domain: &str) {
+        if self.lookup(domain).is_some() {
+            self.add(domain, -1);
+        }
+    }
+
+    /// Domains present (as a map's length).
+    pub fn len(&self) -> usize {
+        self.present
+    }
+
+    /// No domain present.
+    pub fn is_empty(&self) -> bool {
+        self.present == 0
+    }
+
+    /// Whether some domain counts above zero.
+    pub fn any_positive(&self) -> bool {
+        self.positive > 0
+    }
+
+    /// Every present domain and its count, in domain order.
+    pub fn to_map(&self) -> BTreeMap<String, i32> {
+        let mut m: BTreeMap<String, i32> = self.base.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        for (k, v) in &self.overlay {
+            m.insert(k.clone(), *v);
+        }
+        m
+    }
+
+    /// A copy that shares nothing with `self` (the straightforward reference in tests).
+    #[cfg(test)]
+    pub(crate) fn unshared(&self) -> Counts {
+        let mut c = Counts::default();
+        for (k, v) in self.to_map() {
+            c.add(&k, v);
+        }
+        c
+    }
+
+    /// Folds a large overlay into a new base, so clones stay small.
+    fn compact(&mut self) {
+        if self.overlay.len() <= 32 || self.overlay.len() * 8 <= self.base.len() {
+            return;
+        }
+        let base = Arc::make_mut(&mut self.base);
+        for (k, v) in std::mem::take(&mut self.overlay) {
+            base.insert(k, v);
+        }
+    }
 }
 
 /// A term as a pod carries it, before it is interned as a [`Group`].
@@ -117,14 +233,14 @@ impl Group {
         }
         eligible
             .iter()
-            .map(|d| self.counts.get(d).copied().unwrap_or(0))
+            .map(|d| self.counts.get(d))
             .min()
             .unwrap_or(0)
     }
 
     /// Whether any domain holds a selected pod.
     pub fn any_selected(&self) -> bool {
-        self.counts.values().any(|c| *c > 0)
+        self.counts.any_positive()
     }
 
     /// Can `pod` (which owns this group) go to `domain`? `self_selected`: the group selects
@@ -149,12 +265,12 @@ impl Group {
         match self.kind {
             Kind::Spread => {
                 let Some(d) = domain else { return false };
-                let count = self.counts.get(d).copied().unwrap_or(0) + i32::from(self_selected);
+                let count = self.counts.get(d) + i32::from(self_selected);
                 count - self.global_min_in(eligible, new_hosts) <= self.max_skew
             }
             Kind::Affinity => {
                 let Some(d) = domain else { return false };
-                if self.counts.get(d).copied().unwrap_or(0) > 0 {
+                if self.counts.get(d) > 0 {
                     return true;
                 }
                 // The first pod of a self-affine group may go anywhere.
@@ -165,22 +281,17 @@ impl Group {
                 };
                 self_selected && !any
             }
-            Kind::AntiAffinity => {
-                domain.is_none_or(|d| self.counts.get(d).copied().unwrap_or(0) == 0)
-            }
+            Kind::AntiAffinity => domain.is_none_or(|d| self.counts.get(d) == 0),
         }
     }
 
     fn any_selected_in(&self, eligible: &BTreeSet<String>) -> bool {
-        eligible
-            .iter()
-            .any(|d| self.counts.get(d).copied().unwrap_or(0) > 0)
+        eligible.iter().any(|d| self.counts.get(d) > 0)
     }
 
     /// Inverse anti-affinity: may a pod this group selects go to `domain`?
     pub fn inverse_allows(&self, domain: Option<&str>) -> bool {
-        self.kind != Kind::AntiAffinity
-            || domain.is_none_or(|d| self.owners.get(d).copied().unwrap_or(0) == 0)
+        self.kind != Kind::AntiAffinity || domain.is_none_or(|d| self.owners.get(d) == 0)
     }
 }
 
@@ -261,9 +372,24 @@ pub fn owned_terms(
 }
 
 impl Group {
+    /// A copy that shares nothing with `self` and has its own identity (tests).
+    #[cfg(test)]
+    pub(crate) fn unshared(&self) -> Group {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 62);
+        Group {
+            uid: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            counts: self.counts.unshared(),
+            owners: self.owners.unshared(),
+            domains: Arc::new((*self.domains).clone()),
+            ..self.clone()
+        }
+    }
+
     /// A new, empty group for a term.
     pub fn new(term: &OwnedTerm) -> Group {
+        static NEXT_UID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Group {
+            uid: NEXT_UID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             kind: term.key.kind,
             key: term.key.key.clone(),
             scope: term.key.scope.clone(),
@@ -271,9 +397,9 @@ impl Group {
             max_skew: term.key.max_skew,
             min_domains: term.key.min_domains,
             filter: term.filter.clone(),
-            counts: BTreeMap::new(),
-            owners: BTreeMap::new(),
-            domains: BTreeSet::new(),
+            counts: Counts::default(),
+            owners: Counts::default(),
+            domains: Arc::default(),
         }
     }
 }
@@ -284,6 +410,7 @@ mod tests {
 
     fn group(kind: Kind, key: &str, skew: i32) -> Group {
         Group {
+            uid: 0,
             kind,
             key: key.into(),
             scope: NamespaceScope::All,
@@ -291,9 +418,9 @@ mod tests {
             max_skew: skew,
             min_domains: None,
             filter: NodeFilter::default(),
-            counts: BTreeMap::new(),
-            owners: BTreeMap::new(),
-            domains: BTreeSet::new(),
+            counts: Counts::default(),
+            owners: Counts::default(),
+            domains: Arc::default(),
         }
     }
 
@@ -305,8 +432,8 @@ mod tests {
     fn spread_skew_counts_the_incoming_pod() {
         // kube-scheduler docs: zones A:2 B:1 C:0, maxSkew 1 -> only C is allowed.
         let mut g = group(Kind::Spread, labels::ZONE, 1);
-        g.counts.insert("A".into(), 2);
-        g.counts.insert("B".into(), 1);
+        g.counts.add("A", 2);
+        g.counts.add("B", 1);
         let eligible = set(&["A", "B", "C"]);
         assert!(!g.allows(Some("A"), true, &eligible));
         assert!(!g.allows(Some("B"), true, &eligible));
@@ -320,8 +447,8 @@ mod tests {
         // minDomains 3 with only 2 eligible domains: the global minimum is 0.
         let mut g = group(Kind::Spread, labels::ZONE, 1);
         g.min_domains = Some(3);
-        g.counts.insert("A".into(), 1);
-        g.counts.insert("B".into(), 1);
+        g.counts.add("A", 1);
+        g.counts.add("B", 1);
         let eligible = set(&["A", "B"]);
         assert!(!g.allows(Some("A"), true, &eligible));
         g.min_domains = Some(2);
@@ -331,8 +458,8 @@ mod tests {
     #[test]
     fn hostname_spread_minimum_is_zero() {
         let mut g = group(Kind::Spread, labels::HOSTNAME, 1);
-        g.counts.insert("n1".into(), 1);
-        g.counts.insert("n2".into(), 1);
+        g.counts.add("n1", 1);
+        g.counts.add("n2", 1);
         assert!(!g.allows(Some("n1"), true, &set(&["n1", "n2"])));
     }
 
@@ -345,16 +472,52 @@ mod tests {
             !g.allows(Some("A"), false, &eligible),
             "not self-selecting: needs a match"
         );
-        g.counts.insert("B".into(), 1);
+        g.counts.add("B", 1);
         assert!(!g.allows(Some("A"), true, &eligible));
         assert!(g.allows(Some("B"), true, &eligible));
+    }
+
+    proptest::proptest! {
+        /// `Counts` reads like a plain map through adds, decrements, compaction and clones
+        /// that go on changing independently.
+        #[test]
+        fn counts_behave_like_a_map(ops in proptest::collection::vec((0u8..3, 0u16..120, -2i32..4), 0..400)) {
+            let mut fast = Counts::default();
+            let mut model: BTreeMap<String, i32> = BTreeMap::new();
+            let mut snapshots: Vec<(Counts, BTreeMap<String, i32>)> = Vec::new();
+            for (op, d, k) in ops {
+                let d = format!("d{d}");
+                match op {
+                    0 => {
+                        fast.add(&d, k);
+                        *model.entry(d).or_insert(0) += k;
+                    }
+                    1 => {
+                        fast.decrement(&d);
+                        if let Some(c) = model.get_mut(&d) {
+                            *c -= 1;
+                        }
+                    }
+                    _ => snapshots.push((fast.clone(), model.clone())),
+                }
+                proptest::prop_assert_eq!(fast.len(), model.len());
+                proptest::prop_assert_eq!(fast.any_positive(), model.values().any(|c| *c > 0));
+            }
+            proptest::prop_assert_eq!(fast.to_map(), model.clone());
+            for (c, m) in &snapshots {
+                proptest::prop_assert_eq!(&c.to_map(), m);
+                for (d, v) in m {
+                    proptest::prop_assert_eq!(c.get(d), *v);
+                }
+            }
+        }
     }
 
     #[test]
     fn anti_affinity_and_inverse() {
         let mut g = group(Kind::AntiAffinity, labels::HOSTNAME, 0);
-        g.counts.insert("n1".into(), 1);
-        g.owners.insert("n2".into(), 1);
+        g.counts.add("n1", 1);
+        g.owners.add("n2", 1);
         assert!(!g.allows(Some("n1"), true, &set(&[])));
         assert!(g.allows(Some("n2"), true, &set(&[])));
         assert!(!g.inverse_allows(Some("n2")));

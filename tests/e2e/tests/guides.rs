@@ -107,10 +107,10 @@ where
     std::fs::create_dir_all(&workdir).expect("guide workdir");
     let mut controller = Some(controller);
     for b in &blocks {
-        if b.marker == "controller" {
-            if let Some(start) = controller.take() {
-                start().await;
-            }
+        if b.marker == "controller"
+            && let Some(start) = controller.take()
+        {
+            start().await;
         }
         eprintln!("guides: {guide}:{} running:\n{}", b.line, b.code);
         let out = tokio::process::Command::new("bash")
@@ -147,7 +147,7 @@ static HANDOFF: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 fn markers_select_sh_blocks_and_a_stray_marker_is_an_error() {
     let md = "text\n<!-- test -->\n```sh\na\nb\n```\n```sh\nnot tested\n```\n<!-- test: controller -->\n```sh\nc\n```\n";
     assert_eq!(
-        tested_blocks(md).unwrap(),
+        tested_blocks(md).expect("parse"),
         vec![
             Block {
                 marker: String::new(),

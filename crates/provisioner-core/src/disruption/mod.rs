@@ -141,6 +141,23 @@ impl Default for DisruptionOptions {
 
 /// Decides this loop's disruption: at most one command, from the first method that yields one.
 pub fn disrupt(snapshot: &Snapshot, options: &DisruptionOptions) -> DisruptionDecision {
+    decide(snapshot, None, options)
+}
+
+/// [`disrupt`] on a shared snapshot: the simulations' base state refers to it instead of
+/// holding a copy (a 150,000-pod snapshot is a few hundred MB).
+pub fn disrupt_shared(
+    snapshot: &std::sync::Arc<Snapshot>,
+    options: &DisruptionOptions,
+) -> DisruptionDecision {
+    decide(snapshot, Some(snapshot), options)
+}
+
+fn decide(
+    snapshot: &Snapshot,
+    shared: Option<&std::sync::Arc<Snapshot>>,
+    options: &DisruptionOptions,
+) -> DisruptionDecision {
     let budgets = Budgets::compute(snapshot);
     let set = find_candidates(snapshot, options);
     let mut decision = DisruptionDecision {
@@ -172,7 +189,10 @@ pub fn disrupt(snapshot: &Snapshot, options: &DisruptionOptions) -> DisruptionDe
         }
         return decision;
     }
-    let sim = sim::Sim::new(snapshot, options.scheduling.clone());
+    let sim = match shared {
+        Some(s) => sim::Sim::shared(s, options.scheduling.clone()),
+        None => sim::Sim::new(snapshot, options.scheduling.clone()),
+    };
     for method in [Method::Expiration, Method::Drift] {
         let (cmd, report) = drift::replace_method(method, &sim, &set.candidates, &budgets, options);
         decision.methods.push(report);
@@ -235,3 +255,5 @@ pub(crate) fn make_command(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_sharing;

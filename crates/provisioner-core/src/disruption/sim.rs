@@ -10,6 +10,7 @@
 //! every constraint the scheduler checks.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::candidates::{Candidate, is_reschedulable};
@@ -46,6 +47,17 @@ pub struct Sim<'a> {
     pub base: ClusterState,
     pub sched: SchedulingOptions,
     runs: AtomicUsize,
+    /// Nodes no pod may move to (in flight or not initialized), found once, not per simulation.
+    uninitialized: BTreeSet<&'a str>,
+    /// Tests: every simulation starts from a copy sharing nothing (the reference path).
+    #[cfg(test)]
+    unshared: bool,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: Sims built on this thread run the unshared reference path.
+    pub(crate) static UNSHARED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 pub(crate) fn pod_ref(p: &Pod) -> PodRef {
@@ -58,7 +70,19 @@ pub(crate) fn pod_ref(p: &Pod) -> PodRef {
 impl<'a> Sim<'a> {
     /// Builds the base state and reserves room for pods that already need a home.
     pub fn new(snapshot: &'a Snapshot, sched: SchedulingOptions) -> Sim<'a> {
-        let mut base = ClusterState::new(snapshot);
+        Sim::build(snapshot, ClusterState::new(snapshot), sched)
+    }
+
+    /// [`Sim::new`] on a shared snapshot: the base state refers to it instead of copying it.
+    pub fn shared(snapshot: &'a Arc<Snapshot>, sched: SchedulingOptions) -> Sim<'a> {
+        Sim::build(
+            snapshot,
+            ClusterState::from_shared(Arc::clone(snapshot)),
+            sched,
+        )
+    }
+
+    fn build(snapshot: &'a Snapshot, mut base: ClusterState, sched: SchedulingOptions) -> Sim<'a> {
         let deleting: Vec<&str> = snapshot
             .nodes
             .iter()
@@ -99,11 +123,20 @@ impl<'a> Sim<'a> {
                 }
             }
         }
+        let uninitialized = snapshot
+            .nodes
+            .iter()
+            .filter(|n| n.in_flight || !n.initialized)
+            .map(|n| n.name.as_str())
+            .collect();
         Sim {
             snapshot,
             base,
             sched,
             runs: AtomicUsize::new(0),
+            uninitialized,
+            #[cfg(test)]
+            unshared: UNSHARED.with(std::cell::Cell::get),
         }
     }
 
@@ -135,6 +168,13 @@ impl<'a> Sim<'a> {
         price_cap: Option<f64>,
     ) -> (ClusterState, Outcome) {
         self.runs.fetch_add(1, Ordering::Relaxed);
+        #[cfg(test)]
+        let mut state = if self.unshared {
+            from.unshared()
+        } else {
+            from.clone()
+        };
+        #[cfg(not(test))]
         let mut state = from.clone();
         let names: Vec<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
         let mut pods: Vec<Pod> = state
@@ -164,13 +204,7 @@ impl<'a> Sim<'a> {
         // candidates drain as soon as the replacements are; one placed on an in-flight or
         // uninitialized node would wait for it, so the simulation fails for that pod.
         let mut unschedulable = result.unschedulable;
-        let uninitialized: BTreeSet<&str> = self
-            .snapshot
-            .nodes
-            .iter()
-            .filter(|n| n.in_flight || !n.initialized)
-            .map(|n| n.name.as_str())
-            .collect();
+        let uninitialized = &self.uninitialized;
         let (existing, waiting): (Vec<_>, Vec<_>) = result
             .existing_placements
             .into_iter()

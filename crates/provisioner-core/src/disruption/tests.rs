@@ -746,7 +746,7 @@ const TAINT_KEY: &str = "dedicated";
 /// Random cluster: two NodePools (one tainted), nodes of random types, zones and capacity
 /// types, partly filled with pods that carry node selectors, hostname anti-affinity,
 /// tolerations, PDBs and do-not-disrupt annotations, and random budgets.
-fn random_cluster(seed: u64) -> Snapshot {
+pub(super) fn random_cluster(seed: u64) -> Snapshot {
     let mut r = Rng(seed);
     let types = types();
     let now = 1_000_000;
