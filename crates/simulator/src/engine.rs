@@ -146,6 +146,20 @@ pub struct Summary {
     /// ready, as it should).
     #[serde(default)]
     pub evicted_wait_max_seconds: f64,
+    /// Median and 95th percentile of the seconds an evicted pod waited to be bound again,
+    /// over every eviction that was followed by a binding (0 without evictions). Churn that
+    /// parks pods on a node still launching shows here, not in the arrival percentiles.
+    #[serde(default)]
+    pub evicted_wait_p50_seconds: f64,
+    #[serde(default)]
+    pub evicted_wait_p95_seconds: f64,
+    /// Pod-hours spent pending after an eviction (until bound again, gone, or the run's end).
+    #[serde(default)]
+    pub evicted_pending_pod_hours: f64,
+    /// Pod-hours spent pending in total: the integral of the pending-pod count over the run,
+    /// first waits and waits after evictions alike, so neither can hide behind percentiles.
+    #[serde(default)]
+    pub pending_pod_hours: f64,
     /// Commands dropped at validation (cluster changed meanwhile).
     pub commands_invalidated: u32,
     /// Why, as the strategy's re-validation said (digits masked), with counts.
@@ -227,6 +241,13 @@ struct Sim<'w> {
     ready_used: core::Resources,
     ready_alloc: core::Resources,
     summary: Summary,
+    /// Pending pods that were evicted and not yet bound again (for the integral).
+    evicted_pending: usize,
+    /// Seconds each eviction-to-binding wait took.
+    evicted_waits: Vec<i64>,
+    /// Pod-seconds pending, in total and after evictions.
+    pending_pod_secs: f64,
+    evicted_pending_pod_secs: f64,
     series: Vec<Sample>,
     step: i64,
     next_sample: i64,
@@ -297,6 +318,10 @@ impl<'w> Sim<'w> {
             ready_used: core::Resources::default(),
             ready_alloc: core::Resources::default(),
             summary: Summary::default(),
+            evicted_pending: 0,
+            evicted_waits: Vec::new(),
+            pending_pod_secs: 0.0,
+            evicted_pending_pod_secs: 0.0,
             series: Vec::new(),
             step,
             next_sample: 0,
@@ -342,6 +367,8 @@ impl<'w> Sim<'w> {
         self.cpu_alloc_int += self.ready_alloc.cpu_milli as f64 * dt;
         self.mem_used_int += self.ready_used.memory as f64 * dt;
         self.mem_alloc_int += self.ready_alloc.memory as f64 * dt;
+        self.pending_pod_secs += self.pending.len() as f64 * dt;
+        self.evicted_pending_pod_secs += self.evicted_pending as f64 * dt;
         self.now = t;
     }
 
@@ -598,6 +625,8 @@ impl<'w> Sim<'w> {
             let waited = (self.now - at) as f64;
             self.summary.evicted_wait_max_seconds =
                 self.summary.evicted_wait_max_seconds.max(waited);
+            self.evicted_waits.push(self.now - at);
+            self.evicted_pending = self.evicted_pending.saturating_sub(1);
         }
         p.phase = PodPhase::Bound(ni);
         p.nominated = None;
@@ -997,7 +1026,9 @@ impl<'w> Sim<'w> {
             for pi in bound {
                 self.unbind(pi);
                 self.pods[pi].evictions += 1;
-                self.pods[pi].evicted_at = Some(self.now);
+                if self.pods[pi].evicted_at.replace(self.now).is_none() {
+                    self.evicted_pending += 1;
+                }
                 self.summary.pods_disrupted += 1;
                 evicted.push(pi);
             }
@@ -1143,6 +1174,9 @@ impl Sim<'_> {
                         };
                         self.unbind(pi);
                         self.pending.remove(&pi);
+                        if self.pods[pi].evicted_at.take().is_some() {
+                            self.evicted_pending = self.evicted_pending.saturating_sub(1);
+                        }
                         self.pods[pi].phase = PodPhase::Gone;
                         self.pods[pi].nominated = None;
                         self.changed();
@@ -1263,6 +1297,11 @@ impl Sim<'_> {
         s.pending_p50_seconds = pct(0.5);
         s.pending_p95_seconds = pct(0.95);
         s.pending_max_seconds = waits.last().copied().unwrap_or(0) as f64;
+        self.evicted_waits.sort_unstable();
+        s.evicted_wait_p50_seconds = percentile(&self.evicted_waits, 0.5);
+        s.evicted_wait_p95_seconds = percentile(&self.evicted_waits, 0.95);
+        s.pending_pod_hours = self.pending_pod_secs / 3600.0;
+        s.evicted_pending_pod_hours = self.evicted_pending_pod_secs / 3600.0;
         s.pods_scheduled = waits.len() as u32;
         s.pods_never_scheduled = s.pods_total - s.pods_scheduled - s.pods_left_pending;
         let wall = start.elapsed().as_secs_f64();
@@ -1281,6 +1320,15 @@ impl Sim<'_> {
             unschedulable_reasons: self.reasons.into_iter().collect(),
         }
     }
+}
+
+/// The `q` quantile of sorted values (nearest rank; 0 when empty).
+fn percentile(sorted: &[i64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[idx.min(sorted.len() - 1)] as f64
 }
 
 /// Run one strategy over one compiled world. The lower-bound figures are left at zero: the

@@ -25,12 +25,13 @@ use crate::scenario::{
 };
 
 /// Generator names, for help texts and errors.
-pub const KINDS: &[&str] = &["karpenter-benchmark", "mixed"];
+pub const KINDS: &[&str] = &["karpenter-benchmark", "mixed", "constrained"];
 
 pub fn generate(kind: &str, seed: u64, pods: Option<usize>) -> Result<Scenario> {
     match kind {
         "karpenter-benchmark" => Ok(karpenter_benchmark(seed, pods.unwrap_or(1000))),
         "mixed" => Ok(mixed(seed, pods.unwrap_or(600))),
+        "constrained" => Ok(constrained(seed, pods.unwrap_or(2000))),
         other => Err(SimError::UnknownGenerator(
             other.to_string(),
             KINDS.join(", "),
@@ -300,6 +301,71 @@ pub fn mixed(seed: u64, pods: usize) -> Scenario {
     }
 }
 
+/// `mixed` with the constraints real clusters add, so decisions are measured where packing is
+/// not free: a quarter of the deployments spread over zones (`maxSkew 1`, `DoNotSchedule`),
+/// a sixth keep their replicas on distinct nodes (required hostname anti-affinity), a tenth
+/// need one GPU (the catalog gains three GPU sizes in every zone), over 12 h instead of 8.
+/// The draws use their own stream, so the same seed gives `mixed`'s arrivals and shapes.
+pub fn constrained(seed: u64, pods: usize) -> Scenario {
+    let mut s = mixed(seed, pods);
+    let horizon = 12 * 3600;
+    let mut rng = Rng::new(seed ^ 0xC0FF_EE00_D15E_A5E5);
+    for g in &mut s.workload.pods {
+        // Stretch mixed's 8 h arrivals and lives over 12 h.
+        g.arrive_at = g.arrive_at * 3 / 2;
+        g.duration_seconds = g.duration_seconds.map(|d| d * 3 / 2);
+        let app = g.name.clone();
+        let draw = rng.f64();
+        if draw < 0.25 {
+            g.topology_spread_constraints
+                .push(TopologySpreadConstraint {
+                    max_skew: 1,
+                    topology_key: "topology.kubernetes.io/zone".into(),
+                    when_unsatisfiable: "DoNotSchedule".into(),
+                    label_selector: Some(selector(&app)),
+                    ..Default::default()
+                });
+        } else if draw < 0.42 {
+            g.affinity = Some(Affinity {
+                pod_anti_affinity: Some(PodAntiAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(vec![
+                        PodAffinityTerm {
+                            label_selector: Some(selector(&app)),
+                            topology_key: "kubernetes.io/hostname".into(),
+                            ..Default::default()
+                        },
+                    ]),
+                    preferred_during_scheduling_ignored_during_execution: None,
+                }),
+                ..Default::default()
+            });
+        } else if draw < 0.52 {
+            g.requests.insert("nvidia.com/gpu".into(), "1".into());
+        }
+    }
+    s.catalog.types = [(1, 8, 0.75), (4, 32, 2.9), (8, 64, 5.6)]
+        .iter()
+        .map(|&(gpu, vcpu, price)| crate::scenario::InstanceTypeSpec {
+            name: format!("gpu1.{gpu}x"),
+            vcpu: vcpu as f64,
+            memory_mib: vcpu * 4 * 1024,
+            gpu,
+            arch: "amd64".into(),
+            price,
+            spot_price: None,
+            zones: None,
+            labels: BTreeMap::new(),
+        })
+        .collect();
+    s.settings.end_seconds = Some(horizon + 1800);
+    s.name = Some(format!("constrained-{pods}-seed{seed}"));
+    s.description = Some(
+        "mixed over 12 h with zone spread (25% of deployments), hostname anti-affinity (17%) and one-GPU pods (10%); three GPU sizes added to the built-in EC2-like catalog."
+            .into(),
+    );
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,6 +385,22 @@ mod tests {
         let k = generate("karpenter-benchmark", 1, Some(500))?;
         assert_eq!(total(&k), 500);
         assert!(generate("nope", 1, None).is_err());
+        let c1 = generate("constrained", 2, Some(400))?;
+        assert_eq!(c1, generate("constrained", 2, Some(400))?);
+        assert_eq!(total(&c1), 400);
+        let groups = &c1.workload.pods;
+        assert!(
+            groups
+                .iter()
+                .any(|g| !g.topology_spread_constraints.is_empty())
+        );
+        assert!(groups.iter().any(|g| g.affinity.is_some()));
+        assert!(
+            groups
+                .iter()
+                .any(|g| g.requests.contains_key("nvidia.com/gpu"))
+        );
+        assert!(c1.catalog.types.iter().any(|t| t.gpu > 0));
         Ok(())
     }
 }

@@ -82,6 +82,10 @@ pub struct Row {
     pub terminated: f64,
     pub commands: f64,
     pub disrupted: f64,
+    pub evicted_p50: f64,
+    pub evicted_p95: f64,
+    pub pending_pod_hours: f64,
+    pub evicted_pending_pod_hours: f64,
     pub decisions_per_s: f64,
     pub wall: f64,
 }
@@ -120,6 +124,10 @@ pub fn rows(r: &Report) -> Vec<Row> {
                 terminated: avg(&|r| r.summary.nodes_terminated as f64),
                 commands: avg(&|r| r.summary.disruption_commands as f64),
                 disrupted: avg(&|r| r.summary.pods_disrupted as f64),
+                evicted_p50: avg(&|r| r.summary.evicted_wait_p50_seconds),
+                evicted_p95: avg(&|r| r.summary.evicted_wait_p95_seconds),
+                pending_pod_hours: avg(&|r| r.summary.pending_pod_hours),
+                evicted_pending_pod_hours: avg(&|r| r.summary.evicted_pending_pod_hours),
                 decisions_per_s: avg(&|r| r.timing.decisions_per_second),
                 wall: avg(&|r| r.timing.wall_seconds),
             }
@@ -149,11 +157,16 @@ fn table_cells(r: &Row, lb_total: f64) -> Vec<String> {
         format!("{:.0}", r.never),
         format!("{:.0} / {:.0}", r.launched, r.terminated),
         format!("{:.0} / {:.0}", r.commands, r.disrupted),
+        format!("{} / {}", dur(r.evicted_p50), dur(r.evicted_p95)),
+        format!(
+            "{:.1} / {:.1}",
+            r.pending_pod_hours, r.evicted_pending_pod_hours
+        ),
         format!("{:.0}", r.decisions_per_s),
     ]
 }
 
-const HEADERS: [&str; 10] = [
+const HEADERS: [&str; 12] = [
     "strategy",
     "total cost",
     "vs lower bound",
@@ -163,6 +176,8 @@ const HEADERS: [&str; 10] = [
     "never ran",
     "nodes up/down",
     "disruptions cmd/pods",
+    "evicted wait p50/p95",
+    "pending pod-h all/evicted",
     "decisions/s",
 ];
 

@@ -155,6 +155,76 @@ pub struct CoreDisruptionSettings {
     pub min_saving_fraction: f64,
     /// Work bound of the multi-node search, in scheduling simulations per decision.
     pub max_simulations: usize,
+    /// The payback rule (the core's `disruption::payback`); `null` turns it off (the plain
+    /// `saving > 0` rule). Absent: the core's defaults.
+    pub payback: Option<PaybackSettings>,
+    /// The headroom rule (the core's `disruption::headroom`); `null` turns it off.
+    pub headroom: Option<HeadroomSettings>,
+    /// Disruption-cost weight (price per hour per evicted default pod) of the
+    /// `cost-aware-weighted` ablation: the crude alternative to the payback rule.
+    pub weighted_ablation_weight: f64,
+}
+
+/// The core's `disruption::headroom::Headroom`, as a scenario writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct HeadroomSettings {
+    /// Width of the arrival window whose peak is kept free, in seconds.
+    pub window_seconds: i64,
+    /// How far back arrivals are looked at, in seconds.
+    pub lookback_seconds: i64,
+}
+
+impl Default for HeadroomSettings {
+    fn default() -> Self {
+        let d = provisioner_core::disruption::headroom::Headroom::default();
+        HeadroomSettings {
+            window_seconds: d.window_seconds,
+            lookback_seconds: d.lookback_seconds,
+        }
+    }
+}
+
+impl HeadroomSettings {
+    pub fn to_core(&self) -> provisioner_core::disruption::headroom::Headroom {
+        provisioner_core::disruption::headroom::Headroom {
+            window_seconds: self.window_seconds,
+            lookback_seconds: self.lookback_seconds,
+        }
+    }
+}
+
+/// The core's `disruption::payback::Payback`, as a scenario writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct PaybackSettings {
+    /// Longest a saving is counted for, in hours.
+    pub horizon_cap_hours: f64,
+    /// Hours of an evicted pod's own price one eviction costs.
+    pub eviction_pod_hours: f64,
+    /// Seconds both candidates and replacements are billed.
+    pub replacement_ready_seconds: i64,
+}
+
+impl Default for PaybackSettings {
+    fn default() -> Self {
+        let d = provisioner_core::disruption::payback::Payback::default();
+        PaybackSettings {
+            horizon_cap_hours: d.horizon_cap_hours,
+            eviction_pod_hours: d.eviction_pod_hours,
+            replacement_ready_seconds: d.replacement_ready_seconds,
+        }
+    }
+}
+
+impl PaybackSettings {
+    pub fn to_core(&self) -> provisioner_core::disruption::payback::Payback {
+        provisioner_core::disruption::payback::Payback {
+            horizon_cap_hours: self.horizon_cap_hours,
+            eviction_pod_hours: self.eviction_pod_hours,
+            replacement_ready_seconds: self.replacement_ready_seconds,
+        }
+    }
 }
 
 impl Default for CoreDisruptionSettings {
@@ -164,6 +234,16 @@ impl Default for CoreDisruptionSettings {
             min_saving_per_hour: d.min_saving_per_hour,
             min_saving_fraction: d.min_saving_fraction,
             max_simulations: d.max_simulations,
+            payback: d.payback.map(|p| PaybackSettings {
+                horizon_cap_hours: p.horizon_cap_hours,
+                eviction_pod_hours: p.eviction_pod_hours,
+                replacement_ready_seconds: p.replacement_ready_seconds,
+            }),
+            headroom: d.headroom.map(|h| HeadroomSettings {
+                window_seconds: h.window_seconds,
+                lookback_seconds: h.lookback_seconds,
+            }),
+            weighted_ablation_weight: 0.05,
         }
     }
 }

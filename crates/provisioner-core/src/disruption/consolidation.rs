@@ -24,8 +24,9 @@
 //! the command's moves are exactly what [`super::validate()`] will re-check; a set whose fresh
 //! simulation fails is trimmed from the end until it passes.
 //!
-//! Commands are ranked by `worst-case saving - disruption_cost_weight * disruption cost`, then
-//! by saving, fewer candidates, and candidate names: a total order, so the decision is the same
+//! Commands are ranked by their net value under the payback rule ([`super::payback`]: saving
+//! over the expected horizon less evictions and replacement overlap; or, with the rule off,
+//! `worst-case saving - disruption_cost_weight * disruption cost`), then by saving, fewer candidates, and candidate names: a total order, so the decision is the same
 //! on any number of threads.
 
 use std::collections::BTreeMap;
@@ -39,6 +40,7 @@ use super::command::{
     Alternative, BudgetUse, Command, Destination, Method, MethodReport, PodMove, Rationale,
     Replacement,
 };
+use super::headroom::{Guard, Room};
 use super::make_command;
 use super::replace::{PriceRule, replacements};
 use super::sim::Sim;
@@ -70,6 +72,8 @@ pub enum Miss {
     NotCheaper,
     /// Some pod has no place, or budgets or PDBs forbid the set.
     Infeasible,
+    /// It would leave less free room than recent arrivals needed ([`super::headroom`]).
+    Headroom,
 }
 
 /// What a single-candidate simulation said.
@@ -85,6 +89,10 @@ pub struct Search<'s, 'a> {
     pub cands: Vec<&'s Candidate>,
     pub budgets: &'s Budgets,
     pub options: &'s DisruptionOptions,
+    /// The headroom rule's room and what each candidate takes of it (`None`: rule off).
+    pub room: Option<(Guard, Vec<Room>)>,
+    /// The payback rule's floor on a pod's price: the cluster's average price per pod.
+    pub pod_price_floor: f64,
 }
 
 impl std::fmt::Debug for Search<'_, '_> {
@@ -170,6 +178,19 @@ impl<'s, 'a> Search<'s, 'a> {
                 }))
     }
 
+    /// Whether the headroom rule lets `members` go, their pods on replacements giving `given`
+    /// room back.
+    fn room_allows(&self, members: &[usize], given: Room) -> bool {
+        let Some((guard, taken)) = &self.room else {
+            return true;
+        };
+        let t = members
+            .iter()
+            .filter_map(|m| taken.get(*m))
+            .fold((0i64, 0i64), |a, r| (a.0 + r.0, a.1 + r.1));
+        guard.allows(t, given)
+    }
+
     fn names(&self, members: &[usize]) -> Vec<String> {
         let mut v: Vec<String> = members
             .iter()
@@ -201,6 +222,12 @@ impl<'s, 'a> Search<'s, 'a> {
         {
             return Err(Miss::NotCheaper);
         }
+        let given = claims.iter().fold((0i64, 0i64), |a, c| {
+            (a.0 + c.pod_requests.cpu_milli, a.1 + c.pod_requests.memory)
+        });
+        if !self.room_allows(members, given) {
+            return Err(Miss::Headroom);
+        }
         let reps = replacements(
             self.sim.snapshot,
             claims,
@@ -219,7 +246,27 @@ impl<'s, 'a> Search<'s, 'a> {
             return Err(Miss::NotCheaper);
         }
         let disruption: f64 = chosen.iter().map(|c| c.disruption_cost).sum();
-        let score = worst_saving - self.options.disruption_cost_weight * disruption;
+        let score = match &self.options.payback {
+            Some(knobs) => {
+                let snap = self.sim.snapshot;
+                let pods = chosen.iter().flat_map(|c| {
+                    let node = snap.nodes.get(c.node);
+                    c.pods
+                        .iter()
+                        .filter_map(move |&pi| Some((snap.pods.get(pi)?, node?, c.price)))
+                });
+                super::payback::value(
+                    worst_saving,
+                    worst,
+                    pods,
+                    snap.now,
+                    self.pod_price_floor,
+                    knobs,
+                )
+                .net
+            }
+            None => worst_saving - self.options.disruption_cost_weight * disruption,
+        };
         if score <= 0.0 {
             return Err(Miss::NotCheaper);
         }
@@ -287,7 +334,7 @@ impl<'s, 'a> Search<'s, 'a> {
             }
             let mut trial_members = members.clone();
             trial_members.push(i);
-            if !self.allowed(&trial_members) {
+            if !self.allowed(&trial_members) || !self.room_allows(&trial_members, (0, 0)) {
                 continue;
             }
             let Some(c) = self.cands.get(i) else { continue };
@@ -498,11 +545,21 @@ pub fn consolidation(
         });
         return (None, report);
     }
+    let room = options.headroom.as_ref().map(|h| {
+        let taken = Guard::taken_by(sim.snapshot, &cands);
+        (Guard::new(sim.snapshot, h), taken)
+    });
     let search = Search {
         sim,
         cands,
         budgets,
         options,
+        room,
+        pod_price_floor: if options.payback.is_some() {
+            super::payback::average_pod_price(sim.snapshot)
+        } else {
+            0.0
+        },
     };
     let (found, sets) = search.run();
     report.sets_evaluated = sets;

@@ -40,7 +40,9 @@ pub mod cost;
 pub mod drift;
 pub mod duration;
 pub mod emptiness;
+pub mod headroom;
 pub mod karpenter_baseline;
+pub mod payback;
 pub mod protect;
 pub mod replace;
 pub mod sim;
@@ -71,11 +73,18 @@ pub struct DisruptionOptions {
     pub min_saving_per_hour: f64,
     /// ... and at least this fraction of the candidates' price (0.1 = 10%).
     pub min_saving_fraction: f64,
-    /// Price per hour that one unit of Karpenter disruption cost is worth: commands are ranked
-    /// by `saving - weight * disruption_cost`, and one whose score is not positive is not
-    /// taken. The default (a tenth of a cent per evicted default pod) only breaks near-ties
-    /// toward moving fewer and less important pods.
+    /// Price per hour that one unit of Karpenter disruption cost is worth: without
+    /// [`Self::payback`], commands are ranked by `saving - weight * disruption_cost`, and one
+    /// whose score is not positive is not taken. The default (a tenth of a cent per evicted
+    /// default pod) only breaks near-ties toward moving fewer and less important pods.
     pub disruption_cost_weight: f64,
+    /// The payback rule ([`payback`]): a consolidation command is taken only when its saving
+    /// over the expected horizon exceeds what its evictions and replacement overlap cost, and
+    /// commands are ranked by that net value. `None`: the plain `saving > 0` rule above.
+    pub payback: Option<payback::Payback>,
+    /// The headroom rule ([`headroom`]): a consolidation command must leave free room for
+    /// the busiest burst of arrivals recently observed. `None`: repack as tightly as saves.
+    pub headroom: Option<headroom::Headroom>,
     /// Most replacement nodes one consolidation command may launch (`None`: no limit).
     /// Karpenter allows one (#1442).
     pub max_replacements: Option<usize>,
@@ -114,6 +123,8 @@ impl Default for DisruptionOptions {
             min_saving_per_hour: 0.0,
             min_saving_fraction: 0.0,
             disruption_cost_weight: 0.001,
+            payback: Some(payback::Payback::default()),
+            headroom: Some(headroom::Headroom::default()),
             max_replacements: None,
             spot_to_spot: false,
             evict_uncontrolled_pods: false,

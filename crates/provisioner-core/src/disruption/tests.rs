@@ -395,9 +395,9 @@ fn replacement_options_are_filtered_by_their_worst_case_price() {
     n.price = 0.50;
     let mut s = snapshot(vec![n], vec![pod("a", 1000, "n")]);
     s.instance_types = types;
-    let cmd = disrupt(&s, &DisruptionOptions::default())
-        .command
-        .expect("a command");
+    // The plain rule: the worst case left (0.10/h over `large`) does not pay for moving the
+    // pod under the payback rule; this test is about which options stay.
+    let cmd = disrupt(&s, &plain()).command.expect("a command");
     let r = &cmd.replacements[0];
     assert!(
         r.instance_type_options
@@ -1203,5 +1203,131 @@ proptest! {
                 prop_assert!(false, "seed {seed}: {e}");
             }
         }
+    }
+}
+
+/// Options with the payback and headroom rules off: the plain `saving > 0` rule.
+fn plain() -> DisruptionOptions {
+    DisruptionOptions {
+        payback: None,
+        headroom: None,
+        ..DisruptionOptions::default()
+    }
+}
+
+#[test]
+fn young_pods_are_not_moved_for_a_saving_that_does_not_pay_back() {
+    // Deleting `a` saves its whole price (0.2/h) by moving one 1-vCPU pod onto `b`; `b`'s
+    // 6-vCPU pod fits nowhere else.
+    let build = |age: i64| {
+        let mut young = pod("young", 1000, "a");
+        young.created_at = 1_000_000 - age;
+        snapshot(
+            vec![od("a", "medium"), od("b", "large")],
+            vec![young, pod("old", 6000, "b")],
+        )
+    };
+    // A minute old: 0.2/h over a one-minute horizon is less than the pod's share of its
+    // node's price (a quarter of 0.2/h) for the default hour of eviction cost.
+    let fresh = build(60);
+    assert!(
+        disrupt(&fresh, &DisruptionOptions::default())
+            .command
+            .is_none()
+    );
+    // The plain rule takes it.
+    let cmd = disrupt(&fresh, &plain())
+        .command
+        .expect("plain rule deletes a");
+    assert_eq!(names(&cmd), vec!["a"]);
+    // The same pod after two hours pays back: the default rule takes the same command.
+    let settled = build(2 * 3600);
+    let cmd = disrupt(&settled, &DisruptionOptions::default())
+        .command
+        .expect("pays back");
+    assert_eq!(names(&cmd), vec!["a"]);
+    assert!(cmd.rationale.score > 0.0);
+}
+
+#[test]
+fn consolidation_keeps_room_for_a_recent_burst() {
+    // Old pods on `a` and `b`; a burst of three 2-vCPU pods arrived 30 s ago on `c`.
+    let mut pods = vec![pod("old-a", 1000, "a"), pod("old-b", 5000, "b")];
+    for i in 0..3 {
+        let mut p = pod(&format!("burst-{i}"), 2000, "c");
+        p.created_at = 1_000_000 - 30;
+        pods.push(p);
+    }
+    let s = snapshot(
+        vec![od("a", "large"), od("b", "large"), od("c", "large")],
+        pods,
+    );
+    let guard = headroom::Guard::new(&s, &headroom::Headroom::default());
+    assert_eq!(guard.target.0, 6000);
+    assert_eq!(guard.free.0, 7000 + 3000 + 2000);
+    // Deleting `a` or `b` would leave 4 vCPU free, less than the burst's 6.
+    let d = disrupt(&s, &DisruptionOptions::default());
+    assert!(d.command.is_none(), "{:?}", d.command.map(|c| c.rationale));
+    let without = DisruptionOptions {
+        headroom: None,
+        ..DisruptionOptions::default()
+    };
+    assert!(disrupt(&s, &without).command.is_some());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Every consolidation command the default rules take pays for itself (recomputed here
+    /// from the command and the snapshot) and leaves the headroom the recent arrivals ask for.
+    #[test]
+    fn default_consolidation_pays_back_and_keeps_room(seed in any::<u64>(), young in 0i64..20_000) {
+        let mut s = random_cluster(seed);
+        // Half the pods arrived `young` seconds ago, so horizons and the headroom target vary.
+        let now = s.now;
+        for p in s.pods.iter_mut().step_by(2) {
+            p.created_at = now - young;
+        }
+        let opts = DisruptionOptions::default();
+        let Some(cmd) = disrupt(&s, &opts).command.filter(|c| c.method == Method::Consolidation) else {
+            return Ok(());
+        };
+        let set = find_candidates(&s, &opts);
+        let chosen: Vec<&Candidate> = cmd
+            .candidates
+            .iter()
+            .filter_map(|c| set.by_name(&c.name))
+            .collect();
+        prop_assert_eq!(chosen.len(), cmd.candidates.len());
+        let knobs = opts.payback.clone().unwrap_or_default();
+        let snap = &s;
+        let pods = chosen.iter().flat_map(|c| {
+            let node = &snap.nodes[c.node];
+            c.pods.iter().map(move |&pi| (&snap.pods[pi], node, c.price))
+        });
+        let v = payback::value(
+            cmd.worst_case_saving_per_hour,
+            cmd.replacements_worst_case_price,
+            pods,
+            s.now,
+            payback::average_pod_price(&s),
+            &knobs,
+        );
+        prop_assert!(v.net > 0.0, "seed {seed}: {v:?}");
+        let guard = headroom::Guard::new(&s, &opts.headroom.clone().unwrap_or_default());
+        let taken = headroom::Guard::taken_by(&s, &chosen)
+            .into_iter()
+            .fold((0i64, 0i64), |a, r| (a.0 + r.0, a.1 + r.1));
+        let mut given = (0i64, 0i64);
+        for m in &cmd.moves {
+            if matches!(m.to, Destination::Replacement(_))
+                && let Some(p) = s.pods.iter().find(|p| p.namespace == m.pod.namespace && p.name == m.pod.name)
+            {
+                let r = pod_requests(p);
+                given.0 += r.cpu_milli;
+                given.1 += r.memory;
+            }
+        }
+        prop_assert!(guard.allows(taken, given), "seed {seed}: {guard:?} taken {taken:?} given {given:?}");
     }
 }

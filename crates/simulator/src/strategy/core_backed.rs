@@ -13,6 +13,8 @@ use super::{Autoscaler, Command, LaunchRequest, Provision};
 
 pub const COST_AWARE: &str = "provisioner-core schedule() with the CostAware planner";
 pub const COST_AWARE_OPT: &str = "provisioner-core schedule_with() and the optimize::Optimizer planner (ILP warm-started from CostAware; lower bound by column generation)";
+pub const LEGACY_DISRUPTION: &str = "as cost-aware, with the payback and headroom rules off: any worst-case saving > 0, ranked by saving - 0.001 x disruption cost (the rules before; ablation)";
+pub const WEIGHTED_DISRUPTION: &str = "as cost-aware, with the payback rule replaced by saving - weightedAblationWeight x disruption cost > 0 (the crude alternative; ablation)";
 pub const KARPENTER: &str =
     "provisioner-core schedule() with the KarpenterBaseline planner (Karpenter-faithful greedy)";
 pub const OUR_DISRUPTION: &str = "provisioner-core disruption::disrupt() (emptiness, drift/expiry, consolidation search with N replacements), re-validated with disruption::validate_with()";
@@ -23,6 +25,12 @@ pub enum Kind {
     CostAware,
     CostAwareOpt,
     Karpenter,
+    /// `cost-aware` with the previous rule: any saving > 0, ranked with the tiny default
+    /// disruption-cost weight (ablation).
+    CostAwareLegacy,
+    /// `cost-aware` with the crude alternative to payback: saving > 0 after a large
+    /// disruption-cost weight (ablation).
+    CostAwareWeighted,
 }
 
 #[derive(Debug)]
@@ -57,6 +65,18 @@ impl CoreStrategy {
                 min_saving_per_hour: cd.min_saving_per_hour,
                 min_saving_fraction: cd.min_saving_fraction,
                 max_simulations: cd.max_simulations,
+                payback: match kind {
+                    Kind::CostAwareLegacy | Kind::CostAwareWeighted => None,
+                    _ => cd.payback.as_ref().map(|p| p.to_core()),
+                },
+                headroom: match kind {
+                    Kind::CostAwareLegacy => None,
+                    _ => cd.headroom.as_ref().map(|h| h.to_core()),
+                },
+                disruption_cost_weight: match kind {
+                    Kind::CostAwareWeighted => cd.weighted_ablation_weight,
+                    _ => disruption.disruption_cost_weight,
+                },
                 ..disruption
             },
         };
@@ -171,7 +191,10 @@ impl Autoscaler for CoreStrategy {
                     }
                 }
             }
-            Kind::CostAware | Kind::CostAwareOpt => {
+            Kind::CostAware
+            | Kind::CostAwareOpt
+            | Kind::CostAwareLegacy
+            | Kind::CostAwareWeighted => {
                 let d = disruption::disrupt(snap, &self.disruption);
                 self.simulations += d
                     .methods

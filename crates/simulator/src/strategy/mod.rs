@@ -112,6 +112,9 @@ pub struct StrategyInfo {
     pub available: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unavailable_reason: Option<&'static str>,
+    /// Runs only when asked for by name (ablations of the default's rules).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub on_request: bool,
 }
 
 /// Every strategy the simulator knows, available or not.
@@ -124,6 +127,7 @@ pub fn catalog() -> Vec<StrategyInfo> {
             disruption: core_backed::OUR_DISRUPTION,
             available: true,
             unavailable_reason: None,
+            on_request: false,
         },
         StrategyInfo {
             name: "cost-aware+opt",
@@ -132,6 +136,7 @@ pub fn catalog() -> Vec<StrategyInfo> {
             disruption: core_backed::OUR_DISRUPTION,
             available: true,
             unavailable_reason: None,
+            on_request: false,
         },
         StrategyInfo {
             name: "karpenter",
@@ -140,6 +145,7 @@ pub fn catalog() -> Vec<StrategyInfo> {
             disruption: core_backed::KARPENTER_DISRUPTION,
             available: true,
             unavailable_reason: None,
+            on_request: false,
         },
         StrategyInfo {
             name: "cas",
@@ -148,6 +154,25 @@ pub fn catalog() -> Vec<StrategyInfo> {
             disruption: cas::BACKING,
             available: true,
             unavailable_reason: None,
+            on_request: false,
+        },
+        StrategyInfo {
+            name: "cost-aware-legacy",
+            title: "ablation: cost-aware without the payback rule",
+            provisioning: core_backed::COST_AWARE,
+            disruption: core_backed::LEGACY_DISRUPTION,
+            available: true,
+            unavailable_reason: None,
+            on_request: true,
+        },
+        StrategyInfo {
+            name: "cost-aware-weighted",
+            title: "ablation: cost-aware with a high disruption-cost weight instead of payback",
+            provisioning: core_backed::COST_AWARE,
+            disruption: core_backed::WEIGHTED_DISRUPTION,
+            available: true,
+            unavailable_reason: None,
+            on_request: true,
         },
     ]
 }
@@ -156,7 +181,7 @@ pub fn catalog() -> Vec<StrategyInfo> {
 pub fn available() -> Vec<&'static str> {
     catalog()
         .into_iter()
-        .filter(|s| s.available)
+        .filter(|s| s.available && !s.on_request)
         .map(|s| s.name)
         .collect()
 }
@@ -165,7 +190,10 @@ pub fn available() -> Vec<&'static str> {
 pub fn resolve(names: &[String]) -> Result<Vec<StrategyInfo>> {
     let all = catalog();
     if names.is_empty() {
-        return Ok(all.into_iter().filter(|s| s.available).collect());
+        return Ok(all
+            .into_iter()
+            .filter(|s| s.available && !s.on_request)
+            .collect());
     }
     let mut out = Vec::new();
     for n in names {
@@ -199,6 +227,14 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Autoscaler>> {
         )),
         "karpenter" => Box::new(core_backed::CoreStrategy::new(
             core_backed::Kind::Karpenter,
+            settings,
+        )),
+        "cost-aware-legacy" => Box::new(core_backed::CoreStrategy::new(
+            core_backed::Kind::CostAwareLegacy,
+            settings,
+        )),
+        "cost-aware-weighted" => Box::new(core_backed::CoreStrategy::new(
+            core_backed::Kind::CostAwareWeighted,
             settings,
         )),
         "cas" => Box::new(cas::ClusterAutoscaler::new(settings.cas.clone())),

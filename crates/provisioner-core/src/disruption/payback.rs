@@ -1,0 +1,266 @@
+//! Disruption that pays for itself: a consolidation command is worth taking only when what it
+//! saves over the time the saving is expected to last exceeds what evicting its pods costs.
+//!
+//! "Saves more than zero per hour" (Karpenter's rule) takes a command that saves a cent an
+//! hour by restarting thirty pods that will leave in ten minutes anyway. Here a command's
+//! value is
+//!
+//! ```text
+//! net = worst-case saving/h x horizon  -  sum over evicted pods of (pod's price/h x eviction_pod_hours x eviction weight)
+//!       -  replacements' price/h x replacement_ready_seconds / 3600
+//! ```
+//!
+//! - **horizon**: how long the saving lasts, estimated from the evicted pods' ages (the
+//!   Lindy estimate: a workload that has run for `a` is, as a median, expected to run about
+//!   `a` more; for memoryless lifetimes the age still estimates the mean), capped at
+//!   [`Payback::horizon_cap_hours`]. This is also the hysteresis between provisioning and
+//!   consolidation: pods that provisioning just placed are young, so their node's saving has
+//!   a short horizon and must be large to pay for moving them; the same node with pods that
+//!   have run for hours is consolidated as before.
+//! - **a pod's price**: the larger of its share of its node's price (the largest of its CPU,
+//!   memory and GPU fractions of the node's allocatable, times the node's price per hour) and
+//!   the cluster's average price per running pod ([`average_pod_price`]), weighted by
+//!   Karpenter's per-pod eviction cost (priority and `pod-deletion-cost`). The floor matters:
+//!   a restart hurts a small pod about as much as a large one (connections drain, caches
+//!   warm, work is lost), and priced by its share alone, ten small pods were cheaper to move
+//!   than one large one, so the rule moved many pods for little. One eviction costs
+//!   `eviction_pod_hours` of that price: the restart, warm-up and lost work.
+//! - **replacement overlap**: replacements are billed from their launch while the candidates
+//!   still run until the replacements are ready.
+//!
+//! Everything is a pure function of the snapshot, so decisions stay deterministic.
+
+use serde::{Deserialize, Serialize};
+
+use super::cost::eviction_cost;
+use crate::model::{Node, Pod, Resources};
+use crate::resources::pod_requests;
+
+/// Knobs of the payback rule. `None` in [`super::DisruptionOptions::payback`] restores the
+/// plain `saving > 0` rule ranked by `saving - disruption_cost_weight x disruption cost`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Payback {
+    /// The longest a saving is counted for. A cap keeps a node whose pods have run for weeks
+    /// from justifying any eviction at all, and bounds the regret when the estimate is wrong.
+    pub horizon_cap_hours: f64,
+    /// Hours of an evicted pod's own price one eviction costs (restart, warm-up, lost work).
+    pub eviction_pod_hours: f64,
+    /// Seconds a replacement takes to be ready (launch plus registration): the time both the
+    /// candidates and their replacements are billed.
+    pub replacement_ready_seconds: i64,
+}
+
+impl Default for Payback {
+    fn default() -> Self {
+        Payback {
+            horizon_cap_hours: 4.0,
+            eviction_pod_hours: 1.0,
+            replacement_ready_seconds: 90,
+        }
+    }
+}
+
+/// A command's economics under the payback rule (all in price units, e.g. USD).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Value {
+    /// Hours the saving is expected to last.
+    pub horizon_hours: f64,
+    /// Worst-case saving per hour times the horizon.
+    pub saving: f64,
+    /// What the evictions cost.
+    pub eviction: f64,
+    /// Replacements billed while the candidates still run.
+    pub overlap: f64,
+    /// `saving - eviction - overlap`: the command is taken only when this is positive.
+    pub net: f64,
+}
+
+/// The largest of a pod's CPU, memory and extended-resource (GPU, ...) fractions of
+/// `allocatable` (0 for a resource the node has none of; at most 1).
+pub fn request_fraction(req: &Resources, allocatable: &Resources) -> f64 {
+    let frac = |used: i64, alloc: i64| {
+        if alloc > 0 {
+            (used.max(0) as f64 / alloc as f64).min(1.0)
+        } else {
+            0.0
+        }
+    };
+    let extended = req
+        .extended
+        .iter()
+        .map(|(k, v)| frac(*v, allocatable.extended.get(k).copied().unwrap_or(0)))
+        .fold(0.0, f64::max);
+    frac(req.cpu_milli, allocatable.cpu_milli)
+        .max(frac(req.memory, allocatable.memory))
+        .max(extended)
+}
+
+/// What evicting `pod` from `node` (priced `node_price` per hour) costs, its price per hour
+/// being at least `floor` (the cluster's average price per pod).
+pub fn pod_eviction_value(
+    pod: &Pod,
+    node: &Node,
+    node_price: f64,
+    floor: f64,
+    knobs: &Payback,
+) -> f64 {
+    let share = node_price.max(0.0) * request_fraction(&pod_requests(pod), &node.allocatable);
+    share.max(floor.max(0.0)) * knobs.eviction_pod_hours.max(0.0) * eviction_cost(pod).max(0.0)
+}
+
+/// The cluster's price per hour over its running pods that could be moved (daemonset and
+/// static pods excluded): what an average pod costs to run. 0 without such pods.
+pub fn average_pod_price(snapshot: &crate::model::Snapshot) -> f64 {
+    let price: f64 = snapshot
+        .nodes
+        .iter()
+        .filter(|n| !n.in_flight)
+        .map(|n| n.price.max(0.0))
+        .sum();
+    let pods = snapshot
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_some() && super::candidates::is_reschedulable(p))
+        .count();
+    if pods == 0 { 0.0 } else { price / pods as f64 }
+}
+
+/// The Lindy horizon: the median age of the pods to move (hours), capped; the cap when there
+/// are none (nothing to move, nothing to wait for).
+pub fn horizon_hours(ages_secs: &mut [i64], cap_hours: f64) -> f64 {
+    let cap = cap_hours.max(0.0);
+    if ages_secs.is_empty() {
+        return cap;
+    }
+    ages_secs.sort_unstable();
+    let mid = ages_secs.len() / 2;
+    let median = if ages_secs.len() % 2 == 1 {
+        ages_secs[mid] as f64
+    } else {
+        (ages_secs[mid - 1] as f64 + ages_secs[mid] as f64) / 2.0
+    };
+    (median.max(0.0) / 3600.0).min(cap)
+}
+
+/// The command's value: `worst_saving_per_hour` over the horizon, less evictions and overlap.
+/// `pods` are the evicted pods with their node and its price.
+pub fn value<'a>(
+    worst_saving_per_hour: f64,
+    replacements_price_per_hour: f64,
+    pods: impl IntoIterator<Item = (&'a Pod, &'a Node, f64)>,
+    now: i64,
+    floor: f64,
+    knobs: &Payback,
+) -> Value {
+    let mut ages = Vec::new();
+    let mut eviction = 0.0;
+    for (pod, node, price) in pods {
+        ages.push(now - pod.created_at);
+        eviction += pod_eviction_value(pod, node, price, floor, knobs);
+    }
+    let horizon = horizon_hours(&mut ages, knobs.horizon_cap_hours);
+    let saving = worst_saving_per_hour * horizon;
+    let overlap = replacements_price_per_hour.max(0.0)
+        * knobs.replacement_ready_seconds.max(0) as f64
+        / 3600.0;
+    Value {
+        horizon_hours: horizon,
+        saving,
+        eviction,
+        overlap,
+        net: saving - eviction - overlap,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn node(cpu: i64, mem: i64) -> Node {
+        Node {
+            allocatable: Resources {
+                cpu_milli: cpu,
+                memory: mem,
+                ..Resources::default()
+            },
+            ..Node::default()
+        }
+    }
+
+    fn pod(cpu: i64, mem: i64, created_at: i64) -> Pod {
+        Pod {
+            containers: vec![Resources {
+                cpu_milli: cpu,
+                memory: mem,
+                ..Resources::default()
+            }],
+            created_at,
+            ..Pod::default()
+        }
+    }
+
+    #[test]
+    fn young_pods_do_not_pay_for_a_small_saving() {
+        let n = node(4000, 16 << 30);
+        let knobs = Payback::default();
+        // Half the node's CPU, 1/h node: evicting costs 0.5 x 1 h = 0.5.
+        let p = pod(2000, 1 << 30, 1000 - 600);
+        let young = value(0.2, 0.0, [(&p, &n, 1.0)], 1000, 0.0, &knobs);
+        assert!((young.horizon_hours - 600.0 / 3600.0).abs() < 1e-12);
+        assert!((young.eviction - 0.5).abs() < 1e-12);
+        assert!(young.net < 0.0);
+        // The same pod after three hours: 0.2/h x 3 h = 0.6 > 0.5.
+        let old = pod(2000, 1 << 30, 1000 - 3 * 3600);
+        let v = value(0.2, 0.0, [(&old, &n, 1.0)], 1000, 0.0, &knobs);
+        assert!((v.net - 0.1).abs() < 1e-9, "{v:?}");
+    }
+
+    #[test]
+    fn horizon_is_capped_and_empty_sets_get_the_cap() {
+        assert_eq!(horizon_hours(&mut [], 4.0), 4.0);
+        assert_eq!(horizon_hours(&mut [100 * 3600], 4.0), 4.0);
+        assert_eq!(horizon_hours(&mut [3600, 7200, 0], 4.0), 1.0);
+        assert_eq!(horizon_hours(&mut [3600, 7200], 4.0), 1.5);
+        // A clock behind a pod's creation is not a negative horizon.
+        assert_eq!(horizon_hours(&mut [-50], 4.0), 0.0);
+    }
+
+    #[test]
+    fn small_pods_cost_at_least_the_average_pod() {
+        let n = node(4000, 16 << 30);
+        let knobs = Payback::default();
+        let tiny = pod(10, 1 << 20, 0);
+        // Share alone: 1.0/h x 10m/4000m = 0.0025.
+        let v = value(0.0, 0.0, [(&tiny, &n, 1.0)], 3600, 0.0, &knobs);
+        assert!((v.eviction - 0.0025).abs() < 1e-12);
+        let v = value(0.0, 0.0, [(&tiny, &n, 1.0)], 3600, 0.1, &knobs);
+        assert!((v.eviction - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn replacements_overlap_is_charged() {
+        let knobs = Payback::default();
+        let v = value(1.0, 2.0, std::iter::empty(), 0, 0.0, &knobs);
+        assert!((v.overlap - 2.0 * 90.0 / 3600.0).abs() < 1e-12);
+        assert!((v.net - (4.0 - v.overlap)).abs() < 1e-12);
+    }
+
+    proptest! {
+        /// More saving never makes a command worse; more evicted pods never make it better.
+        #[test]
+        fn monotone(saving in 0.0f64..10.0, extra in 0.0f64..5.0, cpu in 1i64..4000, age in 0i64..100_000) {
+            let n = node(4000, 16 << 30);
+            let knobs = Payback::default();
+            let p = pod(cpu, 1 << 20, 200_000 - age);
+            let q = pod(cpu, 1 << 20, 200_000 - age);
+            let one = value(saving, 0.0, [(&p, &n, 1.0)], 200_000, 0.0, &knobs);
+            let more = value(saving + extra, 0.0, [(&p, &n, 1.0)], 200_000, 0.0, &knobs);
+            let two = value(saving, 0.0, [(&p, &n, 1.0), (&q, &n, 1.0)], 200_000, 0.0, &knobs);
+            prop_assert!(more.net >= one.net - 1e-12);
+            prop_assert!(two.net <= one.net + 1e-12);
+            prop_assert!(one.horizon_hours >= 0.0 && one.horizon_hours <= knobs.horizon_cap_hours);
+        }
+    }
+}
