@@ -107,6 +107,13 @@ struct Cli {
     /// Turn consolidation, drift and expiration off.
     #[arg(long)]
     disable_disruption: bool,
+    /// Consolidate only when the saving over the pods' expected remaining life pays for the
+    /// evictions (false: any saving, as Karpenter; more churn).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    consolidation_payback: bool,
+    /// Leave room for the busiest burst of recent pod arrivals when consolidating.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    consolidation_headroom: bool,
     /// Manage only NodePools with these labels (`k=v,k2=v2`), e.g. to split a cluster
     /// between two controllers.
     #[arg(long, value_parser = labels)]
@@ -232,6 +239,8 @@ async fn main() -> Result<()> {
         disruption_interval: cli.disruption_interval,
         validation_delay: cli.validation_delay,
         disruption: !cli.disable_disruption,
+        consolidation_payback: cli.consolidation_payback,
+        consolidation_headroom: cli.consolidation_headroom,
         replay_dir: cli.replay_dir.clone(),
         leader_elect: cli.leader_elect,
         leader_election_namespace: cli.leader_election_namespace.clone(),

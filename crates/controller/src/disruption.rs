@@ -77,13 +77,22 @@ pub async fn run(ctx: Arc<Context>) {
 }
 
 fn options(ctx: &Context) -> DisruptionOptions {
+    let defaults = DisruptionOptions::default();
     DisruptionOptions {
         optimize_replacements: ctx.options.optimize,
         scheduling: SchedulingOptions {
             strategy: ctx.options.strategy,
             ..Default::default()
         },
-        ..Default::default()
+        payback: defaults
+            .payback
+            .clone()
+            .filter(|_| ctx.options.consolidation_payback),
+        headroom: defaults
+            .headroom
+            .clone()
+            .filter(|_| ctx.options.consolidation_headroom),
+        ..defaults
     }
 }
 

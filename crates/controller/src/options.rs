@@ -35,6 +35,13 @@ pub struct Options {
     pub unclaimed_node_grace: Duration,
     /// Disruption on or off (off: provisioning and lifecycle only).
     pub disruption: bool,
+    /// Consolidation takes a command only when its saving over the pods' expected remaining
+    /// life pays for its evictions (the core's payback rule). Off: any saving > 0, as
+    /// Karpenter (more churn).
+    pub consolidation_payback: bool,
+    /// Consolidation leaves room for the busiest burst of recent pod arrivals (the core's
+    /// headroom rule). Off: repack as tightly as saves.
+    pub consolidation_headroom: bool,
     /// Write every provisioning round and disruption decision here as replayable JSON.
     pub replay_dir: Option<PathBuf>,
     /// Leader election: off runs as the only instance.
@@ -64,6 +71,8 @@ impl Default for Options {
             validation_delay: Duration::from_secs(15),
             replacement_timeout: Duration::from_secs(10 * 60),
             unclaimed_node_grace: Duration::from_secs(120),
+            consolidation_payback: true,
+            consolidation_headroom: true,
             gc_interval: Duration::from_secs(120),
             disruption: true,
             replay_dir: None,
