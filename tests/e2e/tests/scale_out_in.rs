@@ -88,9 +88,18 @@ async fn scale_from_zero_then_scale_in() {
             n.name_any()
         );
     }
-    for c in &claims {
-        assert!(condition(c, "Initialized"), "{} initialized", c.name_any());
-    }
+    // A pod can run on a Ready node a moment before the controller has written the claim's
+    // Initialized condition (its next reconcile): wait for it rather than race it.
+    wait_for("every NodeClaim Initialized", 30, || async {
+        Ok(s.claims().await.iter().all(|c| condition(c, "Initialized")))
+    })
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "claims not Initialized: {e}; {:?}",
+            claims.iter().map(|c| c.name_any()).collect::<Vec<_>>()
+        )
+    });
     // No extra replica: every replica is a node running pods, and it stays so.
     tokio::time::sleep(Duration::from_secs(5)).await;
     let total: i64 = {
