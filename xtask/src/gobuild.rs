@@ -96,14 +96,34 @@ pub fn ensure_binaries() -> Result<Binaries> {
     Ok(binaries)
 }
 
+/// The Go version, from `go env GOVERSION`. A failure is retried once after a pause (it was
+/// seen once in CI, then never again by hand) and reported with the exit status and what
+/// `go` printed, so that a second occurrence says why.
 pub fn go_version() -> Result<String> {
-    let out = Command::new("go")
-        .arg("env")
-        .arg("GOVERSION")
-        .output()
-        .context("Go is needed to build the test control plane; install it (see .ci/run)")?;
+    let run = || {
+        Command::new("go")
+            .arg("env")
+            .arg("GOVERSION")
+            .output()
+            .context("Go is needed to build the test control plane; install it (see .ci/run)")
+    };
+    let mut out = run()?;
     if !out.status.success() {
-        bail!("`go env GOVERSION` failed");
+        eprintln!(
+            "xtask: `go env GOVERSION` failed ({}; stderr: {:?}; cwd {:?}); retrying in 2 s",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim(),
+            std::env::current_dir().ok()
+        );
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        out = run()?;
+    }
+    if !out.status.success() {
+        bail!(
+            "`go env GOVERSION` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
