@@ -117,9 +117,22 @@ async fn scale_from_zero_then_scale_in() {
         t
     };
     let node_names: BTreeSet<String> = s.nodes().await.iter().map(|n| n.name_any()).collect();
-    assert_eq!(total as usize, node_names.len(), "replicas == nodes");
-    assert_eq!(node_names, on, "every node runs pods of the workload");
-    assert_eq!(s.claims().await.len(), node_names.len(), "claims == nodes");
+    // No replica without a node, no claim without a node. kube-scheduler may pack the pods
+    // tighter than the plan (the fake nodes have no kubelet overhead; the plan reserves
+    // Karpenter's), leaving a planned node empty: emptiness consolidation then removes it,
+    // possibly between these reads, hence `<=`.
+    assert!(
+        total as usize <= node_names.len(),
+        "replicas {total} <= nodes {node_names:?}"
+    );
+    assert!(
+        on.is_subset(&node_names),
+        "pods run on our nodes: {on:?} in {node_names:?}"
+    );
+    assert!(
+        s.claims().await.len() <= node_names.len(),
+        "claims <= nodes {node_names:?}"
+    );
 
     // 2. Scale in, watching every Machine.
     let seen = Arc::new(Mutex::new(Watch::default()));
