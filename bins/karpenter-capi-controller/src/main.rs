@@ -125,6 +125,10 @@ struct Cli {
     /// Write every decision here as a replayable JSON file (`karpenter-capi-sim replay`).
     #[arg(long)]
     replay_dir: Option<PathBuf>,
+    /// How many replay records to keep (the newest; each holds a whole cluster snapshot).
+    /// They are served at `/replay` on the metrics address.
+    #[arg(long, default_value_t = 500)]
+    replay_keep: usize,
 }
 
 fn labels(s: &str) -> Result<BTreeMap<String, String>, String> {
@@ -247,6 +251,7 @@ async fn main() -> Result<()> {
         consolidation_payback: cli.consolidation_payback,
         consolidation_headroom: cli.consolidation_headroom,
         replay_dir: cli.replay_dir.clone(),
+        replay_keep: cli.replay_keep,
         leader_elect: cli.leader_elect,
         leader_election_namespace: cli.leader_election_namespace.clone(),
         identity: cli.identity.clone(),

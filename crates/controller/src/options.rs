@@ -47,6 +47,8 @@ pub struct Options {
     pub consolidation_headroom: bool,
     /// Write every provisioning round and disruption decision here as replayable JSON.
     pub replay_dir: Option<PathBuf>,
+    /// How many replay records to keep (the newest).
+    pub replay_keep: usize,
     /// Leader election: off runs as the only instance.
     pub leader_elect: bool,
     /// Namespace of the Lease. (Events on cluster-scoped objects, NodeClaims and Nodes, go to
@@ -80,6 +82,7 @@ impl Default for Options {
             gc_interval: Duration::from_secs(120),
             disruption: true,
             replay_dir: None,
+            replay_keep: 500,
             leader_elect: true,
             leader_election_namespace: "karpenter".into(),
             identity: "karpenter-capi".into(),
