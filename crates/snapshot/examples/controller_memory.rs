@@ -157,6 +157,18 @@ fn main() -> Result<(), serde_json::Error> {
     let nodes: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(5_000);
     let per_node: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(30);
     let r0 = rss_mb();
+    // Inline sizes: most of a k8s-openapi object is `Option` fields that are `None` but
+    // still take their room.
+    println!(
+        "size_of: Pod {} (PodSpec {}, Container {}, PodStatus {}, ContainerStatus {}), Node {}, core Pod {}",
+        std::mem::size_of::<corev1::Pod>(),
+        std::mem::size_of::<corev1::PodSpec>(),
+        std::mem::size_of::<corev1::Container>(),
+        std::mem::size_of::<corev1::PodStatus>(),
+        std::mem::size_of::<corev1::ContainerStatus>(),
+        std::mem::size_of::<corev1::Node>(),
+        std::mem::size_of::<provisioner_core::Pod>(),
+    );
 
     let t = std::time::Instant::now();
     let node_objs: Vec<Arc<corev1::Node>> = (0..nodes)

@@ -165,7 +165,12 @@ pub fn disrupt_in_session(
     session: &mut ConsolidationSession,
 ) -> (DisruptionDecision, SessionReport) {
     let mut report = SessionReport::default();
-    let decision = decide(snapshot, Some(snapshot), options, Some((session, &mut report)));
+    let decision = decide(
+        snapshot,
+        Some(snapshot),
+        options,
+        Some((session, &mut report)),
+    );
     (decision, report)
 }
 
@@ -288,6 +293,6 @@ pub(crate) fn make_command(
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
-mod tests_sharing;
-#[cfg(test)]
 mod tests_session;
+#[cfg(test)]
+mod tests_sharing;

@@ -17,10 +17,11 @@
 //! - the candidate node and the pods bound to it;
 //! - when its pods fit: the nodes they moved to (and their pods); a node's room changes only
 //!   with its own state;
+//! - when a pod of the candidate has an inter-pod term over a domain wider than one node
+//!   (zone spread, zone affinity): the per-domain counts of the pods that term selects;
 //! - every node, when the outcome was a miss (any node gaining room may make it fit), or when
-//!   a pod of the candidate, or any pod in the cluster with required anti-affinity, has an
-//!   inter-pod constraint over a domain wider than one node (zone spread and affinity count
-//!   pods elsewhere).
+//!   any pod in the cluster has required anti-affinity over a wider domain (it may reject a
+//!   moved pod wherever it sits).
 //!
 //! A reused outcome is scored again in every loop (disruption cost, payback and budgets read
 //! the current snapshot and clock). When nothing changed the decision is the same as without
@@ -28,11 +29,12 @@
 //! destinations did not change) but a fresh simulation might have chosen other destinations;
 //! the multi-node phases and the chosen command are always simulated fresh.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use crate::model::{Pod, Snapshot, labels};
+use crate::model::{LabelSelector, Pod, Snapshot, labels};
+use crate::selectors::NamespaceScope;
 
 use super::DisruptionOptions;
 use super::command::{Destination, PodMove};
@@ -123,22 +125,48 @@ fn mix(a: u64, b: u64) -> u64 {
     h.finish()
 }
 
-/// Whether a pod's inter-pod constraints count pods beyond its own node.
-fn wide(p: &Pod) -> bool {
-    let term_wide = |k: &str| k != labels::HOSTNAME;
-    p.topology_spread
+/// An inter-pod term over a domain wider than one node (zone spread, zone affinity): its
+/// outcome depends on how many matching pods each domain holds anywhere in the cluster.
+#[derive(Debug)]
+struct WideTerm {
+    scope: NamespaceScope,
+    selector: LabelSelector,
+    key: String,
+}
+
+/// A pod's wide terms (spread and pod affinity; anti-affinity of other pods is handled by
+/// falling back to every node, see [`Prints::new`]).
+fn wide_terms(p: &Pod, namespaces: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<WideTerm> {
+    let own = || NamespaceScope::Set([p.namespace.clone()].into_iter().collect());
+    let mut out: Vec<WideTerm> = p
+        .topology_spread
         .iter()
-        .any(|t| term_wide(&t.topology_key))
-        || p.pod_affinity
-            .required
-            .iter()
-            .chain(p.pod_anti_affinity.required.iter())
-            .any(|t| term_wide(&t.topology_key))
-        || p.pod_affinity
-            .preferred
-            .iter()
-            .chain(p.pod_anti_affinity.preferred.iter())
-            .any(|t| term_wide(&t.term.topology_key))
+        .filter(|t| t.topology_key != labels::HOSTNAME)
+        .map(|t| WideTerm {
+            scope: own(),
+            selector: t
+                .label_selector
+                .with_match_label_keys(&t.match_label_keys, &p.labels),
+            key: t.topology_key.clone(),
+        })
+        .collect();
+    let terms = p
+        .pod_affinity
+        .required
+        .iter()
+        .chain(p.pod_anti_affinity.required.iter())
+        .chain(p.pod_affinity.preferred.iter().map(|w| &w.term))
+        .chain(p.pod_anti_affinity.preferred.iter().map(|w| &w.term));
+    for t in terms.filter(|t| t.topology_key != labels::HOSTNAME) {
+        out.push(WideTerm {
+            scope: NamespaceScope::of_term(t, &p.namespace, namespaces),
+            selector: t
+                .label_selector
+                .with_match_label_keys(&t.match_label_keys, &p.labels),
+            key: t.topology_key.clone(),
+        });
+    }
+    out
 }
 
 /// Fingerprints of one snapshot.
@@ -146,7 +174,8 @@ pub(crate) struct Prints {
     world: u64,
     nodes: HashMap<String, u64>,
     all: u64,
-    wide_nodes: HashMap<String, bool>,
+    /// Per node, the fingerprint of the per-domain counts its pods' wide terms see.
+    wide_nodes: HashMap<String, u64>,
     wide_anti: bool,
 }
 
@@ -164,7 +193,6 @@ impl Prints {
             .iter()
             .map(|n| (n.name.clone(), debug_hash(n)))
             .collect();
-        let mut wide_nodes: HashMap<String, bool> = HashMap::new();
         let mut pending = 0u64;
         let mut wide_anti = false;
         for p in &snapshot.pods {
@@ -177,18 +205,16 @@ impl Prints {
                 .iter()
                 .any(|t| t.topology_key != labels::HOSTNAME);
             match p.node_name.as_deref().and_then(|n| nodes.get_mut(n)) {
-                Some(nh) => {
-                    *nh = nh.wrapping_add(h.rotate_left(1));
-                    if wide(p)
-                        && let Some(n) = p.node_name.as_deref()
-                    {
-                        wide_nodes.insert(n.to_string(), true);
-                    }
-                }
+                Some(nh) => *nh = nh.wrapping_add(h.rotate_left(1)),
                 None => pending = pending.wrapping_add(h),
             }
         }
         pending.hash(&mut world);
+        let wide_nodes = if wide_anti {
+            HashMap::new()
+        } else {
+            wide_prints(snapshot)
+        };
         let mut sorted: Vec<(&String, &u64)> = nodes.iter().collect();
         sorted.sort();
         let all = debug_hash(&sorted);
@@ -203,6 +229,9 @@ impl Prints {
 
     fn key(&self, candidate: &str, deps: Option<&[String]>) -> Option<u64> {
         let mut k = mix(self.world, *self.nodes.get(candidate)?);
+        if let Some(w) = self.wide_nodes.get(candidate) {
+            k = mix(k, *w);
+        }
         match deps {
             None => k = mix(k, self.all),
             Some(ds) => {
@@ -215,9 +244,9 @@ impl Prints {
     }
 
     /// What an outcome of `candidate` depends on beyond the candidate itself.
-    fn deps(&self, candidate: &str, outcome: &SingleOutcome) -> Option<Vec<String>> {
+    fn deps(&self, outcome: &SingleOutcome) -> Option<Vec<String>> {
         let moves = outcome.as_ref().ok()?;
-        if self.wide_anti || self.wide_nodes.contains_key(candidate) {
+        if self.wide_anti {
             return None;
         }
         let mut ds: Vec<String> = moves
@@ -232,6 +261,58 @@ impl Prints {
         ds.dedup();
         Some(ds)
     }
+}
+
+/// Per node, a fingerprint of the per-domain counts of the pods that its pods' wide terms
+/// select: a candidate with zone spread or zone affinity depends on those counts, not on
+/// every node. Pods are grouped by namespace and labels first (a deployment's replicas share
+/// them), so each distinct term is matched against the groups, not every pod.
+fn wide_prints(snapshot: &Snapshot) -> HashMap<String, u64> {
+    let node_labels: HashMap<&str, &BTreeMap<String, String>> = snapshot
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), &n.labels))
+        .collect();
+    // (namespace, labels) -> pods per node.
+    let mut groups: HashMap<(&str, &BTreeMap<String, String>), HashMap<&str, u32>> = HashMap::new();
+    for p in &snapshot.pods {
+        if let Some(n) = p.node_name.as_deref() {
+            *groups
+                .entry((p.namespace.as_str(), &p.labels))
+                .or_default()
+                .entry(n)
+                .or_default() += 1;
+        }
+    }
+    let mut per_term: HashMap<u64, u64> = HashMap::new();
+    let mut out: HashMap<String, u64> = HashMap::new();
+    for p in &snapshot.pods {
+        let Some(node) = p.node_name.as_deref() else {
+            continue;
+        };
+        for t in wide_terms(p, &snapshot.namespaces) {
+            let id = debug_hash(&t);
+            let print = *per_term.entry(id).or_insert_with(|| {
+                let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
+                for ((ns, labels), on) in &groups {
+                    if !t.scope.contains(ns) || !t.selector.matches(labels) {
+                        continue;
+                    }
+                    for (n, c) in on {
+                        let domain = node_labels
+                            .get(n)
+                            .and_then(|l| l.get(&t.key))
+                            .map_or("", String::as_str);
+                        *counts.entry(domain).or_default() += c;
+                    }
+                }
+                mix(id, debug_hash(&counts))
+            });
+            let e = out.entry(node.to_string()).or_insert(0);
+            *e = e.wrapping_add(print);
+        }
+    }
+    out
 }
 
 /// One loop's use of a session: which candidates to reuse, simulate or defer.
@@ -288,7 +369,11 @@ impl<'s> Loop<'s> {
                 .unwrap_or(loops)
         };
         stale.sort_by_key(|&i| (since(i), i));
-        let allowed = self.session.budget.max_single_simulations.unwrap_or(usize::MAX);
+        let allowed = self
+            .session
+            .budget
+            .max_single_simulations
+            .unwrap_or(usize::MAX);
         for (k, &i) in stale.iter().enumerate() {
             let Some(name) = names.get(i) else { continue };
             if k < allowed {
@@ -297,7 +382,10 @@ impl<'s> Loop<'s> {
                 if let Some(p) = plans.get_mut(i) {
                     *p = Plan::Defer;
                 }
-                self.session.waiting.entry(name.to_string()).or_insert(loops);
+                self.session
+                    .waiting
+                    .entry(name.to_string())
+                    .or_insert(loops);
                 self.report.deferred.push(name.to_string());
             }
         }
@@ -309,24 +397,23 @@ impl<'s> Loop<'s> {
 
     /// Remembers a fresh outcome.
     pub(crate) fn record(&mut self, candidate: &str, outcome: SingleOutcome) {
-        let deps = self.prints.deps(candidate, &outcome);
+        let deps = self.prints.deps(&outcome);
         if let Some(key) = self.prints.key(candidate, deps.as_deref()) {
-            self.session.entries.insert(
-                candidate.to_string(),
-                Entry {
-                    key,
-                    deps,
-                    outcome,
-                },
-            );
+            self.session
+                .entries
+                .insert(candidate.to_string(), Entry { key, deps, outcome });
         }
     }
 
     /// Forgets candidates that are gone; returns the report.
     pub(crate) fn finish(self, present: &[&str]) -> SessionReport {
         let keep: std::collections::HashSet<&str> = present.iter().copied().collect();
-        self.session.entries.retain(|k, _| keep.contains(k.as_str()));
-        self.session.waiting.retain(|k, _| keep.contains(k.as_str()));
+        self.session
+            .entries
+            .retain(|k, _| keep.contains(k.as_str()));
+        self.session
+            .waiting
+            .retain(|k, _| keep.contains(k.as_str()));
         self.report
     }
 }
