@@ -127,7 +127,7 @@ fn mix(a: u64, b: u64) -> u64 {
 
 /// An inter-pod term over a domain wider than one node (zone spread, zone affinity): its
 /// outcome depends on how many matching pods each domain holds anywhere in the cluster.
-#[derive(Debug)]
+#[derive(Debug, Hash)]
 struct WideTerm {
     scope: NamespaceScope,
     selector: LabelSelector,
@@ -197,8 +197,12 @@ impl Prints {
         let mut wide_anti = false;
         for p in &snapshot.pods {
             // Pods on a node are combined order-independently: a reflector lists them in
-            // any order.
-            let h = debug_hash(p);
+            // any order. (`Hash`, not `Debug`: 150,000 pods a loop.)
+            let h = {
+                let mut h = DefaultHasher::new();
+                p.hash(&mut h);
+                h.finish()
+            };
             wide_anti |= p
                 .pod_anti_affinity
                 .required
@@ -284,6 +288,20 @@ fn wide_prints(snapshot: &Snapshot) -> HashMap<String, u64> {
                 .or_default() += 1;
         }
     }
+    // Groups by label pair, so a selector with match labels looks only at groups that
+    // carry one of them (most groups carry none: scanning them all was seconds at 150,000
+    // pods).
+    let keys: Vec<(&str, &BTreeMap<String, String>)> = groups.keys().copied().collect();
+    let mut by_pair: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
+    for (gi, (_, labels)) in keys.iter().enumerate() {
+        for (k, v) in labels.iter() {
+            by_pair
+                .entry((k.as_str(), v.as_str()))
+                .or_default()
+                .push(gi);
+        }
+    }
+    let all_groups: Vec<usize> = (0..keys.len()).collect();
     let mut per_term: HashMap<u64, u64> = HashMap::new();
     let mut out: HashMap<String, u64> = HashMap::new();
     for p in &snapshot.pods {
@@ -291,13 +309,29 @@ fn wide_prints(snapshot: &Snapshot) -> HashMap<String, u64> {
             continue;
         };
         for t in wide_terms(p, &snapshot.namespaces) {
-            let id = debug_hash(&t);
+            let id = {
+                let mut h = DefaultHasher::new();
+                t.hash(&mut h);
+                h.finish()
+            };
             let print = *per_term.entry(id).or_insert_with(|| {
                 let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
-                for ((ns, labels), on) in &groups {
+                let look = match t.selector.match_labels.iter().next() {
+                    Some((k, v)) => by_pair
+                        .get(&(k.as_str(), v.as_str()))
+                        .map_or(&[][..], Vec::as_slice),
+                    None => &all_groups[..],
+                };
+                for gi in look {
+                    let Some(&(ns, labels)) = keys.get(*gi) else {
+                        continue;
+                    };
                     if !t.scope.contains(ns) || !t.selector.matches(labels) {
                         continue;
                     }
+                    let Some(on) = groups.get(&(ns, labels)) else {
+                        continue;
+                    };
                     for (n, c) in on {
                         let domain = node_labels
                             .get(n)
