@@ -99,7 +99,7 @@ fn pod_json(node: usize, j: usize, pods_per_node: usize) -> serde_json::Value {
     let k = node * pods_per_node + j;
     let app = format!("app-{}", k / 10);
     let name = format!("{app}-7d9f8c6b5-{k:06}");
-    let spread = k % 5 == 0;
+    let spread = k.is_multiple_of(5);
     let mut spec = json!({
         "nodeName": format!("node-{node:05}"),
         "schedulerName": "default-scheduler", "restartPolicy": "Always", "dnsPolicy": "ClusterFirst",

@@ -11,9 +11,9 @@
 //! the next loop.
 //!
 //! What a single-node simulation depends on, and so its fingerprint:
-//! - the *world*: options, NodePools, instance types, daemonsets, PDBs, namespaces and the
-//!   pending pods (they are placed on the base state first, so they shift every other
-//!   placement);
+//! - the *world*: options, NodePools, instance types, daemonsets, PDBs, namespaces, the
+//!   pending pods and the nodes being deleted with their pods (those pods are placed on the
+//!   base state first, so they shift every other placement);
 //! - the candidate node and the pods bound to it;
 //! - when its pods fit: the nodes they moved to (and their pods); a node's room changes only
 //!   with its own state;
@@ -214,6 +214,16 @@ impl Prints {
             }
         }
         pending.hash(&mut world);
+        // Pods of nodes being deleted are placed on the base state before any simulation,
+        // like pending pods: they shift every other placement.
+        let mut deleting: Vec<u64> = snapshot
+            .nodes
+            .iter()
+            .filter(|n| n.marked_for_deletion)
+            .filter_map(|n| nodes.get(&n.name).copied())
+            .collect();
+        deleting.sort_unstable();
+        deleting.hash(&mut world);
         let wide_nodes = if wide_anti {
             HashMap::new()
         } else {
@@ -267,6 +277,9 @@ impl Prints {
     }
 }
 
+/// Bound pods with the same namespace and labels (a deployment's replicas).
+type Group<'a> = (&'a str, &'a BTreeMap<String, String>);
+
 /// Per node, a fingerprint of the per-domain counts of the pods that its pods' wide terms
 /// select: a candidate with zone spread or zone affinity depends on those counts, not on
 /// every node. Pods are grouped by namespace and labels first (a deployment's replicas share
@@ -278,7 +291,7 @@ fn wide_prints(snapshot: &Snapshot) -> HashMap<String, u64> {
         .map(|n| (n.name.as_str(), &n.labels))
         .collect();
     // (namespace, labels) -> pods per node.
-    let mut groups: HashMap<(&str, &BTreeMap<String, String>), HashMap<&str, u32>> = HashMap::new();
+    let mut groups: HashMap<Group<'_>, HashMap<&str, u32>> = HashMap::new();
     for p in &snapshot.pods {
         if let Some(n) = p.node_name.as_deref() {
             *groups
@@ -291,7 +304,7 @@ fn wide_prints(snapshot: &Snapshot) -> HashMap<String, u64> {
     // Groups by label pair, so a selector with match labels looks only at groups that
     // carry one of them (most groups carry none: scanning them all was seconds at 150,000
     // pods).
-    let keys: Vec<(&str, &BTreeMap<String, String>)> = groups.keys().copied().collect();
+    let keys: Vec<Group<'_>> = groups.keys().copied().collect();
     let mut by_pair: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
     for (gi, (_, labels)) in keys.iter().enumerate() {
         for (k, v) in labels.iter() {
