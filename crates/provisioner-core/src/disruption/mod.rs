@@ -42,6 +42,7 @@ pub mod duration;
 pub mod emptiness;
 pub mod headroom;
 pub mod karpenter_baseline;
+pub mod merge;
 pub mod payback;
 pub mod protect;
 pub mod replace;
@@ -85,6 +86,10 @@ pub struct DisruptionOptions {
     /// The headroom rule ([`headroom`]): a consolidation command must leave free room for
     /// the busiest burst of arrivals recently observed. `None`: repack as tightly as saves.
     pub headroom: Option<headroom::Headroom>,
+    /// Groups the merge search ([`merge`]) proposes for simulation as "replace these nodes
+    /// with one": chosen by an estimate of their net value, not by position in one order.
+    /// 0 turns the search off.
+    pub merge_groups: usize,
     /// Most replacement nodes one consolidation command may launch (`None`: no limit).
     /// Karpenter allows one (#1442).
     pub max_replacements: Option<usize>,
@@ -125,6 +130,7 @@ impl Default for DisruptionOptions {
             disruption_cost_weight: 0.001,
             payback: Some(payback::Payback::default()),
             headroom: Some(headroom::Headroom::default()),
+            merge_groups: 8,
             max_replacements: None,
             spot_to_spot: false,
             evict_uncontrolled_pods: false,
