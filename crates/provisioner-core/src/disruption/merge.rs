@@ -183,8 +183,11 @@ pub fn groups(
                 _ => break,
             }
         }
-        if let Some((g, v)) = best
+        // Valued again in sorted order: the same group always gets the same value.
+        if let Some((g, _)) = best
             && !out.iter().any(|(o, _)| *o == g)
+            && let Some(v) = estimate(members, &g, shapes, knobs)
+            && v > 0.0
         {
             out.push((g, v));
         }

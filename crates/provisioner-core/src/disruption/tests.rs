@@ -1245,7 +1245,7 @@ fn young_pods_are_not_moved_for_a_saving_that_does_not_pay_back() {
     let cmd = disrupt(&settled, &DisruptionOptions::default())
         .command
         .expect("pays back");
-    assert_eq!(names(&cmd), vec!["a"]);
+    assert_eq!(names(&cmd), vec!["a"], "{:#?}", cmd.rationale);
     assert!(cmd.rationale.score > 0.0);
 }
 
