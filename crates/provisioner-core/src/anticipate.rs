@@ -111,8 +111,9 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
             have.1 += o.allocatable_for_pods.memory;
         }
     }
-    have.0 -= pending_req.0;
-    have.1 -= pending_req.1;
+    // Pending pods nothing can hold make this negative; no arrivals must mean no growth.
+    have.0 = (have.0 - pending_req.0).max(0);
+    have.1 = (have.1 - pending_req.1).max(0);
     ((expected.0 - have.0).max(0), (expected.1 - have.1).max(0))
 }
 
@@ -141,12 +142,16 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
                 (o.allocatable_for_pods.memory - base.memory).max(0),
             )
         };
-        // Options at least as large as the current launch in CPU and memory, within the cap.
+        // Options at least as large as the current launch in CPU and memory, within the cap,
+        // launched in the same zone and capacity type: the scheduler chose the zone for the
+        // pods' constraints (spread, zonal affinity), which growth must not undo.
         let mut larger: Vec<&crate::result::InstanceTypeOption> = c
             .instance_type_options
             .iter()
             .filter(|o| {
                 o.cheapest.price <= cap
+                    && o.cheapest.zone == c.launch.zone
+                    && o.cheapest.capacity_type == c.launch.capacity_type
                     && o.allocatable_for_pods.cpu_milli >= base.cpu_milli
                     && o.allocatable_for_pods.memory >= base.memory
             })
@@ -175,15 +180,13 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
             f(x, cpu) + f(y, mem)
         };
         let pick = larger.iter().copied().find(|o| covers(&o)).or_else(|| {
-            larger
-                .iter()
-                .copied()
-                .fold(None, |best: Option<&crate::result::InstanceTypeOption>, o| {
-                    match best {
-                        Some(b) if score(b) >= score(o) => Some(b),
-                        _ => Some(o),
-                    }
-                })
+            larger.iter().copied().fold(
+                None,
+                |best: Option<&crate::result::InstanceTypeOption>, o| match best {
+                    Some(b) if score(b) >= score(o) => Some(b),
+                    _ => Some(o),
+                },
+            )
         });
         let Some(pick) = pick.cloned() else { continue };
         if pick.instance_type == current.instance_type {
@@ -204,7 +207,11 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
         let mut reqs = Requirements::from_wire(&c.requirements);
         reqs.0.insert(
             labels::INSTANCE_TYPE.to_string(),
-            ValueSet::of(c.instance_type_options.iter().map(|o| o.instance_type.clone())),
+            ValueSet::of(
+                c.instance_type_options
+                    .iter()
+                    .map(|o| o.instance_type.clone()),
+            ),
         );
         c.requirements = reqs.to_wire();
         c.launch.instance_type = pick.instance_type.clone();
@@ -252,7 +259,11 @@ mod tests {
                     c * 1000,
                     c * 4 * GIB,
                     110,
-                    vec![Offering::new("zone-a", CapacityType::OnDemand, 0.05 * c as f64)],
+                    vec![Offering::new(
+                        "zone-a",
+                        CapacityType::OnDemand,
+                        0.05 * c as f64,
+                    )],
                 )
             })
             .collect()
@@ -307,8 +318,18 @@ mod tests {
         // cheapest option that covers them.
         assert_eq!(claim.launch.instance_type, "m");
         assert!((after.new_node_cost_per_hour - 0.2).abs() < 1e-9);
-        assert!(claim.instance_type_options.iter().all(|o| o.instance_type != "s"));
-        assert!(after.planner_notes.iter().any(|n| n.starts_with("anticipation")));
+        assert!(
+            claim
+                .instance_type_options
+                .iter()
+                .all(|o| o.instance_type != "s")
+        );
+        assert!(
+            after
+                .planner_notes
+                .iter()
+                .any(|n| n.starts_with("anticipation"))
+        );
         // The pods still fit what launches.
         let o = claim
             .instance_type_options

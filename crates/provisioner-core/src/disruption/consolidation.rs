@@ -504,17 +504,25 @@ impl<'s, 'a> Search<'s, 'a> {
             let given = g
                 .iter()
                 .filter_map(|&i| members.get(i))
-                .fold((0i64, 0i64), |a, m| (a.0 + m.need.cpu_milli, a.1 + m.need.memory));
+                .fold((0i64, 0i64), |a, m| {
+                    (a.0 + m.need.cpu_milli, a.1 + m.need.memory)
+                });
             self.allowed(&ms) && self.room_allows(&ms, given)
         };
-        groups(&members, &shapes, &knobs, self.options.merge_groups, &allowed)
-            .into_iter()
-            .map(|(g, v)| {
-                let mut ms: Vec<usize> = g.iter().filter_map(|&i| pool.get(i).copied()).collect();
-                ms.sort_unstable();
-                (ms, v)
-            })
-            .collect()
+        groups(
+            &members,
+            &shapes,
+            &knobs,
+            self.options.merge_groups,
+            &allowed,
+        )
+        .into_iter()
+        .map(|(g, v)| {
+            let mut ms: Vec<usize> = g.iter().filter_map(|&i| pool.get(i).copied()).collect();
+            ms.sort_unstable();
+            (ms, v)
+        })
+        .collect()
     }
 
     /// Runs every phase; returns all valid commands (best first) and the number of sets

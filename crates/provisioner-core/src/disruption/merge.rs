@@ -91,7 +91,12 @@ pub fn cheapest_fit(shapes: &[Shape], need: &Resources) -> Option<f64> {
 /// when it does not pay, e.g. when it saves nothing), or `None` when no shape holds its pods.
 /// The value is defined for groups that save nothing yet so a group can grow through them: two
 /// nodes 56% used need a node as dear as both, three fit one twice the size.
-pub fn estimate(members: &[Member], group: &[usize], shapes: &[Shape], knobs: &Knobs) -> Option<f64> {
+pub fn estimate(
+    members: &[Member],
+    group: &[usize],
+    shapes: &[Shape],
+    knobs: &Knobs,
+) -> Option<f64> {
     let mut need = knobs.daemon_overhead.clone();
     let mut price = 0.0;
     let mut eviction = 0.0;
@@ -296,7 +301,9 @@ mod tests {
     #[test]
     fn vetoed_groups_are_not_proposed() {
         let members: Vec<Member> = (0..4).map(|_| member(0.4, 2000, 8, 2, 7200)).collect();
-        let g = groups(&members, &shapes(), &knobs(), 4, &|g: &[usize]| !g.contains(&0));
+        let g = groups(&members, &shapes(), &knobs(), 4, &|g: &[usize]| {
+            !g.contains(&0)
+        });
         assert!(!g.is_empty());
         assert!(g.iter().all(|(m, _)| !m.contains(&0)));
     }

@@ -1288,7 +1288,11 @@ fn merges_are_found_beyond_the_emptiest_nodes() {
     assert_eq!(names(&cmd), vec!["x1", "x2", "x3"]);
     assert_eq!(cmd.replacements.len(), 1);
     assert!((cmd.worst_case_saving_per_hour - 0.8).abs() < 1e-9);
-    assert!(cmd.rationale.summary.contains("merge"), "{}", cmd.rationale.summary);
+    assert!(
+        cmd.rationale.summary.contains("merge"),
+        "{}",
+        cmd.rationale.summary
+    );
 }
 
 #[test]

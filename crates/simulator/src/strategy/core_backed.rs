@@ -58,7 +58,11 @@ impl CoreStrategy {
             strategy,
             anticipation: match kind {
                 Kind::CostAwareRound1 => None,
-                _ => settings.core_disruption.anticipation.as_ref().map(|a| a.to_core()),
+                _ => settings
+                    .core_disruption
+                    .anticipation
+                    .as_ref()
+                    .map(|a| a.to_core()),
             },
             ..SchedulingOptions::default()
         };
