@@ -179,7 +179,7 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
             };
             f(x, cpu) + f(y, mem)
         };
-        let pick = larger.iter().copied().find(|o| covers(&o)).or_else(|| {
+        let pick = larger.iter().copied().find(|o| covers(o)).or_else(|| {
             larger.iter().copied().fold(
                 None,
                 |best: Option<&crate::result::InstanceTypeOption>, o| match best {
@@ -396,9 +396,9 @@ mod tests {
                 prop_assert_eq!(&b.pods, &a.pods);
                 prop_assert!(a.launch.price <= b.launch.price * factor + 1e-9);
                 prop_assert!(a.launch.price >= b.launch.price - 1e-9);
-                let o = a.instance_type_options.iter().find(|o| o.instance_type == a.launch.instance_type);
-                prop_assert!(o.is_some());
-                let o = o.unwrap();
+                let Some(o) = a.instance_type_options.iter().find(|o| o.instance_type == a.launch.instance_type) else {
+                    return Err(TestCaseError::fail("launch not among the options"));
+                };
                 prop_assert!(a.pod_requests.fits_in(&o.allocatable_for_pods));
                 prop_assert!(a.instance_type_options.iter().all(|x| x.allocatable_for_pods.cpu_milli >= o.allocatable_for_pods.cpu_milli));
             }

@@ -16,7 +16,8 @@
 //! [`protect`] (do-not-disrupt with durations, PDB matching), [`duration`] (Go durations),
 //! [`budgets`] (NodePool budgets with cron windows), [`cost`] (disruption cost), [`sim`] (the
 //! "remove these nodes" simulation on the shared scheduler and one base [`ClusterState`]),
-//! [`replace`] (replacements and the worst-case price rule), [`command`] (the output types),
+//! [`replace`] (replacements and the worst-case price rule), [`merge`] (which groups of nodes
+//! to simulate as "replace with one node", by estimated net value), [`command`] (the output types),
 //! [`validate()`] (re-validation against a newer snapshot), and [`karpenter_baseline`] (a
 //! faithful re-implementation of Karpenter's single-node and prefix multi-node search, for
 //! comparison).
