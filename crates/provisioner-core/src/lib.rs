@@ -23,6 +23,7 @@
 //! overhead), [`state`], [`scheduler`], [`packing`] (the planner interface and its
 //! verification), [`strategies`] (the shipped planners), [`result`].
 
+pub mod anticipate;
 pub mod builders;
 pub mod disruption;
 pub mod filter;

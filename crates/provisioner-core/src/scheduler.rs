@@ -43,6 +43,10 @@ pub struct SchedulingOptions {
     pub tolerate_prefer_no_schedule: bool,
     /// Check the planner's plan with [`crate::packing::verify`] (cheap; on by default).
     pub verify_plan: bool,
+    /// Grow new nodes for arrivals already flowing ([`crate::anticipate`]) in [`schedule`]
+    /// (provisioning), never in consolidation's simulations; not with the Karpenter baseline
+    /// planner, which models Karpenter. `None`: size nodes for their batch alone.
+    pub anticipation: Option<crate::anticipate::Anticipation>,
 }
 
 impl Default for SchedulingOptions {
@@ -51,6 +55,7 @@ impl Default for SchedulingOptions {
             strategy: Strategy::CostAware,
             tolerate_prefer_no_schedule: true,
             verify_plan: true,
+            anticipation: Some(crate::anticipate::Anticipation::default()),
         }
     }
 }
@@ -69,7 +74,19 @@ pub fn schedule_shared(snapshot: &Arc<Snapshot>, options: &SchedulingOptions) ->
         .iter()
         .filter(|p| p.node_name.is_none() && !p.is_daemonset_pod())
         .collect();
-    schedule_on(&mut state, &pending, options)
+    let mut result = schedule_on(&mut state, &pending, options);
+    anticipate(snapshot, &mut result, options);
+    result
+}
+
+/// Applies [`SchedulingOptions::anticipation`] to a provisioning result (what [`schedule`]
+/// does; callers of [`schedule_with`] for provisioning call it themselves).
+pub fn anticipate(snapshot: &Snapshot, result: &mut SchedulingResult, options: &SchedulingOptions) {
+    if options.strategy != Strategy::KarpenterBaseline
+        && let Some(knobs) = &options.anticipation
+    {
+        crate::anticipate::apply(snapshot, result, knobs);
+    }
 }
 
 /// Schedules `pending` on a prepared state (which it updates with the placements on existing

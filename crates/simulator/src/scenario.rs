@@ -160,9 +160,44 @@ pub struct CoreDisruptionSettings {
     pub payback: Option<PaybackSettings>,
     /// The headroom rule (the core's `disruption::headroom`); `null` turns it off.
     pub headroom: Option<HeadroomSettings>,
+    /// Provisioning's anticipation rule (the core's `anticipate`): new nodes grown for the
+    /// arrivals already flowing; `null` turns it off. Absent: the core's defaults.
+    pub anticipation: Option<AnticipationSettings>,
+    /// Groups the core's merge search (`disruption::merge`) proposes per decision; 0 turns
+    /// it off.
+    pub merge_groups: usize,
     /// Disruption-cost weight (price per hour per evicted default pod) of the
     /// `cost-aware-weighted` ablation: the crude alternative to the payback rule.
     pub weighted_ablation_weight: f64,
+}
+
+/// The core's `anticipate::Anticipation`, as a scenario writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct AnticipationSettings {
+    /// Seconds of arrivals before a batch that estimate those after it.
+    pub window_seconds: i64,
+    /// A grown node costs at most this many times the node its batch alone needs.
+    pub max_price_factor: f64,
+}
+
+impl Default for AnticipationSettings {
+    fn default() -> Self {
+        let d = provisioner_core::anticipate::Anticipation::default();
+        AnticipationSettings {
+            window_seconds: d.window_seconds,
+            max_price_factor: d.max_price_factor,
+        }
+    }
+}
+
+impl AnticipationSettings {
+    pub fn to_core(&self) -> provisioner_core::anticipate::Anticipation {
+        provisioner_core::anticipate::Anticipation {
+            window_seconds: self.window_seconds,
+            max_price_factor: self.max_price_factor,
+        }
+    }
 }
 
 /// The core's `disruption::headroom::Headroom`, as a scenario writes it.
@@ -243,6 +278,13 @@ impl Default for CoreDisruptionSettings {
                 window_seconds: h.window_seconds,
                 lookback_seconds: h.lookback_seconds,
             }),
+            anticipation: provisioner_core::SchedulingOptions::default()
+                .anticipation
+                .map(|a| AnticipationSettings {
+                    window_seconds: a.window_seconds,
+                    max_price_factor: a.max_price_factor,
+                }),
+            merge_groups: d.merge_groups,
             weighted_ablation_weight: 0.05,
         }
     }

@@ -19,6 +19,11 @@
 //!    emptiest nodes that cannot simply be deleted are simulated together; the scheduler may
 //!    open any number of new nodes, and the command is valid when the replacements' worst-case
 //!    price keeps it saving money ([`super::replace`]).
+//! 4. **Merges chosen by value** ([`super::merge`]): groups of any candidates, grown from the
+//!    most wasteful nodes by an estimate of the net value of replacing the whole group with
+//!    one node (no simulation), the best few then simulated like phase 3. Under the payback
+//!    rule a merge must save much per evicted pod, and those groups are rarely neighbours in
+//!    one order.
 //!
 //! Every multi-node set that is kept is re-simulated from scratch (all its pods at once), so
 //! the command's moves are exactly what [`super::validate()`] will re-check; a set whose fresh
@@ -126,6 +131,29 @@ fn utilisation(snapshot: &Snapshot, c: &Candidate) -> f64 {
         }
     };
     frac(cpu, node.allocatable.cpu_milli).max(frac(mem, node.allocatable.memory))
+}
+
+/// Drops every command that a command on a strict subset of its candidates saves at least as
+/// much as (worst case, to 1e-9): it evicts more pods for nothing. The payback rule alone can prefer
+/// such a superset, because the median age of the moved pods (its horizon) rises when an old
+/// pod joins; found when the merge search proposed "delete `a`" plus a busy old neighbour.
+fn undominated(found: Vec<Evaluated>) -> Vec<Evaluated> {
+    let subset = |small: &[usize], big: &[usize]| {
+        small.len() < big.len() && small.iter().all(|m| big.binary_search(m).is_ok())
+    };
+    let keep: Vec<bool> = found
+        .iter()
+        .map(|e| {
+            !found
+                .iter()
+                .any(|f| f.worst_saving >= e.worst_saving - 1e-9 && subset(&f.members, &e.members))
+        })
+        .collect();
+    found
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(e, k)| k.then_some(e))
+        .collect()
 }
 
 /// Total order on evaluated commands: best first.
@@ -435,6 +463,127 @@ impl<'s, 'a> Search<'s, 'a> {
         None
     }
 
+    /// The merge search's groups ([`super::merge::groups`]) over the candidates whose pods
+    /// can be placed at all.
+    fn merge_groups(&self, singles: &[Single]) -> Vec<(Vec<usize>, f64)> {
+        use super::merge::{Knobs, Member, Shape, Valuation, groups, sort_shapes};
+        if self.options.merge_groups == 0 {
+            return Vec::new();
+        }
+        let snap = self.sim.snapshot;
+        let pool: Vec<usize> = singles
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !matches!(s, Single::Miss(Miss::Infeasible)))
+            .map(|(i, _)| i)
+            .collect();
+        if pool.len() < 2 {
+            return Vec::new();
+        }
+        // Daemonset pods a new node carries: the largest set on any candidate.
+        let index: BTreeMap<&str, usize> = self
+            .cands
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.as_str(), i))
+            .collect();
+        let mut daemons = vec![crate::model::Resources::default(); self.cands.len()];
+        for p in &snap.pods {
+            if let Some(i) = p.node_name.as_deref().and_then(|n| index.get(n))
+                && super::candidates::is_daemon(p)
+                && let Some(d) = daemons.get_mut(*i)
+            {
+                d.add_assign(&crate::resources::pod_requests(p));
+            }
+        }
+        let daemon_overhead = crate::model::Resources::elementwise_max(daemons.iter());
+        let members: Vec<Member> = pool
+            .iter()
+            .filter_map(|&i| {
+                let c = self.cands.get(i)?;
+                let node = snap.nodes.get(c.node)?;
+                let mut m = Member {
+                    price: c.price,
+                    disruption_cost: c.disruption_cost,
+                    ..Member::default()
+                };
+                for p in c.pods.iter().filter_map(|&pi| snap.pods.get(pi)) {
+                    m.need.add_assign(&crate::resources::pod_requests(p));
+                    m.ages.push(snap.now - p.created_at);
+                    if let Some(k) = &self.options.payback {
+                        m.eviction += super::payback::pod_eviction_value(
+                            p,
+                            node,
+                            c.price,
+                            self.pod_price_floor,
+                            k,
+                        );
+                    }
+                }
+                Some(m)
+            })
+            .collect();
+        if members.len() != pool.len() {
+            return Vec::new();
+        }
+        let mut shapes: Vec<Shape> = snap
+            .instance_types
+            .iter()
+            .filter_map(|t| {
+                let worst = t
+                    .offerings
+                    .iter()
+                    .filter(|o| o.available)
+                    .map(|o| o.price)
+                    .fold(None, |w: Option<f64>, p| Some(w.map_or(p, |w| w.max(p))))?;
+                Some(Shape {
+                    allocatable: t.capacity.sub(&t.overhead),
+                    price: worst,
+                })
+            })
+            .collect();
+        sort_shapes(&mut shapes);
+        let knobs = Knobs {
+            daemon_overhead,
+            valuation: match &self.options.payback {
+                Some(p) => Valuation::Payback {
+                    horizon_cap_hours: p.horizon_cap_hours,
+                    replacement_ready_seconds: p.replacement_ready_seconds,
+                },
+                None => Valuation::Weighted {
+                    weight: self.options.disruption_cost_weight,
+                },
+            },
+            pool: 64,
+            seeds: 16,
+            max_group: 16,
+        };
+        let allowed = |g: &[usize]| {
+            let ms: Vec<usize> = g.iter().filter_map(|&i| pool.get(i).copied()).collect();
+            let given = g
+                .iter()
+                .filter_map(|&i| members.get(i))
+                .fold((0i64, 0i64), |a, m| {
+                    (a.0 + m.need.cpu_milli, a.1 + m.need.memory)
+                });
+            self.allowed(&ms) && self.room_allows(&ms, given)
+        };
+        groups(
+            &members,
+            &shapes,
+            &knobs,
+            self.options.merge_groups,
+            &allowed,
+        )
+        .into_iter()
+        .map(|(g, v)| {
+            let mut ms: Vec<usize> = g.iter().filter_map(|&i| pool.get(i).copied()).collect();
+            ms.sort_unstable();
+            (ms, v)
+        })
+        .collect()
+    }
+
     /// Runs every phase; returns all valid commands (best first) and the number of sets
     /// evaluated.
     pub fn run(&self) -> (Vec<Evaluated>, usize) {
@@ -557,6 +706,13 @@ impl<'s, 'a> Search<'s, 'a> {
                 sets.push((s, "best delete set + repack with replacements"));
             }
         }
+        // Phase 4: merges chosen by their estimated net value (saving per evicted pod), not
+        // by position in one order ([`super::merge`]).
+        for (m, _) in self.merge_groups(&singles) {
+            if !sets.iter().any(|(s, _)| *s == m) {
+                sets.push((m, "merge onto one node, best estimated net value"));
+            }
+        }
         let budget_left = self
             .options
             .max_simulations
@@ -578,6 +734,7 @@ impl<'s, 'a> Search<'s, 'a> {
 
         found.sort_by(|a, b| better(a, b, &|e| self.names(&e.members)));
         found.dedup_by(|a, b| a.members == b.members);
+        let found = undominated(found);
         (found, self.sim.runs() - start_runs + reused)
     }
 }

@@ -16,7 +16,8 @@
 //! [`protect`] (do-not-disrupt with durations, PDB matching), [`duration`] (Go durations),
 //! [`budgets`] (NodePool budgets with cron windows), [`cost`] (disruption cost), [`sim`] (the
 //! "remove these nodes" simulation on the shared scheduler and one base [`ClusterState`]),
-//! [`replace`] (replacements and the worst-case price rule), [`command`] (the output types),
+//! [`replace`] (replacements and the worst-case price rule), [`merge`] (which groups of nodes
+//! to simulate as "replace with one node", by estimated net value), [`command`] (the output types),
 //! [`validate()`] (re-validation against a newer snapshot), and [`karpenter_baseline`] (a
 //! faithful re-implementation of Karpenter's single-node and prefix multi-node search, for
 //! comparison).
@@ -42,6 +43,7 @@ pub mod duration;
 pub mod emptiness;
 pub mod headroom;
 pub mod karpenter_baseline;
+pub mod merge;
 pub mod payback;
 pub mod protect;
 pub mod replace;
@@ -87,6 +89,10 @@ pub struct DisruptionOptions {
     /// The headroom rule ([`headroom`]): a consolidation command must leave free room for
     /// the busiest burst of arrivals recently observed. `None`: repack as tightly as saves.
     pub headroom: Option<headroom::Headroom>,
+    /// Groups the merge search ([`merge`]) proposes for simulation as "replace these nodes
+    /// with one": chosen by an estimate of their net value, not by position in one order.
+    /// 0 turns the search off.
+    pub merge_groups: usize,
     /// Most replacement nodes one consolidation command may launch (`None`: no limit).
     /// Karpenter allows one (#1442).
     pub max_replacements: Option<usize>,
@@ -127,6 +133,7 @@ impl Default for DisruptionOptions {
             disruption_cost_weight: 0.001,
             payback: Some(payback::Payback::default()),
             headroom: Some(headroom::Headroom::default()),
+            merge_groups: 8,
             max_replacements: None,
             spot_to_spot: false,
             evict_uncontrolled_pods: false,

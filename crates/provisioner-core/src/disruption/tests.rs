@@ -1245,8 +1245,54 @@ fn young_pods_are_not_moved_for_a_saving_that_does_not_pay_back() {
     let cmd = disrupt(&settled, &DisruptionOptions::default())
         .command
         .expect("pays back");
-    assert_eq!(names(&cmd), vec!["a"]);
+    assert_eq!(names(&cmd), vec!["a"], "{:#?}", cmd.rationale);
     assert!(cmd.rationale.score > 0.0);
+}
+
+#[test]
+fn merges_are_found_beyond_the_emptiest_nodes() {
+    // x1..x3: 16-vCPU nodes each running one old 9-vCPU pod (56% used): no two fit one node
+    // cheaper than both, all three fit one 32-vCPU node (1.6/h against 2.4/h). e1, e2: the
+    // emptiest nodes (8 vCPU, 10% used), each with eight pods a minute old: every group that
+    // includes them has a one-minute horizon and does not pay back. Before the merge search,
+    // the repack phase only tried groups starting with the emptiest nodes, so no command.
+    let mut pods = Vec::new();
+    for x in ["x1", "x2", "x3"] {
+        pods.push(pod(&format!("big-{x}"), 9000, x));
+    }
+    for e in ["e1", "e2"] {
+        for i in 0..8 {
+            let mut p = pod(&format!("young-{e}-{i}"), 100, e);
+            p.created_at = 1_000_000 - 60;
+            pods.push(p);
+        }
+    }
+    let s = snapshot(
+        vec![
+            od("e1", "large"),
+            od("e2", "large"),
+            od("x1", "xlarge"),
+            od("x2", "xlarge"),
+            od("x3", "xlarge"),
+        ],
+        pods,
+    );
+    let off = DisruptionOptions {
+        merge_groups: 0,
+        ..DisruptionOptions::default()
+    };
+    assert!(disrupt(&s, &off).command.is_none());
+    let cmd = disrupt(&s, &DisruptionOptions::default())
+        .command
+        .expect("the merge search finds x1..x3");
+    assert_eq!(names(&cmd), vec!["x1", "x2", "x3"]);
+    assert_eq!(cmd.replacements.len(), 1);
+    assert!((cmd.worst_case_saving_per_hour - 0.8).abs() < 1e-9);
+    assert!(
+        cmd.rationale.summary.contains("merge"),
+        "{}",
+        cmd.rationale.summary
+    );
 }
 
 #[test]

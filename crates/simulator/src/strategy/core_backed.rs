@@ -15,6 +15,8 @@ pub const COST_AWARE: &str = "provisioner-core schedule() with the CostAware pla
 pub const COST_AWARE_OPT: &str = "provisioner-core schedule_with() and the optimize::Optimizer planner (ILP warm-started from CostAware; lower bound by column generation)";
 pub const LEGACY_DISRUPTION: &str = "as cost-aware, with the payback and headroom rules off: any worst-case saving > 0, ranked by saving - 0.001 x disruption cost (the rules before; ablation)";
 pub const WEIGHTED_DISRUPTION: &str = "as cost-aware, with the payback rule replaced by saving - weightedAblationWeight x disruption cost > 0 (the crude alternative; ablation)";
+pub const ROUND1_DISRUPTION: &str = "as cost-aware-nomerge, and provisioning sizes nodes for their batch alone (no anticipation): the default after issue 16's round 1 (ablation)";
+pub const NOMERGE_DISRUPTION: &str = "as cost-aware, without the merge search (disruption::merge; mergeGroups 0): the search before it (ablation)";
 pub const KARPENTER: &str =
     "provisioner-core schedule() with the KarpenterBaseline planner (Karpenter-faithful greedy)";
 pub const OUR_DISRUPTION: &str = "provisioner-core disruption::disrupt() (emptiness, drift/expiry, consolidation search with N replacements), re-validated with disruption::validate_with()";
@@ -31,6 +33,10 @@ pub enum Kind {
     /// `cost-aware` with the crude alternative to payback: saving > 0 after a large
     /// disruption-cost weight (ablation).
     CostAwareWeighted,
+    /// `cost-aware` without the merge search (ablation).
+    CostAwareNoMerge,
+    /// `cost-aware` without the merge search and without anticipation (ablation).
+    CostAwareRound1,
 }
 
 #[derive(Debug)]
@@ -50,6 +56,14 @@ impl CoreStrategy {
         };
         let sched = SchedulingOptions {
             strategy,
+            anticipation: match kind {
+                Kind::CostAwareRound1 => None,
+                _ => settings
+                    .core_disruption
+                    .anticipation
+                    .as_ref()
+                    .map(|a| a.to_core()),
+            },
             ..SchedulingOptions::default()
         };
         let disruption = DisruptionOptions {
@@ -65,6 +79,10 @@ impl CoreStrategy {
                 min_saving_per_hour: cd.min_saving_per_hour,
                 min_saving_fraction: cd.min_saving_fraction,
                 max_simulations: cd.max_simulations,
+                merge_groups: match kind {
+                    Kind::CostAwareNoMerge | Kind::CostAwareRound1 => 0,
+                    _ => cd.merge_groups,
+                },
                 payback: match kind {
                     Kind::CostAwareLegacy | Kind::CostAwareWeighted => None,
                     _ => cd.payback.as_ref().map(|p| p.to_core()),
@@ -160,7 +178,9 @@ impl Autoscaler for CoreStrategy {
                     .filter(|p| p.node_name.is_none() && !p.is_daemonset_pod())
                     .cloned()
                     .collect();
-                core::schedule_with(&mut state, &pending, &self.sched, opt)
+                let mut r = core::schedule_with(&mut state, &pending, &self.sched, opt);
+                core::scheduler::anticipate(snap, &mut r, &self.sched);
+                r
             }
             None => core::schedule(snap, &self.sched),
         };
@@ -194,7 +214,9 @@ impl Autoscaler for CoreStrategy {
             Kind::CostAware
             | Kind::CostAwareOpt
             | Kind::CostAwareLegacy
-            | Kind::CostAwareWeighted => {
+            | Kind::CostAwareWeighted
+            | Kind::CostAwareNoMerge
+            | Kind::CostAwareRound1 => {
                 let d = disruption::disrupt(snap, &self.disruption);
                 self.simulations += d
                     .methods

@@ -166,6 +166,24 @@ pub fn catalog() -> Vec<StrategyInfo> {
             on_request: true,
         },
         StrategyInfo {
+            name: "cost-aware-round1",
+            title: "ablation: cost-aware without anticipation and the merge search",
+            provisioning: core_backed::COST_AWARE,
+            disruption: core_backed::ROUND1_DISRUPTION,
+            available: true,
+            unavailable_reason: None,
+            on_request: true,
+        },
+        StrategyInfo {
+            name: "cost-aware-nomerge",
+            title: "ablation: cost-aware without the merge search",
+            provisioning: core_backed::COST_AWARE,
+            disruption: core_backed::NOMERGE_DISRUPTION,
+            available: true,
+            unavailable_reason: None,
+            on_request: true,
+        },
+        StrategyInfo {
             name: "cost-aware-weighted",
             title: "ablation: cost-aware with a high disruption-cost weight instead of payback",
             provisioning: core_backed::COST_AWARE,
@@ -231,6 +249,14 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Autoscaler>> {
         )),
         "cost-aware-legacy" => Box::new(core_backed::CoreStrategy::new(
             core_backed::Kind::CostAwareLegacy,
+            settings,
+        )),
+        "cost-aware-round1" => Box::new(core_backed::CoreStrategy::new(
+            core_backed::Kind::CostAwareRound1,
+            settings,
+        )),
+        "cost-aware-nomerge" => Box::new(core_backed::CoreStrategy::new(
+            core_backed::Kind::CostAwareNoMerge,
             settings,
         )),
         "cost-aware-weighted" => Box::new(core_backed::CoreStrategy::new(
