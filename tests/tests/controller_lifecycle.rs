@@ -21,7 +21,47 @@ async fn pending_pod_to_node_and_back_to_zero() {
     let client = testenv::client().await;
     let ns = testenv::namespace(&client, "ctl-life").await;
     let opts = options(&ns);
-    full_cycle(&client, &client, &ns, opts).await;
+    full_cycle(&client, &client, &client, &client, &ns, opts).await;
+}
+
+/// The two-cluster setup real CAPI users run: MachineDeployments and Machines in a separate
+/// management cluster (its own API server), pods, nodes and Karpenter's objects in the
+/// workload cluster. Nothing CAPI-shaped exists in the workload cluster's namespace, and no
+/// pod or NodeClaim in the management cluster.
+#[tokio::test]
+async fn the_same_cycle_with_a_separate_management_cluster() {
+    let client = testenv::client().await;
+    let ns = testenv::namespace(&client, "ctl-two").await;
+    let second = testenv::second::SecondCluster::start(&ns)
+        .await
+        .expect("second API server");
+    second.install_capi_crds().await.expect("CAPI CRDs");
+    let management = second.client().await;
+    let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(management.clone());
+    nss.create(
+        &Default::default(),
+        &serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).expect("ns"),
+    )
+    .await
+    .expect("namespace in the management cluster");
+    let opts = options(&ns);
+    full_cycle(&client, &management, &client, &management, &ns, opts).await;
+    let workload_mds: Api<capi_adapter::objects::capi::MachineDeployment> =
+        Api::namespaced_with(client.clone(), &ns, &adapter_support::V);
+    assert!(
+        workload_mds
+            .list(&Default::default())
+            .await
+            .expect("list in the workload cluster")
+            .items
+            .is_empty(),
+        "the workload cluster has no MachineDeployment"
+    );
+    let mgmt_claims: Api<karpenter_api::NodeClaim> = Api::all(management.clone());
+    assert!(
+        mgmt_claims.list(&Default::default()).await.is_err(),
+        "the management cluster does not even serve NodeClaims"
+    );
 }
 
 /// The same cycle with the controller's client impersonating the ServiceAccount of the Helm
@@ -122,7 +162,7 @@ async fn under_the_charts_service_account(prefix: &str, namespaced: bool) {
         );
         assert!(all.list(&Default::default()).await.is_err());
     }
-    full_cycle(&client, &controller, &ns, opts).await;
+    full_cycle(&client, &client, &controller, &controller, &ns, opts).await;
 }
 
 /// Pending pod -> NodeClaim -> replicas 1 -> Machine bound -> Node registered and
@@ -131,16 +171,19 @@ async fn under_the_charts_service_account(prefix: &str, namespaced: bool) {
 /// `controller` is the controller's identity.
 async fn full_cycle(
     client: &kube::Client,
+    mgmt: &kube::Client,
     controller: &kube::Client,
+    controller_mgmt: &kube::Client,
     ns: &str,
     opts: karpenter_capi_controller::Options,
 ) {
     let client = client.clone();
+    let mgmt = mgmt.clone();
     let ns = ns.to_string();
     let scope = ns.clone();
     let md = "workers";
-    adapter_support::create_md(&client, &ns, md, 0, &md_annotations("2")).await;
-    scope_md(&client, &ns, md, &scope).await;
+    adapter_support::create_md(&mgmt, &ns, md, 0, &md_annotations("2")).await;
+    scope_md(&mgmt, &ns, md, &scope).await;
     nodeclass_and_pool(
         &client,
         &scope,
@@ -150,7 +193,7 @@ async fn full_cycle(
     let replay_dir = std::env::temp_dir().join(format!("kcapi-replay-{scope}"));
     let mut opts = opts;
     opts.replay_dir = Some(replay_dir.clone());
-    let running = start(controller, opts).await;
+    let running = start_two(controller, controller_mgmt, opts).await;
     unschedulable_pod(&client, &ns, "web-1", &scope, "500m").await;
 
     // One NodeClaim, and replicas raised by one.
@@ -160,7 +203,7 @@ async fn full_cycle(
     .await;
     let id = ResourceId::new(ResourceKind::MachineDeployment, &ns, md);
     eventually(T, "replicas raised to 1", || async {
-        (adapter_support::replicas(&client, &id).await == 1).then_some(())
+        (adapter_support::replicas(&mgmt, &id).await == 1).then_some(())
     })
     .await;
     assert_eq!(
@@ -173,15 +216,15 @@ async fn full_cycle(
     );
 
     // CAPI creates the Machine; the controller binds it.
-    play_machineset(&client, &ns, md).await;
+    play_machineset(&mgmt, &ns, md).await;
     let machine = eventually(T, "the machine bound to the claim", || async {
-        machines(&client, &ns, md)
+        machines(&mgmt, &ns, md)
             .await
             .into_iter()
             .find(|m| m.labels().get(keys::ours::NODECLAIM_LABEL) == Some(&claim.name_any()))
     })
     .await;
-    let (node_name, pid) = provision(&client, &ns, &machine.name_any(), "2").await;
+    let (node_name, pid) = provision_in(&mgmt, &client, &ns, &machine.name_any(), "2").await;
 
     let claim = eventually(T, "claim launched, registered and initialized", || async {
         claims(&client, &scope)
@@ -236,7 +279,7 @@ async fn full_cycle(
         "no second nodeclaim"
     );
     assert_eq!(
-        adapter_support::replicas(&client, &id).await,
+        adapter_support::replicas(&mgmt, &id).await,
         1,
         "no second replica"
     );
@@ -245,10 +288,10 @@ async fn full_cycle(
     // annotated Machine, and the claim and the node are gone.
     force_delete_pod(&client, &ns, "web-1").await;
     eventually(Duration::from_secs(90), "replicas lowered to 0", || async {
-        (adapter_support::replicas(&client, &id).await == 0).then_some(())
+        (adapter_support::replicas(&mgmt, &id).await == 0).then_some(())
     })
     .await;
-    let marked = machines(&client, &ns, md).await;
+    let marked = machines(&mgmt, &ns, md).await;
     assert_eq!(marked.len(), 1);
     assert!(
         marked[0]
@@ -256,7 +299,7 @@ async fn full_cycle(
             .contains_key(keys::capi::DELETE_MACHINE),
         "the machine we chose is annotated for deletion"
     );
-    play_machineset(&client, &ns, md).await;
+    play_machineset(&mgmt, &ns, md).await;
     eventually(T, "nodeclaim and node gone", || async {
         let no_claims = claims(&client, &scope).await.is_empty();
         let no_node = nodes.get_opt(&node_name).await.ok().flatten().is_none();

@@ -89,6 +89,10 @@ struct Cli {
     /// MachineHealthCheck remediation, min size).
     #[arg(long, default_value = "2m", value_parser = duration)]
     unclaimed_node_grace: Duration,
+    /// How often each NodeClaim's Machine is compared with its resource's current template
+    /// for drift (each check reads three objects from the management cluster).
+    #[arg(long, default_value = "5m", value_parser = duration)]
+    drift_check_interval: Duration,
     /// Management-cluster namespace holding scalable resources (repeatable; default: all).
     /// Needed when the management identity has Roles in some namespaces only (OpenShift's
     /// openshift-machine-api, a HyperShift control-plane namespace).
@@ -236,6 +240,7 @@ async fn main() -> Result<()> {
         batch_max: cli.batch_max_duration,
         registration_timeout: cli.registration_timeout,
         unclaimed_node_grace: cli.unclaimed_node_grace,
+        drift_check_interval: cli.drift_check_interval,
         disruption_interval: cli.disruption_interval,
         validation_delay: cli.validation_delay,
         disruption: !cli.disable_disruption,

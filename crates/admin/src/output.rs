@@ -32,6 +32,12 @@ impl Style {
 }
 
 /// Aligns columns; widths ignore ANSI escapes.
+/// `$x.xxxx/h`. Rust sums an empty `f64` iterator to `-0.0` (the identity that keeps
+/// `[-0.0].sum()` exact), which would print as `$-0.0000/h` for a cluster with no nodes.
+pub fn per_hour(x: f64) -> String {
+    format!("${:.4}/h", x + 0.0)
+}
+
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     fn visible(s: &str) -> usize {
         let mut n = 0;
@@ -319,9 +325,9 @@ pub fn status_text(s: &crate::status::Status, style: Style) -> String {
             .collect::<Vec<_>>(),
     ));
     out.push_str(&format!(
-        "\n{} (total ${:.4}/h)\n",
+        "\n{} (total {})\n",
         style.bold("Nodes"),
-        s.cost_per_hour
+        per_hour(s.cost_per_hour)
     ));
     out.push_str(&table(
         &["NAME", "NODEPOOL", "TYPE", "ZONE", "READY", "PODS", "$/H"],
@@ -363,12 +369,11 @@ pub fn status_text(s: &crate::status::Status, style: Style) -> String {
     ));
     let g = &s.gap;
     out.push_str(&format!(
-        "\nNext decision: {} pending -> {} new nodes, ${:.4}/h; lower bound {}; gap {}\n",
+        "\nNext decision: {} pending -> {} new nodes, {}; lower bound {}; gap {}\n",
         g.pending,
         g.new_nodes,
-        g.cost_per_hour,
-        g.lower_bound_per_hour
-            .map_or("unknown".into(), |b| format!("${b:.4}/h")),
+        per_hour(g.cost_per_hour),
+        g.lower_bound_per_hour.map_or("unknown".into(), per_hour),
         g.gap_percent
             .map_or("unknown".into(), |p| format!("{p:.1}%")),
     ));
@@ -436,7 +441,7 @@ pub fn explain_text(e: &crate::explain::Explanation, style: Style) -> String {
         out.push_str("(none: no NodeClass offers any; run `karpenter-capi discover`)\n");
     }
     for s in &e.shapes {
-        let price = s.price.map_or("-".into(), |p| format!("${p:.4}/h"));
+        let price = s.price.map_or("-".into(), per_hour);
         match &s.reason {
             None => out.push_str(&format!(
                 "{}  {}  {}\n",
@@ -479,4 +484,16 @@ pub fn explain_text(e: &crate::explain::Explanation, style: Style) -> String {
         out.push_str(&style.yellow(&format!("note: {n}\n")));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::per_hour;
+
+    #[test]
+    fn empty_total_prints_as_zero_not_negative_zero() {
+        let empty: f64 = std::iter::empty::<f64>().sum();
+        assert_eq!(per_hour(empty), "$0.0000/h");
+        assert_eq!(per_hour(0.12345), "$0.1235/h");
+    }
 }

@@ -12,7 +12,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::{Api, Client, discovery};
 
 fn not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.is_not_found())
+    matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
 /// Templates of `resources`, by reference. Errors are values (the adapter reports them).

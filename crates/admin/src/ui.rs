@@ -341,9 +341,9 @@ fn nodes_html(st: &UiState, s: &status::Status) -> String {
     let mut b = nodepools_html(s);
     let _ = write!(
         b,
-        "<h2>Nodes</h2><p>{} nodes, <b id=cost>${:.4}/h</b></p>",
+        "<h2>Nodes</h2><p>{} nodes, <b id=cost>{}</b></p>",
         s.nodes.len(),
-        s.cost_per_hour
+        crate::output::per_hour(s.cost_per_hour)
     );
     if let Ok(h) = st.history.lock() {
         b.push_str(&h.svg("nodes-history", |x| x.nodes as f64, "nodes over time"));
@@ -397,11 +397,11 @@ fn pending_html(s: &status::Status) -> String {
     let g = &s.gap;
     let _ = write!(
         b,
-        "<p id=gap>Next decision: {} new nodes, ${:.4}/h; lower bound {}; gap {}.</p>",
+        "<p id=gap>Next decision: {} new nodes, {}; lower bound {}; gap {}.</p>",
         g.new_nodes,
-        g.cost_per_hour,
+        crate::output::per_hour(g.cost_per_hour),
         g.lower_bound_per_hour
-            .map_or("unknown".into(), |x| format!("${x:.4}/h")),
+            .map_or("unknown".into(), crate::output::per_hour),
         g.gap_percent
             .map_or("unknown".into(), |x| format!("{x:.1}%"))
     );

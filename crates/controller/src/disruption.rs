@@ -152,6 +152,7 @@ pub async fn tick(ctx: &Arc<Context>) -> Result<Outcome> {
         },
     );
     let Some(command) = decision.command else {
+        tracing::debug!(methods = ?decision.methods, rejected = ?decision.rejected, budgets = ?decision.budgets, "no disruption command");
         return Ok(Outcome::NoCommand);
     };
     tracing::info!(method = ?command.method, candidates = ?command.candidate_names(), replacements = command.replacements.len(), saving = command.saving_per_hour, summary = %command.rationale.summary, "disruption command; validating after the delay");
@@ -193,6 +194,21 @@ async fn execute(
     }
     for c in &command.candidates {
         set_disrupted_taint(ctx, &c.name, true).await?;
+    }
+    // Upstream's DisruptionReason condition: why these nodes are going, on the claims.
+    for c in &claims {
+        if let Err(e) = crate::nodeclaims::ensure_condition(
+            ctx,
+            c,
+            "DisruptionReason",
+            true,
+            &format!("{:?}", command.reason),
+            &command.rationale.summary,
+        )
+        .await
+        {
+            tracing::debug!(nodeclaim = %c.name_any(), error = %e, "could not set DisruptionReason");
+        }
     }
     let mut replacements = Vec::new();
     let nodepools: BTreeMap<String, _> = ctx
@@ -374,6 +390,23 @@ async fn rollback(
             tracing::warn!(node = %c.name, error = %e, "could not remove the disrupted taint");
         }
     }
+    for claim in command
+        .candidates
+        .iter()
+        .filter_map(|c| ctx.state.node(&c.name))
+        .filter_map(|n| {
+            let pid = n.spec.as_ref()?.provider_id.clone()?;
+            ctx.state
+                .nodeclaims
+                .state()
+                .into_iter()
+                .find(|c| c.status.as_ref().and_then(|s| s.provider_id.as_ref()) == Some(&pid))
+        })
+    {
+        if let Err(e) = clear_condition(ctx, &claim, "DisruptionReason").await {
+            tracing::debug!(nodeclaim = %claim.name_any(), error = %e, "could not clear DisruptionReason");
+        }
+    }
     for name in replacements {
         if let Some(c) = ctx.state.nodeclaim(name)
             && !is_true(&c, "Initialized")
@@ -411,4 +444,21 @@ async fn set_disrupted_taint(ctx: &Context, node: &str, on: bool) -> Result<()> 
         taints.retain(|t| t.key != wellknown::DISRUPTED_TAINT_KEY);
     }
     patch_taints(&n, taints, ctx).await
+}
+
+/// Removes a condition from a claim, if it has it.
+async fn clear_condition(ctx: &Context, claim: &NodeClaim, type_: &str) -> Result<()> {
+    let Some(conds) = claim.status.as_ref().and_then(|s| s.conditions.as_ref()) else {
+        return Ok(());
+    };
+    if !conds.iter().any(|c| c.type_ == type_) {
+        return Ok(());
+    }
+    let kept: Vec<_> = conds.iter().filter(|c| c.type_ != type_).cloned().collect();
+    crate::nodeclaims::patch_status(
+        ctx,
+        &claim.name_any(),
+        serde_json::json!({ "conditions": kept }),
+    )
+    .await
 }

@@ -11,6 +11,8 @@
 //! - [`termination`]: drain through evictions in tiers, then delete the Machine.
 //! - [`disruption`]: emptiness, drift, expiration and consolidation commands, validated
 //!   and executed with rollback.
+//! - [`claim_disruption`]: NodeClaim `lastPodEventTime`, Consolidatable and Drifted
+//!   (NodePool hash, requirements, the provider's template drift).
 //! - [`gc`]: NodeClaims whose Machine vanished; Nodes deleted by hand.
 //! - [`status`]: ClusterAPINodeClass and NodePool status.
 //! - [`leader`], [`metrics`], [`server`], [`replay`]; [`runtime`] wires them.
@@ -19,6 +21,7 @@
 //! from the reflectors, and launches and deletes are idempotent plans.
 
 pub mod catalogs;
+pub mod claim_disruption;
 pub mod cloudprovider;
 pub mod context;
 pub mod disruption;

@@ -96,6 +96,15 @@ pub fn build(np: &NodePool, req: &ClaimRequest<'_>, catalogs: &Catalogs) -> Node
         .as_ref()
         .and_then(|m| m.annotations.clone())
         .unwrap_or_default();
+    // What the claim was made from: a later template change marks it drifted.
+    annotations.insert(
+        wellknown::NODEPOOL_HASH_ANNOTATION.into(),
+        crate::claim_disruption::nodepool_hash(np),
+    );
+    annotations.insert(
+        wellknown::NODEPOOL_HASH_VERSION_ANNOTATION.into(),
+        crate::claim_disruption::HASH_VERSION.into(),
+    );
     // The scalable resource the core's cheapest offering maps to: the launch goes exactly
     // where the decision was made (the cloud provider honours a recorded target).
     if let Some(nc) = Catalogs::nodeclass_of(np)
@@ -209,6 +218,32 @@ pub fn set_condition(conditions: &mut Vec<Condition>, new: Condition) {
     conditions.retain(|c| c.type_ != new.type_);
     conditions.push(new);
     conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+}
+
+/// Sets one condition unless the claim already has it with this status and reason.
+pub async fn ensure_condition(
+    ctx: &Context,
+    claim: &NodeClaim,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+) -> Result<()> {
+    let previous = claim.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let want = if status { "True" } else { "False" };
+    if previous
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == type_ && c.status == want && c.reason == reason)
+    {
+        return Ok(());
+    }
+    let mut conds = previous.cloned().unwrap_or_default();
+    set_condition(
+        &mut conds,
+        condition(previous, type_, status, reason, message, None),
+    );
+    patch_status(ctx, &claim.name_any(), json!({ "conditions": conds })).await
 }
 
 /// Merge-patches a NodeClaim's status.

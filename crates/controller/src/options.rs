@@ -33,6 +33,9 @@ pub struct Options {
     /// it joined, with no NodeClaim for it, came from CAPI itself (a rollout, a
     /// MachineHealthCheck remediation, min size): the taint is removed so it can take pods.
     pub unclaimed_node_grace: Duration,
+    /// How often each NodeClaim's Machine is compared with its resource's template for drift
+    /// (each check reads the claim, Machine and resource from the API; upstream: 5 min).
+    pub drift_check_interval: Duration,
     /// Disruption on or off (off: provisioning and lifecycle only).
     pub disruption: bool,
     /// Consolidation takes a command only when its saving over the pods' expected remaining
@@ -71,6 +74,7 @@ impl Default for Options {
             validation_delay: Duration::from_secs(15),
             replacement_timeout: Duration::from_secs(10 * 60),
             unclaimed_node_grace: Duration::from_secs(120),
+            drift_check_interval: Duration::from_secs(300),
             consolidation_payback: true,
             consolidation_headroom: true,
             gc_interval: Duration::from_secs(120),

@@ -92,6 +92,7 @@ pub async fn start(
         tokio::spawn(crate::provisioning::run(ctx.clone())),
         tokio::spawn(crate::lifecycle::run(ctx.clone())),
         tokio::spawn(crate::disruption::run(ctx.clone())),
+        tokio::spawn(crate::claim_disruption::run(ctx.clone())),
         tokio::spawn(crate::gc::run(ctx.clone())),
         tokio::spawn(crate::status::run(ctx.clone(), clients.management.clone())),
     ];

@@ -23,7 +23,7 @@ use crate::cloudprovider::Error as CloudError;
 use crate::context::Context;
 use crate::error::{Result, is_not_found, is_too_many_requests};
 use crate::metrics::NodePoolReason;
-use crate::nodeclaims::{condition, patch_status, set_condition};
+use crate::nodeclaims::{condition, ensure_condition, patch_status, set_condition};
 
 const CRITICAL: [&str; 2] = ["system-cluster-critical", "system-node-critical"];
 const MIRROR: &str = "kubernetes.io/config.mirror";
@@ -55,10 +55,34 @@ pub async fn finalize(claim: &NodeClaim, ctx: &Context) -> Result<Action> {
         let deadline = grace_deadline(claim);
         let past_grace = deadline.is_some_and(|d| Context::now() >= d);
         if !drain(node, ctx, past_grace).await? {
+            ensure_condition(ctx, claim, "Drained", false, "Draining", "evicting pods").await?;
             return Ok(Action::requeue(Duration::from_secs(2)));
         }
-        if !past_grace && volumes_attached(node, ctx).await? {
-            return Ok(Action::requeue(Duration::from_secs(2)));
+        ensure_condition(ctx, claim, "Drained", true, "Drained", "").await?;
+        if volumes_attached(node, ctx).await? {
+            if !past_grace {
+                ensure_condition(
+                    ctx,
+                    claim,
+                    "VolumesDetached",
+                    false,
+                    "AwaitingVolumeDetachment",
+                    "waiting for VolumeAttachments of the node to go",
+                )
+                .await?;
+                return Ok(Action::requeue(Duration::from_secs(2)));
+            }
+            ensure_condition(
+                ctx,
+                claim,
+                "VolumesDetached",
+                false,
+                "TerminationGracePeriodElapsed",
+                "terminationGracePeriod is over; the instance goes with volumes attached",
+            )
+            .await?;
+        } else {
+            ensure_condition(ctx, claim, "VolumesDetached", true, "VolumesDetached", "").await?;
         }
     }
     let outcome = match ctx.cloud.delete_claim(&name).await {

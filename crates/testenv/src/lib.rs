@@ -10,6 +10,7 @@
 
 pub mod e2e;
 pub mod gomod;
+pub mod second;
 pub mod versions;
 
 pub use e2e::{E2eEnv, e2e_client, e2e_env};

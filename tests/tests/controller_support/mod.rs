@@ -66,6 +66,11 @@ pub fn options(scope: &str) -> Options {
 }
 
 pub async fn start(client: &Client, options: Options) -> Running {
+    start_two(client, client, options).await
+}
+
+/// The controller with a separate management cluster (MachineDeployments, Machines).
+pub async fn start_two(client: &Client, management: &Client, options: Options) -> Running {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
@@ -77,7 +82,7 @@ pub async fn start(client: &Client, options: Options) -> Running {
     karpenter_capi_controller::start(
         Clients {
             workload: client.clone(),
-            management: client.clone(),
+            management: management.clone(),
         },
         options,
         &[],
@@ -299,9 +304,20 @@ pub async fn play_machineset(client: &Client, ns: &str, md: &str) {
 /// Plays the infrastructure provider and kubelet: gives a Machine a providerID and creates
 /// its Ready Node (with the unregistered taint new nodes must carry).
 pub async fn provision(client: &Client, ns: &str, machine: &str, cpu: &str) -> (String, String) {
+    provision_in(client, client, ns, machine, cpu).await
+}
+
+/// [`provision`] with the Machine in `management` and the Node in `client`'s cluster.
+pub async fn provision_in(
+    management: &Client,
+    client: &Client,
+    ns: &str,
+    machine: &str,
+    cpu: &str,
+) -> (String, String) {
     let pid = format!("test://{ns}/{machine}");
     crate::adapter_support::set_capi_provider_id(
-        client,
+        management,
         &capi_adapter::MachineKey {
             namespace: ns.into(),
             name: machine.into(),

@@ -235,7 +235,7 @@ pub fn machine_autoscaler_resource() -> ApiResource {
 }
 
 fn not_served(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.is_not_found())
+    matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
 /// Everything read, raw, for the hand-off to act on.

@@ -109,7 +109,7 @@ async fn scale_deployment(
         .await
     {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(false),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
         Err(e) => Err(e.into()),
     }
 }
@@ -117,7 +117,7 @@ async fn scale_deployment(
 async fn delete_dynamic(api: &Api<DynamicObject>, name: &str) -> Result<bool, Error> {
     match api.delete(name, &Default::default()).await {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(false),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
         Err(e) => Err(e.into()),
     }
 }
@@ -290,7 +290,7 @@ pub async fn disable(
             .collect();
         match patch_annotations(clusters, &id, &changes).await {
             Ok(()) => {}
-            Err(Error::Kube(kube::Error::Api(s))) if s.is_not_found() => continue,
+            Err(Error::Kube(kube::Error::Api(s))) if s.code == 404 => continue,
             Err(e) => return Err(e),
         }
         report.actions.push(format!(
@@ -391,7 +391,7 @@ pub async fn enable_with(
             Ok(()) => report
                 .actions
                 .push(format!("restored min/max annotations on {id}")),
-            Err(Error::Kube(kube::Error::Api(s))) if s.is_not_found() => report.warnings.push(
+            Err(Error::Kube(kube::Error::Api(s))) if s.code == 404 => report.warnings.push(
                 format!("{id} no longer exists; its annotations were not restored"),
             ),
             Err(e) => return Err(e),

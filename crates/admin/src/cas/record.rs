@@ -219,7 +219,7 @@ pub async fn delete(client: &Client, namespace: &str) -> Result<(), Error> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     match api.delete(RECORD_NAME, &Default::default()).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
