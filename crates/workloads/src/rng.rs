@@ -132,7 +132,11 @@ mod tests {
             assert_eq!(floats.map(|_| r.f64().to_bits()), floats, "seed {seed:#x}");
             assert_eq!(below.map(|_| r.below(1000)), below, "seed {seed:#x}");
             assert_eq!(exps.map(|_| r.exp(30.0).to_bits()), exps, "seed {seed:#x}");
-            assert_eq!(r.pick(&[10u8, 20, 30, 40, 50]), Some(&pick), "seed {seed:#x}");
+            assert_eq!(
+                r.pick(&[10u8, 20, 30, 40, 50]),
+                Some(&pick),
+                "seed {seed:#x}"
+            );
         }
     }
 }

@@ -616,9 +616,10 @@ mod tests {
     /// the pods wait for the next scan.
     #[test]
     fn one_scale_up_adds_at_most_max_nodes() {
-        let mut cfg = CasSettings::default();
-        cfg.max_nodes_per_scale_up = 2;
-        let mut cas = ClusterAutoscaler::new(cfg);
+        let mut cas = ClusterAutoscaler::new(CasSettings {
+            max_nodes_per_scale_up: 2,
+            ..CasSettings::default()
+        });
         let mut s = snapshot();
         // 12 pods of 3 CPU: one per node of either type.
         s.pods = (0..12)
