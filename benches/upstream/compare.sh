@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Upstream Karpenter's plan vs our `karpenter` baseline's on identical pods (Karpenter's
-# scheduling-benchmark catalog and "diverse" pods). Repeatable: same seed, same pods, same
-# plans. Usage: benches/upstream/compare.sh [SEED] [PODS...]   (default: 42, 500 2000 5000)
+# scheduling-benchmark catalog and "diverse" pods). Same seed, same pods and the same plan
+# from us; upstream's plan varies a few percent between runs (random UIDs, concurrent
+# reconciles): run it more than once. Usage: benches/upstream/compare.sh [SEED] [PODS...]   (default: 42, 500 2000 5000)
 #
 # Upstream is sigs.k8s.io/karpenter at $KARPENTER_VERSION from the Go module cache, copied to
 # a scratch dir under ~/.cache/karpenter-capi (never into this repository); our harness
