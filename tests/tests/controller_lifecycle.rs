@@ -317,6 +317,26 @@ async fn full_cycle(
         text.contains("karpenter_voluntary_disruption_decisions_total"),
         "{text}"
     );
+    // The records are served on the metrics address (the image has no shell for `kubectl cp`).
+    let addr = karpenter_capi_controller::server::serve(
+        running.ctx.clone(),
+        "127.0.0.1:0".parse().expect("addr"),
+    )
+    .await
+    .expect("serve");
+    let listing = http_get(addr, "/replay").await;
+    let newest = listing.lines().next().expect("a record listed").to_string();
+    assert!(newest.ends_with(".json"), "{listing}");
+    let body = http_get(addr, &format!("/replay/{newest}")).await;
+    assert!(
+        body.trim_start().starts_with('{'),
+        "a JSON record: {body:.80}"
+    );
+    assert!(
+        http_get(addr, "/replay/..%2Fetc%2Fpasswd")
+            .await
+            .contains("no such replay record")
+    );
     running.stop();
 
     // Every round was recorded and replays offline to the same decision.
@@ -408,4 +428,18 @@ async fn a_node_capi_made_on_its_own_is_released_from_the_unregistered_taint() {
     // No NodeClaim was made for either: the nodes are not the autoscaler's.
     assert!(claims(&client, &scope).await.is_empty());
     running.stop();
+}
+
+/// The body of a plain HTTP/1.0 GET.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    conn.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .expect("request");
+    let mut out = String::new();
+    conn.read_to_string(&mut out).await.expect("response");
+    out.split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or(out)
 }

@@ -5,9 +5,11 @@
 //! infrastructure provider; built once per machine) unless one already runs, creates a sample
 //! cluster (a CAPI Cluster, three MachineDeployments of different shapes with capacity and
 //! price, a ClusterAPINodeClass and a NodePool), starts `karpenter-capi-controller` as a child
-//! process, and drives a Deployment that grows and shrinks through a fixed cycle. The terminal
-//! shows, every two seconds: the phase, the nodes (shape, pods), nodes launched and removed so
-//! far, cost per hour, pending and running pods, and the commands to look further. Ctrl-C (or
+//! process and the admin web UI (`karpenter-capi ui`), and drives a Deployment that grows and
+//! shrinks through a fixed cycle. The terminal shows, every two seconds: the phase, the nodes
+//! (shape, pods), nodes launched and removed so far, cost per hour against what the core would
+//! plan for the same pods from scratch and its lower bound, pending and running pods, and the
+//! UI address and commands to look further. Ctrl-C (or
 //! `--for <seconds>`) stops the controller and what the demo created; the environment is
 //! stopped too when the demo started it.
 
@@ -52,6 +54,8 @@ pub async fn run(duration: Option<u64>) -> Result<ExitCode> {
         "karpenter-capi-controller",
     )
     .await?;
+    eprintln!("demo: building karpenter-capi (the admin CLI and web UI) ...");
+    let cli = crate::cargobin::build(&root, "karpenter-capi", "karpenter-capi").await?;
 
     let env_dir = crate::e2e::shared_dir();
     let started_env = !crate::e2e::is_running(&env_dir);
@@ -71,7 +75,7 @@ pub async fn run(duration: Option<u64>) -> Result<ExitCode> {
                 .context("env.json names no kubeconfig")?,
         )
     };
-    let result = demo(&controller, &kubeconfig, &env_dir, duration).await;
+    let result = demo(&controller, &cli, &kubeconfig, &env_dir, duration).await;
     if started_env {
         eprintln!("demo: stopping the e2e environment ...");
         crate::e2e::down(&env_dir)?;
@@ -89,6 +93,7 @@ struct Created {
 
 async fn demo(
     controller: &Path,
+    cli: &Path,
     kubeconfig: &Path,
     env_dir: &Path,
     duration: Option<u64>,
@@ -99,14 +104,27 @@ async fn demo(
         client: client.clone(),
         ns: ns.clone(),
     };
-    let result = setup_and_watch(controller, kubeconfig, env_dir, &client, &ns, duration).await;
+    let result = setup_and_watch(
+        Binaries { controller, cli },
+        kubeconfig,
+        env_dir,
+        &client,
+        &ns,
+        duration,
+    )
+    .await;
     eprintln!("demo: removing the demo's objects ...");
     cleanup(&created).await;
     result
 }
 
+struct Binaries<'a> {
+    controller: &'a Path,
+    cli: &'a Path,
+}
+
 async fn setup_and_watch(
-    controller: &Path,
+    bins: Binaries<'_>,
     kubeconfig: &Path,
     env_dir: &Path,
     client: &Client,
@@ -138,7 +156,7 @@ async fn setup_and_watch(
     let log_path = env_dir.join(format!("{ns}-controller.log"));
     let log = std::fs::File::create(&log_path)?;
     let metrics_port = free_port()?;
-    let mut child = tokio::process::Command::new(controller)
+    let mut child = tokio::process::Command::new(bins.controller)
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args([
@@ -154,6 +172,19 @@ async fn setup_and_watch(
         .kill_on_drop(true)
         .spawn()
         .context("starting karpenter-capi-controller")?;
+    let ui_port = free_port()?;
+    let ui_log_path = env_dir.join(format!("{ns}-ui.log"));
+    let ui_log = std::fs::File::create(&ui_log_path)?;
+    let mut ui = tokio::process::Command::new(bins.cli)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["ui", "--listen", &format!("127.0.0.1:{ui_port}")])
+        .stdout(Stdio::from(ui_log.try_clone()?))
+        .stderr(Stdio::from(ui_log))
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting karpenter-capi ui")?;
+    let ui_url = ui_address(&ui_log_path).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
     deployments
         .create(&PostParams::default(), &workload(ns)?)
@@ -164,6 +195,12 @@ async fn setup_and_watch(
         ns: ns.to_string(),
         log: log_path,
         metrics_port,
+        ui: ui_url.unwrap_or_else(|| {
+            format!(
+                "http://127.0.0.1:{ui_port}/ (login link in {})",
+                ui_log_path.display()
+            )
+        }),
     };
     let watch = watch(client, ns, &deployments, &info, duration);
     let outcome = tokio::select! {
@@ -175,7 +212,24 @@ async fn setup_and_watch(
     };
     let _ = child.start_kill();
     let _ = child.wait().await;
+    let _ = ui.start_kill();
+    let _ = ui.wait().await;
     outcome
+}
+
+/// The UI prints its address with a one-time login token; wait up to 15 s for it.
+async fn ui_address(log: &Path) -> Option<String> {
+    for _ in 0..75 {
+        if let Ok(text) = std::fs::read_to_string(log)
+            && let Some(url) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("karpenter-capi UI: open "))
+        {
+            return Some(url.trim().to_string());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    None
 }
 
 struct Info {
@@ -183,6 +237,7 @@ struct Info {
     ns: String,
     log: PathBuf,
     metrics_port: u16,
+    ui: String,
 }
 
 async fn create_nodepool(client: &Client, ns: &str) -> Result<()> {
@@ -260,6 +315,7 @@ async fn watch(
     let mut phase = usize::MAX;
     let mut phase_started = Instant::now();
     let cycle: u64 = PHASES.iter().map(|(_, s)| s).sum();
+    let mut ideal: Option<(usize, Ideal)> = None;
     loop {
         let elapsed = start.elapsed().as_secs();
         if duration.is_some_and(|d| elapsed >= d) {
@@ -321,6 +377,10 @@ async fn watch(
         }
         known = names;
         let replicas = machine_deployment_replicas(client, ns).await;
+        // The optimiser takes up to its budget (300 ms): plan again only when the count moves.
+        if ideal.as_ref().is_none_or(|(n, _)| *n != pods.len()) {
+            ideal = Some((pods.len(), from_scratch(pods.len())));
+        }
         draw(&Frame {
             info,
             elapsed,
@@ -335,6 +395,7 @@ async fn watch(
             removed,
             replicas: &replicas,
             events: &events,
+            ideal: ideal.as_ref().map(|(_, i)| i).expect("set above"),
         });
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
@@ -384,6 +445,7 @@ struct Frame<'a> {
     removed: usize,
     replicas: &'a BTreeMap<String, i64>,
     events: &'a VecDeque<String>,
+    ideal: &'a Ideal,
 }
 
 /// The node's shape: the controller labels registered nodes with the instance type
@@ -417,6 +479,7 @@ fn draw(f: &Frame<'_>) {
         .iter()
         .filter_map(|n| f.prices.get(shape_of(n).as_str()))
         .sum();
+    let ideal = f.ideal;
     let mut out = String::new();
     out.push_str("\x1b[2J\x1b[H");
     out.push_str(&format!(
@@ -428,10 +491,18 @@ fn draw(f: &Frame<'_>) {
         f.phase_left
     ));
     out.push_str(&format!(
-        "pods: {running} running, {pending} pending      nodes: {} now, {} launched, {} removed      cost: {cost:.2}/h\n",
+        "pods: {running} running, {pending} pending      nodes: {} now, {} launched, {} removed\n",
         f.nodes.len(),
         f.launched,
         f.removed
+    ));
+    out.push_str(&format!(
+        "cost: {cost:.2}/h now;  the core's plan for these {} pods from scratch {:.2}/h, lower bound {}\n",
+        f.pods.len(),
+        ideal.plan,
+        ideal
+            .bound
+            .map_or("unknown".to_string(), |b| format!("{b:.2}/h")),
     ));
     out.push_str("MachineDeployments (replicas @ price/h): ");
     for (name, _, _, price) in SHAPES {
@@ -461,13 +532,66 @@ fn draw(f: &Frame<'_>) {
         out.push_str(&format!("  {e}\n"));
     }
     out.push_str(&format!(
-        "\nlook further (another terminal):\n  export KUBECONFIG={}\n  kubectl get nodepools,nodeclaims,nodes\n  kubectl -n {ns} get machinedeployments,machines,pods -o wide\n  kubectl get clusterapinodeclass {ns} -o yaml\n  curl -s 127.0.0.1:{}/metrics | grep karpenter_\n  controller log: {}\nCtrl-C stops the controller and removes what the demo created.\n",
+        "\nweb UI: {}\nlook further (another terminal):\n  export KUBECONFIG={}\n  kubectl get nodepools,nodeclaims,nodes\n  kubectl -n {ns} get machinedeployments,machines,pods -o wide\n  kubectl get clusterapinodeclass {ns} -o yaml\n  curl -s 127.0.0.1:{}/metrics | grep karpenter_\n  controller log: {}\nCtrl-C stops the controller and removes what the demo created.\n",
+        f.info.ui,
         f.info.kubeconfig.display(),
         f.info.metrics_port,
         f.info.log.display(),
         ns = f.info.ns,
     ));
     print!("{out}");
+}
+
+/// What the core would launch for `pods` workload pods on an empty cluster of the demo's
+/// shapes, and its lower bound: the yardstick for the cost the controller reaches by launching
+/// and consolidating as the workload changes (kwok nodes reserve nothing, as here).
+struct Ideal {
+    plan: f64,
+    bound: Option<f64>,
+}
+
+fn from_scratch(pods: usize) -> Ideal {
+    use provisioner_core as core;
+    const GI: i64 = 1 << 30;
+    let types = SHAPES
+        .iter()
+        .map(|(name, cpu, memory, price)| {
+            let cpu: i64 = cpu.parse().unwrap_or(0);
+            let mem: i64 = memory.trim_end_matches("Gi").parse().unwrap_or(0);
+            core::InstanceType::new(
+                name,
+                cpu * 1000,
+                mem * GI,
+                110,
+                vec![core::Offering::new(
+                    "demo",
+                    core::CapacityType::OnDemand,
+                    *price,
+                )],
+            )
+        })
+        .collect();
+    let snapshot = core::Snapshot {
+        pods: (0..pods)
+            .map(|i| core::Pod::new("demo", &format!("p{i}"), 500, 512 << 20))
+            .collect(),
+        nodepools: vec![core::NodePool::new("demo", 0)],
+        instance_types: types,
+        ..Default::default()
+    };
+    // The optimiser plans here: it is what computes the bound (column generation).
+    let optimizer = core::optimize::Optimizer::new(core::optimize::OptimizerConfig::default());
+    let mut state = core::ClusterState::new(&snapshot);
+    let r = core::schedule_with(
+        &mut state,
+        &snapshot.pods,
+        &core::SchedulingOptions::default(),
+        &optimizer,
+    );
+    Ideal {
+        plan: r.new_node_cost_per_hour + 0.0,
+        bound: r.cost_lower_bound,
+    }
 }
 
 /// Deletes the NodePool, NodeClass and namespace (CAPI deletes the Machines and their
@@ -506,5 +630,26 @@ async fn cleanup(c: &Created) {
                 .await;
             let _ = nodes.delete(&n.name_any(), &dp).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::from_scratch;
+
+    #[test]
+    fn the_yardstick_is_a_plan_above_its_bound() {
+        let none = from_scratch(0);
+        assert_eq!(none.plan, 0.0);
+        let ten = from_scratch(10);
+        assert!(ten.plan > 0.0, "ten pods need a node");
+        let bound = ten.bound.expect("a bound for launchable pods");
+        assert!(
+            bound > 0.0 && bound <= ten.plan + 1e-9,
+            "{bound} vs {}",
+            ten.plan
+        );
+        // 5 CPU of pods: at least the cheapest price per CPU (0.0425/h on `medium`) times 5.
+        assert!(bound >= 5.0 * 0.0425 - 1e-9, "{bound}");
     }
 }

@@ -118,6 +118,10 @@ struct Cli {
     /// Leave room for the busiest burst of recent pod arrivals when consolidating.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     consolidation_headroom: bool,
+    /// At most this many single-node consolidation simulations per disruption loop (the rest
+    /// wait for the next loop); unset: every candidate whose inputs changed.
+    #[arg(long)]
+    consolidation_max_simulations: Option<usize>,
     /// Manage only NodePools with these labels (`k=v,k2=v2`), e.g. to split a cluster
     /// between two controllers.
     #[arg(long, value_parser = labels)]
@@ -125,6 +129,10 @@ struct Cli {
     /// Write every decision here as a replayable JSON file (`karpenter-capi-sim replay`).
     #[arg(long)]
     replay_dir: Option<PathBuf>,
+    /// How many replay records to keep (the newest; each holds a whole cluster snapshot).
+    /// They are served at `/replay` on the metrics address.
+    #[arg(long, default_value_t = 500)]
+    replay_keep: usize,
 }
 
 fn labels(s: &str) -> Result<BTreeMap<String, String>, String> {
@@ -246,7 +254,9 @@ async fn main() -> Result<()> {
         disruption: !cli.disable_disruption,
         consolidation_payback: cli.consolidation_payback,
         consolidation_headroom: cli.consolidation_headroom,
+        consolidation_max_simulations: cli.consolidation_max_simulations,
         replay_dir: cli.replay_dir.clone(),
+        replay_keep: cli.replay_keep,
         leader_elect: cli.leader_elect,
         leader_election_namespace: cli.leader_election_namespace.clone(),
         identity: cli.identity.clone(),

@@ -33,6 +33,9 @@ pub struct Context {
     /// leaves them alone for a while (Karpenter's nomination), or it would remove a node in
     /// the seconds between its launch and the scheduler binding the pods it was made for.
     nominations: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
+    /// Consolidation's single-node simulations kept between disruption loops, so a loop
+    /// re-simulates only candidates whose inputs changed (the core's `ConsolidationSession`).
+    pub consolidation: Arc<std::sync::Mutex<provisioner_core::disruption::ConsolidationSession>>,
     leader: watch::Receiver<bool>,
 }
 
@@ -61,6 +64,7 @@ impl Context {
                 instance: Some(options.identity.clone()),
             },
         );
+        let budget = options.consolidation_max_simulations;
         Arc::new(Context {
             workload,
             cloud,
@@ -70,6 +74,13 @@ impl Context {
             options,
             catalogs: CatalogCache::new(Duration::from_secs(5)),
             nominations: Default::default(),
+            consolidation: Arc::new(std::sync::Mutex::new(
+                provisioner_core::disruption::ConsolidationSession::new(
+                    provisioner_core::disruption::WorkBudget {
+                        max_single_simulations: budget,
+                    },
+                ),
+            )),
             leader,
         })
     }

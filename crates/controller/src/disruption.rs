@@ -139,10 +139,24 @@ pub async fn tick(ctx: &Arc<Context>) -> Result<Outcome> {
     let opts = options(ctx);
     let snapshot = Arc::new(built.snapshot);
     let (s, o) = (snapshot.clone(), opts.clone());
-    let decision =
-        tokio::task::spawn_blocking(move || provisioner_core::disruption::disrupt(&s, &o))
-            .await
-            .map_err(|e| Error::Invalid(format!("disruption task failed: {e}")))?;
+    let session = ctx.consolidation.clone();
+    let (decision, reuse) = tokio::task::spawn_blocking(move || {
+        // A poisoned lock only means an earlier loop panicked mid-way: start afresh.
+        let mut session = session.lock().unwrap_or_else(|p| {
+            let mut g = p.into_inner();
+            *g = provisioner_core::disruption::ConsolidationSession::new(g.budget);
+            g
+        });
+        provisioner_core::disruption::disrupt_in_session(&s, &o, &mut session)
+    })
+    .await
+    .map_err(|e| Error::Invalid(format!("disruption task failed: {e}")))?;
+    tracing::debug!(
+        reused = reuse.reused,
+        simulated = reuse.simulated,
+        deferred = reuse.deferred.len(),
+        "consolidation simulations this loop"
+    );
     crate::replay::write_disruption(
         &ctx.options,
         &DisruptionRecord {

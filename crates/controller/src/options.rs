@@ -45,8 +45,14 @@ pub struct Options {
     /// Consolidation leaves room for the busiest burst of recent pod arrivals (the core's
     /// headroom rule). Off: repack as tightly as saves.
     pub consolidation_headroom: bool,
+    /// At most this many single-node consolidation simulations per disruption loop; the
+    /// rest wait for the next loop (the core's `WorkBudget`). `None`: every candidate whose
+    /// inputs changed since the last loop (unchanged ones are always reused).
+    pub consolidation_max_simulations: Option<usize>,
     /// Write every provisioning round and disruption decision here as replayable JSON.
     pub replay_dir: Option<PathBuf>,
+    /// How many replay records to keep (the newest).
+    pub replay_keep: usize,
     /// Leader election: off runs as the only instance.
     pub leader_elect: bool,
     /// Namespace of the Lease. (Events on cluster-scoped objects, NodeClaims and Nodes, go to
@@ -77,9 +83,11 @@ impl Default for Options {
             drift_check_interval: Duration::from_secs(300),
             consolidation_payback: true,
             consolidation_headroom: true,
+            consolidation_max_simulations: None,
             gc_interval: Duration::from_secs(120),
             disruption: true,
             replay_dir: None,
+            replay_keep: 500,
             leader_elect: true,
             leader_election_namespace: "karpenter".into(),
             identity: "karpenter-capi".into(),

@@ -1,11 +1,12 @@
-//! `/metrics` (Prometheus text), `/healthz` (the process serves) and `/readyz` (every
-//! reflector has synced) over plain HTTP.
+//! `/metrics` (Prometheus text), `/healthz` (the process serves), `/readyz` (every
+//! reflector has synced) and, with `--replay-dir`, `/replay` (the records, newest first) and
+//! `/replay/<file>` over plain HTTP.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::get;
 
@@ -41,12 +42,51 @@ async fn readyz(State(ctx): State<Arc<Context>>) -> (StatusCode, String) {
     }
 }
 
+async fn replay_list(State(ctx): State<Arc<Context>>) -> (StatusCode, String) {
+    match &ctx.options.replay_dir {
+        None => (
+            StatusCode::NOT_FOUND,
+            "replay records are off (start with --replay-dir)\n".into(),
+        ),
+        Some(dir) => {
+            let mut out = crate::replay::list(dir).join("\n");
+            out.push('\n');
+            (StatusCode::OK, out)
+        }
+    }
+}
+
+async fn replay_file(
+    State(ctx): State<Arc<Context>>,
+    Path(name): Path<String>,
+) -> (StatusCode, [(&'static str, &'static str); 1], Vec<u8>) {
+    let found = ctx
+        .options
+        .replay_dir
+        .as_deref()
+        .and_then(|dir| crate::replay::read(dir, &name));
+    match found {
+        Some(bytes) => (
+            StatusCode::OK,
+            [("content-type", "application/json")],
+            bytes,
+        ),
+        None => (
+            StatusCode::NOT_FOUND,
+            [("content-type", "text/plain")],
+            b"no such replay record\n".to_vec(),
+        ),
+    }
+}
+
 /// The router (one for both addresses; each serves every path).
 pub fn router(ctx: Arc<Context>) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/replay", get(replay_list))
+        .route("/replay/{name}", get(replay_file))
         .with_state(ctx)
 }
 

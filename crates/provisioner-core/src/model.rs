@@ -86,7 +86,7 @@ pub struct Requirement {
 pub type NodeSelectorTerm = Vec<Requirement>;
 
 /// A preferred node-affinity term with its weight (1..100).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Serialize, Deserialize)]
 pub struct WeightedNodeSelectorTerm {
     pub weight: i32,
     pub term: NodeSelectorTerm,
@@ -170,7 +170,7 @@ pub enum InclusionPolicy {
     Ignore,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Serialize, Deserialize)]
 pub struct TopologySpreadConstraint {
     pub max_skew: i32,
     pub topology_key: String,
@@ -192,7 +192,7 @@ pub struct TopologySpreadConstraint {
 
 /// A pod (anti-)affinity term. With no namespaces and no namespace selector the term applies
 /// to the pod's own namespace; an empty (present) namespace selector means all namespaces.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Serialize, Deserialize)]
 pub struct PodAffinityTerm {
     #[serde(default)]
     pub label_selector: LabelSelector,
@@ -205,13 +205,13 @@ pub struct PodAffinityTerm {
     pub match_label_keys: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Serialize, Deserialize)]
 pub struct WeightedPodAffinityTerm {
     pub weight: i32,
     pub term: PodAffinityTerm,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PodAffinity {
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -243,7 +243,7 @@ pub struct HostPort {
 /// A volume as far as placement cares: where its PersistentVolume may attach (the PV's node
 /// affinity, or the StorageClass's allowed topologies for an unbound claim) and which CSI
 /// driver counts it against a node's attach limit.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Volume {
     pub name: String,
@@ -254,7 +254,7 @@ pub struct Volume {
     pub csi_driver: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Eq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct InitContainer {
     pub requests: Resources,
@@ -263,7 +263,7 @@ pub struct InitContainer {
 }
 
 /// A pod, pending or bound.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Hash, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Pod {
     pub namespace: String,

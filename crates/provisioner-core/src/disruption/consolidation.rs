@@ -43,6 +43,7 @@ use super::command::{
 use super::headroom::{Guard, Room};
 use super::make_command;
 use super::replace::{PriceRule, replacements};
+use super::session::{Loop, Plan};
 use super::sim::Sim;
 use crate::model::{DisruptionReason, Snapshot};
 use crate::optimize::Optimizer;
@@ -290,6 +291,13 @@ impl<'s, 'a> Search<'s, 'a> {
         if members.is_empty() || !self.allowed(members) {
             return Err(Miss::Infeasible);
         }
+        let (moves, claims) = self.simulate(members)?;
+        self.score(members, moves, &claims, found_by)
+    }
+
+    /// The simulation part of [`Self::evaluate`] (no budget check, no scoring): what a
+    /// [`super::session::ConsolidationSession`] remembers between loops.
+    fn simulate(&self, members: &[usize]) -> super::session::SingleOutcome {
         let chosen: Vec<&Candidate> = members
             .iter()
             .filter_map(|m| self.cands.get(*m).copied())
@@ -306,19 +314,70 @@ impl<'s, 'a> Search<'s, 'a> {
         if out.over_price_cap {
             return Err(Miss::NotCheaper);
         }
-        self.score(members, out.moves, &out.claims, found_by)
+        Ok((out.moves, out.claims))
     }
 
-    fn singles(&self) -> Vec<Single> {
-        let eval = |i: usize| match self.evaluate(&[i], "single node") {
-            Ok(e) => Single::Valid(e),
-            Err(m) => Single::Miss(m),
+    fn singles(&self, session: Option<&mut Loop<'_>>) -> Vec<Single> {
+        let Some(session) = session else {
+            let eval = |i: usize| match self.evaluate(&[i], "single node") {
+                Ok(e) => Single::Valid(e),
+                Err(m) => Single::Miss(m),
+            };
+            return if self.options.parallel {
+                (0..self.cands.len()).into_par_iter().map(eval).collect()
+            } else {
+                (0..self.cands.len()).map(eval).collect()
+            };
         };
-        if self.options.parallel {
-            (0..self.cands.len()).into_par_iter().map(eval).collect()
-        } else {
-            (0..self.cands.len()).map(eval).collect()
+        // Across loops: reuse unchanged candidates' simulations, simulate the changed ones
+        // up to the budget, leave the rest for the next loop (as misses in this one).
+        // Candidates the budgets forbid on their own are not planned (nor simulated).
+        let names: Vec<&str> = self.cands.iter().map(|c| c.name.as_str()).collect();
+        let allowed: Vec<usize> = (0..names.len()).filter(|&i| self.allowed(&[i])).collect();
+        let planned: Vec<&str> = allowed
+            .iter()
+            .filter_map(|&i| names.get(i).copied())
+            .collect();
+        let mut plans: Vec<Plan> = (0..names.len()).map(|_| Plan::Defer).collect();
+        for (i, p) in allowed.iter().zip(session.plan(&planned)) {
+            if let Some(slot) = plans.get_mut(*i) {
+                *slot = p;
+            }
         }
+        let run = |(i, p): (usize, &Plan)| -> Option<super::session::SingleOutcome> {
+            match p {
+                Plan::Simulate => Some(self.simulate(&[i])),
+                _ => None,
+            }
+        };
+        let fresh: Vec<Option<super::session::SingleOutcome>> = if self.options.parallel {
+            plans.par_iter().enumerate().map(run).collect()
+        } else {
+            plans.iter().enumerate().map(run).collect()
+        };
+        let mut out = Vec::with_capacity(plans.len());
+        for (i, (plan, fresh)) in plans.into_iter().zip(fresh).enumerate() {
+            let outcome = match (plan, fresh) {
+                (_, Some(o)) => {
+                    if let Some(n) = names.get(i) {
+                        session.record(n, o.clone());
+                    }
+                    o
+                }
+                (Plan::Reuse(o), None) => o,
+                _ => Err(Miss::Infeasible),
+            };
+            let single = if self.allowed(&[i]) {
+                outcome.and_then(|(moves, claims)| self.score(&[i], moves, &claims, "single node"))
+            } else {
+                Err(Miss::Infeasible)
+            };
+            out.push(match single {
+                Ok(e) => Single::Valid(e),
+                Err(m) => Single::Miss(m),
+            });
+        }
+        out
     }
 
     /// Grows a delete-only set along `order`, skipping candidates that do not fit.
@@ -379,9 +438,19 @@ impl<'s, 'a> Search<'s, 'a> {
     /// Runs every phase; returns all valid commands (best first) and the number of sets
     /// evaluated.
     pub fn run(&self) -> (Vec<Evaluated>, usize) {
+        self.run_in(None)
+    }
+
+    /// [`Self::run`], reusing a session's single-node simulations
+    /// ([`super::session`]).
+    pub(crate) fn run_in(&self, session: Option<&mut Loop<'_>>) -> (Vec<Evaluated>, usize) {
         let start_runs = self.sim.runs();
         let snapshot = self.sim.snapshot;
-        let singles = self.singles();
+        // Reused single-node simulations count as evaluated sets, so a loop that reuses
+        // reports the same as one that simulated them again.
+        let mut session = session;
+        let singles = self.singles(session.as_deref_mut());
+        let reused = session.map_or(0, |s| s.report.reused);
         let mut found: Vec<Evaluated> = singles
             .iter()
             .filter_map(|s| {
@@ -509,7 +578,7 @@ impl<'s, 'a> Search<'s, 'a> {
 
         found.sort_by(|a, b| better(a, b, &|e| self.names(&e.members)));
         found.dedup_by(|a, b| a.members == b.members);
-        (found, self.sim.runs() - start_runs)
+        (found, self.sim.runs() - start_runs + reused)
     }
 }
 
@@ -519,6 +588,17 @@ pub fn consolidation(
     all: &[Candidate],
     budgets: &Budgets,
     options: &DisruptionOptions,
+) -> (Option<Command>, MethodReport) {
+    consolidation_in(sim, all, budgets, options, None)
+}
+
+/// [`consolidation`] within a loop of a [`super::session::ConsolidationSession`].
+pub(crate) fn consolidation_in(
+    sim: &Sim<'_>,
+    all: &[Candidate],
+    budgets: &Budgets,
+    options: &DisruptionOptions,
+    session: Option<&mut Loop<'_>>,
 ) -> (Option<Command>, MethodReport) {
     let eligible: Vec<&Candidate> = all
         .iter()
@@ -561,7 +641,7 @@ pub fn consolidation(
             0.0
         },
     };
-    let (found, sets) = search.run();
+    let (found, sets) = search.run_in(session);
     report.sets_evaluated = sets;
     let Some(first) = found.first() else {
         report.note = Some("no candidate set saves money with every pod placed".into());

@@ -45,6 +45,7 @@ pub mod karpenter_baseline;
 pub mod payback;
 pub mod protect;
 pub mod replace;
+pub mod session;
 pub mod sim;
 pub mod validate;
 
@@ -56,6 +57,7 @@ pub use command::{
     Alternative, BudgetUse, CandidateNode, Command, Destination, DisruptionDecision, Method,
     MethodReport, PodMove, Rationale, Replacement,
 };
+pub use session::{ConsolidationSession, SessionReport, WorkBudget};
 pub use validate::{Validation, validate, validate_with};
 
 use crate::model::Snapshot;
@@ -141,7 +143,7 @@ impl Default for DisruptionOptions {
 
 /// Decides this loop's disruption: at most one command, from the first method that yields one.
 pub fn disrupt(snapshot: &Snapshot, options: &DisruptionOptions) -> DisruptionDecision {
-    decide(snapshot, None, options)
+    decide(snapshot, None, options, None)
 }
 
 /// [`disrupt`] on a shared snapshot: the simulations' base state refers to it instead of
@@ -150,13 +152,33 @@ pub fn disrupt_shared(
     snapshot: &std::sync::Arc<Snapshot>,
     options: &DisruptionOptions,
 ) -> DisruptionDecision {
-    decide(snapshot, Some(snapshot), options)
+    decide(snapshot, Some(snapshot), options, None)
+}
+
+/// [`disrupt_shared`] for a controller that keeps a [`ConsolidationSession`] between loops:
+/// consolidation re-simulates only candidates whose inputs changed, at most as many as the
+/// session's [`WorkBudget`] allows; the report says what was reused and what was left for
+/// the next loop.
+pub fn disrupt_in_session(
+    snapshot: &std::sync::Arc<Snapshot>,
+    options: &DisruptionOptions,
+    session: &mut ConsolidationSession,
+) -> (DisruptionDecision, SessionReport) {
+    let mut report = SessionReport::default();
+    let decision = decide(
+        snapshot,
+        Some(snapshot),
+        options,
+        Some((session, &mut report)),
+    );
+    (decision, report)
 }
 
 fn decide(
     snapshot: &Snapshot,
     shared: Option<&std::sync::Arc<Snapshot>>,
     options: &DisruptionOptions,
+    session: Option<(&mut ConsolidationSession, &mut SessionReport)>,
 ) -> DisruptionDecision {
     let budgets = Budgets::compute(snapshot);
     let set = find_candidates(snapshot, options);
@@ -201,7 +223,22 @@ fn decide(
             return decision;
         }
     }
-    let (cmd, report) = consolidation::consolidation(&sim, &set.candidates, &budgets, options);
+    let (cmd, report) = match session {
+        None => consolidation::consolidation(&sim, &set.candidates, &budgets, options),
+        Some((session, out)) => {
+            let mut lp = session::Loop::new(session, snapshot, options);
+            let r = consolidation::consolidation_in(
+                &sim,
+                &set.candidates,
+                &budgets,
+                options,
+                Some(&mut lp),
+            );
+            let names: Vec<&str> = set.candidates.iter().map(|c| c.name.as_str()).collect();
+            *out = lp.finish(&names);
+            r
+        }
+    };
     decision.methods.push(report);
     decision.command = cmd;
     decision
@@ -255,5 +292,7 @@ pub(crate) fn make_command(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_session;
 #[cfg(test)]
 mod tests_sharing;

@@ -18,7 +18,7 @@ use crate::model::{
 /// The random cluster with topology terms added to some pods (zone spread, zone affinity,
 /// hostname spread, soft zone anti-affinity), so that every kind of shared group and the
 /// affinity groups' per-simulation domains are exercised.
-fn with_topology(mut s: Snapshot, seed: u64) -> Snapshot {
+pub(super) fn with_topology(mut s: Snapshot, seed: u64) -> Snapshot {
     let sel = |k: &str, v: &str| LabelSelector::from_labels([(k, v)]);
     for (i, p) in s.pods.iter_mut().enumerate() {
         let v = ((seed as usize).wrapping_add(i) % 3).to_string();

@@ -1,0 +1,223 @@
+//! Memory of a controller at scale (issue 18): builds `nodes` Node + NodeClaim objects and
+//! `nodes x pods_per_node` bound Pod objects as the controller's reflectors hold them (one
+//! `Arc` per object, `managedFields` and last-applied annotations already dropped, see
+//! `crates/controller/src/state.rs`), then runs the one snapshot conversion the controller,
+//! the admin CLI and the simulator share ([`kcapi_snapshot::build`]) and reports the resident
+//! set size after each step, read from `/proc/self/statm`.
+//!
+//! `cargo run --release -p karpenter-capi-snapshot --example controller_memory -- [nodes] [pods-per-node]`
+//!
+//! The objects follow what a real cluster serves: pods of deployments (owner reference,
+//! `pod-template-hash`, three labels, one container with image, requests and limits, the
+//! default not-ready/unreachable tolerations, status with conditions, IPs and a container
+//! status; a fifth spread over zones), nodes with the well-known labels, capacity,
+//! allocatable, conditions, addresses and node info. Real pods often carry more (env,
+//! volume mounts, probes), so the object figures are a lower bound; the snapshot does not
+//! depend on those fields.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1 as corev1;
+use karpenter_api::{NodeClaim, NodePool};
+use serde_json::json;
+
+/// Resident set size in MB (Linux `/proc/self/statm`; 0 elsewhere).
+fn rss_mb() -> f64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    pages * 4096.0 / 1e6
+}
+
+fn node_json(i: usize) -> serde_json::Value {
+    let zone = format!("zone-{}", i % 3 + 1);
+    let name = format!("node-{i:05}");
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": name, "uid": format!("5b2c{i:08x}-0000-4000-8000-000000000000"),
+            "resourceVersion": format!("{}", 100_000 + i),
+            "creationTimestamp": "2026-11-01T00:00:00Z",
+            "labels": {
+                "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": "m5.4xlarge",
+                "topology.kubernetes.io/zone": zone, "topology.kubernetes.io/region": "us-east-1",
+                "karpenter.sh/nodepool": "default", "karpenter.sh/capacity-type": "on-demand",
+                "karpenter.sh/initialized": "true", "karpenter.sh/registered": "true",
+                "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"
+            },
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0",
+                            "volumes.kubernetes.io/controller-managed-attach-detach": "true"}
+        },
+        "spec": {"providerID": format!("capi://cluster/machine-{i:05}")},
+        "status": {
+            "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"},
+            "allocatable": {"cpu": "15890m", "memory": "62Gi", "pods": "110", "ephemeral-storage": "95Gi"},
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
+                 "message": "kubelet has sufficient memory available",
+                 "lastHeartbeatTime": "2026-12-01T00:00:00Z", "lastTransitionTime": "2026-11-01T00:00:00Z"},
+                {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure",
+                 "message": "kubelet has no disk pressure",
+                 "lastHeartbeatTime": "2026-12-01T00:00:00Z", "lastTransitionTime": "2026-11-01T00:00:00Z"},
+                {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID",
+                 "message": "kubelet has sufficient PID available",
+                 "lastHeartbeatTime": "2026-12-01T00:00:00Z", "lastTransitionTime": "2026-11-01T00:00:00Z"},
+                {"type": "Ready", "status": "True", "reason": "KubeletReady",
+                 "message": "kubelet is posting ready status",
+                 "lastHeartbeatTime": "2026-12-01T00:00:00Z", "lastTransitionTime": "2026-11-01T00:00:00Z"}
+            ],
+            "addresses": [{"type": "InternalIP", "address": format!("10.{}.{}.{}", i / 65536 % 256, i / 256 % 256, i % 256)},
+                          {"type": "Hostname", "address": name}],
+            "nodeInfo": {"machineID": "0", "systemUUID": "0", "bootID": "0",
+                         "kernelVersion": "6.8.0", "osImage": "Ubuntu 24.04", "containerRuntimeVersion": "containerd://2.0.0",
+                         "kubeletVersion": "v1.35.0", "kubeProxyVersion": "", "operatingSystem": "linux",
+                         "architecture": "amd64"}
+        }
+    })
+}
+
+fn claim_json(i: usize) -> serde_json::Value {
+    json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodeClaim",
+        "metadata": {"name": format!("default-{i:05}"),
+                     "labels": {"karpenter.sh/nodepool": "default"},
+                     "creationTimestamp": "2026-11-01T00:00:00Z"},
+        "spec": {"nodeClassRef": {"group": "infrastructure.cluster.x-k8s.io", "kind": "MachineDeployment", "name": "md"},
+                 "requirements": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["m5.4xlarge"]}],
+                 "resources": {"requests": {"cpu": "4", "memory": "8Gi"}}},
+        "status": {"providerID": format!("capi://cluster/machine-{i:05}"), "nodeName": format!("node-{i:05}"),
+                   "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+                   "allocatable": {"cpu": "15890m", "memory": "62Gi", "pods": "110"},
+                   "conditions": [{"type": "Initialized", "status": "True", "reason": "Initialized", "message": "",
+                                   "lastTransitionTime": "2026-11-01T00:00:00Z"}]}
+    })
+}
+
+fn pod_json(node: usize, j: usize, pods_per_node: usize) -> serde_json::Value {
+    let k = node * pods_per_node + j;
+    let app = format!("app-{}", k / 10);
+    let name = format!("{app}-7d9f8c6b5-{k:06}");
+    let spread = k.is_multiple_of(5);
+    let mut spec = json!({
+        "nodeName": format!("node-{node:05}"),
+        "schedulerName": "default-scheduler", "restartPolicy": "Always", "dnsPolicy": "ClusterFirst",
+        "serviceAccountName": "default", "terminationGracePeriodSeconds": 30, "priority": 0,
+        "enableServiceLinks": true, "preemptionPolicy": "PreemptLowerPriority",
+        "containers": [{"name": "main", "image": format!("registry.example.com/team/{app}:v1.2.3"),
+                        "resources": {"requests": {"cpu": format!("{}m", 100 + (k % 14) * 100), "memory": format!("{}Mi", 128 + (k % 31) * 128)},
+                                      "limits": {"memory": format!("{}Mi", 256 + (k % 31) * 128)}},
+                        "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+                        "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+                        "imagePullPolicy": "IfNotPresent"}],
+        "tolerations": [
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+        ]
+    });
+    if spread {
+        spec["topologySpreadConstraints"] = json!([{
+            "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": app}}
+        }]);
+    }
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name, "namespace": format!("ns-{}", k / 1000),
+            "uid": format!("a1b2{k:08x}-0000-4000-8000-000000000000"),
+            "resourceVersion": format!("{}", 200_000 + k), "generateName": format!("{app}-7d9f8c6b5-"),
+            "creationTimestamp": "2026-11-20T00:00:00Z",
+            "labels": {"app": app, "pod-template-hash": "7d9f8c6b5", "team": format!("team-{}", k % 17)},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("{app}-7d9f8c6b5"),
+                                 "uid": "00000000-0000-4000-8000-000000000001", "controller": true, "blockOwnerDeletion": true}]
+        },
+        "spec": spec,
+        "status": {
+            "phase": "Running", "qosClass": "Burstable", "hostIP": "10.0.0.1", "podIP": format!("10.1.{}.{}", k / 256 % 256, k % 256),
+            "startTime": "2026-11-20T00:00:01Z",
+            "conditions": [
+                {"type": "Initialized", "status": "True", "lastTransitionTime": "2026-11-20T00:00:01Z"},
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-20T00:00:05Z"},
+                {"type": "ContainersReady", "status": "True", "lastTransitionTime": "2026-11-20T00:00:05Z"},
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-11-20T00:00:00Z"}
+            ],
+            "containerStatuses": [{"name": "main", "ready": true, "started": true, "restartCount": 0,
+                                   "image": format!("registry.example.com/team/{app}:v1.2.3"),
+                                   "imageID": "registry.example.com/team/app@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+                                   "containerID": format!("containerd://{k:064x}"),
+                                   "state": {"running": {"startedAt": "2026-11-20T00:00:04Z"}}}]
+        }
+    })
+}
+
+fn main() -> Result<(), serde_json::Error> {
+    let args: Vec<String> = std::env::args().collect();
+    let nodes: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(5_000);
+    let per_node: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(30);
+    let r0 = rss_mb();
+    // Inline sizes: most of a k8s-openapi object is `Option` fields that are `None` but
+    // still take their room.
+    println!(
+        "size_of: Pod {} (PodSpec {}, Container {}, PodStatus {}, ContainerStatus {}), Node {}, core Pod {}",
+        std::mem::size_of::<corev1::Pod>(),
+        std::mem::size_of::<corev1::PodSpec>(),
+        std::mem::size_of::<corev1::Container>(),
+        std::mem::size_of::<corev1::PodStatus>(),
+        std::mem::size_of::<corev1::ContainerStatus>(),
+        std::mem::size_of::<corev1::Node>(),
+        std::mem::size_of::<provisioner_core::Pod>(),
+    );
+
+    let t = std::time::Instant::now();
+    let node_objs: Vec<Arc<corev1::Node>> = (0..nodes)
+        .map(|i| serde_json::from_value(node_json(i)).map(Arc::new))
+        .collect::<Result<_, _>>()?;
+    let claim_objs: Vec<Arc<NodeClaim>> = (0..nodes)
+        .map(|i| serde_json::from_value(claim_json(i)).map(Arc::new))
+        .collect::<Result<_, _>>()?;
+    let pool: NodePool = serde_json::from_value(json!({
+        "apiVersion": "karpenter.sh/v1", "kind": "NodePool", "metadata": {"name": "default"},
+        "spec": {"template": {"spec": {"nodeClassRef": {"group": "infrastructure.cluster.x-k8s.io",
+                 "kind": "MachineDeployment", "name": "md"}, "requirements": []}}}
+    }))?;
+    let r_nodes = rss_mb();
+    let pod_objs: Vec<Arc<corev1::Pod>> = (0..nodes)
+        .flat_map(|n| (0..per_node).map(move |j| (n, j)))
+        .map(|(n, j)| serde_json::from_value(pod_json(n, j, per_node)).map(Arc::new))
+        .collect::<Result<_, _>>()?;
+    let r_pods = rss_mb();
+    let gen_secs = t.elapsed().as_secs_f64();
+
+    let t = std::time::Instant::now();
+    let objects = kcapi_snapshot::Objects {
+        now: 1_796_000_000,
+        pods: pod_objs.iter().map(AsRef::as_ref).collect(),
+        nodes: node_objs.iter().map(AsRef::as_ref).collect(),
+        nodeclaims: claim_objs.iter().map(AsRef::as_ref).collect(),
+        nodepools: vec![&pool],
+        ..Default::default()
+    };
+    let built = kcapi_snapshot::build(&objects);
+    let build_secs = t.elapsed().as_secs_f64();
+    drop(objects);
+    let r_snap = rss_mb();
+    println!(
+        "nodes={nodes} pods={} snapshot: nodes={} pods={} problems={} build={build_secs:.2}s (objects generated in {gen_secs:.1}s)",
+        pod_objs.len(),
+        built.snapshot.nodes.len(),
+        built.snapshot.pods.len(),
+        built.problems.len(),
+    );
+    println!(
+        "rss MB: start {r0:.0}, +nodes&claims {:.0}, +pods {:.0} (reflector objects total {:.0}; {:.2} KB/pod), +snapshot {:.0} ({:.2} KB/pod), total {r_snap:.0}",
+        r_nodes - r0,
+        r_pods - r_nodes,
+        r_pods - r0,
+        (r_pods - r_nodes) * 1e3 / pod_objs.len().max(1) as f64,
+        r_snap - r_pods,
+        (r_snap - r_pods) * 1e3 / pod_objs.len().max(1) as f64,
+    );
+    Ok(())
+}
