@@ -201,11 +201,11 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
                 outln!("report: {}", p.display());
             }
             if let Some(p) = html {
-                write_file(&p, &report::html(&report))?;
+                write_file(&p, &report::html(&report)?)?;
                 outln!("html report: {}", p.display());
             }
             if let Some(dir) = svg {
-                for (name, s) in report::plots(&report) {
+                for (name, s) in report::plots(&report)? {
                     let p = dir.join(format!("{name}.svg"));
                     write_file(&p, &s)?;
                     outln!("plot: {}", p.display());

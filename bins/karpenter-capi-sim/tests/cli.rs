@@ -66,8 +66,9 @@ fn generate_then_run() {
             .is_some_and(|s| s.len() > 10)
     );
     let page = std::fs::read_to_string(&html).expect("html");
-    assert_eq!(page.matches("<svg").count(), 3);
-    for name in ["cost", "nodes", "pending"] {
+    assert_eq!(page.matches("<svg").count(), 4);
+    assert!(page.contains("Instance types and zones used"));
+    for name in ["cost", "nodes", "pending", "evictions"] {
         assert!(svg.join(format!("{name}.svg")).exists(), "{name}.svg");
     }
     let _ = std::fs::remove_dir_all(&d);

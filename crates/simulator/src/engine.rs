@@ -69,6 +69,9 @@ struct NodeMeta {
     phase: Phase,
     nodepool: Option<String>,
     instance_type: String,
+    /// Zone and capacity type, for the report's node-usage table.
+    zone: String,
+    capacity_type: String,
     price: f64,
     capacity: core::Resources,
     created_at: i64,
@@ -106,6 +109,24 @@ pub struct Sample {
     pub running_pods: u32,
     pub cpu_utilisation: f64,
     pub memory_utilisation: f64,
+    /// Pods evicted by disruption so far (cumulative), for the evictions-over-time plot.
+    /// Absent in reports written before it existed (read as 0).
+    #[serde(default)]
+    pub evicted_pods: u32,
+}
+
+/// Nodes of one (instance type, zone, capacity type) over a run: how many were launched and
+/// the node-hours and cost they ran up (launch request to deletion or the run's end), so a
+/// report shows which types and zones a strategy used, not only what it cost in total.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NodeUsage {
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: String,
+    /// Nodes launched during the run (a scenario's existing nodes count 0 here).
+    pub nodes_launched: u32,
+    pub node_hours: f64,
+    pub cost: f64,
 }
 
 /// Figures of one run.
@@ -199,6 +220,10 @@ pub struct RunResult {
     pub timing: Timing,
     /// First reasons pods could not be scheduled (deduplicated, at most 20).
     pub unschedulable_reasons: Vec<String>,
+    /// Node usage by instance type, zone and capacity type (sorted by those). Absent in
+    /// reports written before it existed.
+    #[serde(default)]
+    pub node_usage: Vec<NodeUsage>,
 }
 
 /// How the lower bound in reports is computed ([`crate::bound`] has the why).
@@ -249,6 +274,8 @@ struct Sim<'w> {
     pending_pod_secs: f64,
     evicted_pending_pod_secs: f64,
     series: Vec<Sample>,
+    /// Node usage so far, keyed by (instance type, zone, capacity type).
+    usage: BTreeMap<(String, String, String), NodeUsage>,
     step: i64,
     next_sample: i64,
     decision_secs: f64,
@@ -323,6 +350,7 @@ impl<'w> Sim<'w> {
             pending_pod_secs: 0.0,
             evicted_pending_pod_secs: 0.0,
             series: Vec::new(),
+            usage: BTreeMap::new(),
             step,
             next_sample: 0,
             decision_secs: 0.0,
@@ -395,6 +423,7 @@ impl<'w> Sim<'w> {
                 self.ready_used.memory as f64,
                 self.ready_alloc.memory as f64,
             ),
+            evicted_pods: self.summary.pods_disrupted,
         });
     }
 
@@ -455,10 +484,13 @@ impl<'w> Sim<'w> {
         view.schedulable = phase == Phase::Ready;
         view.live = phase == Phase::Ready;
         self.views.push(view);
+        let label = |k: &str| node.labels.get(k).cloned().unwrap_or_default();
         self.meta.push(NodeMeta {
             phase,
             nodepool: node.nodepool.clone(),
             instance_type: node.instance_type.clone().unwrap_or_default(),
+            zone: label(core::labels::ZONE),
+            capacity_type: label(core::labels::CAPACITY_TYPE),
             price: node.price,
             capacity: node.capacity.clone(),
             created_at: self.now,
@@ -527,6 +559,7 @@ impl<'w> Sim<'w> {
         };
         let id = self.add_node(node, Phase::Launching);
         self.summary.nodes_launched += 1;
+        self.note_usage(id, true);
         let delay =
             self.w.settings.launch_delay_seconds + self.w.settings.registration_delay_seconds;
         self.push(self.now + delay.max(0), Ev::NodeReady(id));
@@ -536,6 +569,31 @@ impl<'w> Sim<'w> {
             }
         }
         id
+    }
+
+    /// Node usage accounting: a launch counts the node, a deletion (or the run's end) adds
+    /// the hours since its launch request, which is when it starts to cost.
+    fn note_usage(&mut self, id: usize, launched: bool) {
+        let m = &self.meta[id];
+        let key = (
+            m.instance_type.clone(),
+            m.zone.clone(),
+            m.capacity_type.clone(),
+        );
+        let hours = (self.now - m.created_at).max(0) as f64 / 3600.0;
+        let price = m.price;
+        let u = self.usage.entry(key).or_insert_with_key(|k| NodeUsage {
+            instance_type: k.0.clone(),
+            zone: k.1.clone(),
+            capacity_type: k.2.clone(),
+            ..NodeUsage::default()
+        });
+        if launched {
+            u.nodes_launched += 1;
+        } else {
+            u.node_hours += hours;
+            u.cost += hours * price;
+        }
     }
 
     fn node_ready(&mut self, id: usize) {
@@ -589,7 +647,9 @@ impl<'w> Sim<'w> {
         }
         let was_ready = matches!(m.phase, Phase::Ready | Phase::Draining);
         m.phase = Phase::Deleted;
-        self.cost_rate -= m.price;
+        let price = m.price;
+        self.note_usage(id, false);
+        self.cost_rate -= price;
         self.node_count -= 1;
         self.summary.nodes_terminated += 1;
         if was_ready {
@@ -1247,6 +1307,11 @@ impl Sim<'_> {
         }
         self.advance(end);
         self.record(end);
+        for id in 0..self.meta.len() {
+            if self.meta[id].phase != Phase::Deleted {
+                self.note_usage(id, false);
+            }
+        }
         if let Some(p) = progress {
             p.store(end.max(0) as u64, Ordering::Relaxed);
         }
@@ -1318,6 +1383,7 @@ impl Sim<'_> {
                 bound_seconds: 0.0,
             },
             unschedulable_reasons: self.reasons.into_iter().collect(),
+            node_usage: self.usage.into_values().collect(),
         }
     }
 }
@@ -1383,6 +1449,45 @@ mod tests {
         fn disruption_period(&self, settings: &crate::scenario::Settings) -> i64 {
             self.inner.disruption_period(settings)
         }
+    }
+
+    /// The report's node-usage table and evictions series account for the whole run: usage
+    /// costs add up to the run's total cost, launches to the nodes launched, and the
+    /// evictions series ends at the pods disrupted.
+    #[test]
+    fn node_usage_and_evictions_add_up() {
+        let mut s = generators::generate("mixed", 3, Some(60)).expect("generator");
+        s.settings.end_seconds = Some(4 * 3600);
+        let ls = scenario::from_value(s, "mixed-usage");
+        let w = crate::world::compile(&ls, 0).expect("world");
+        let mut a = strategy::build("cost-aware", &w.settings).expect("strategy");
+        let mut sim = Sim::new(&w);
+        sim.trigger = a.trigger();
+        let r = sim.run(a.as_mut(), "cost-aware", 0, None);
+        assert!(
+            r.summary.pods_disrupted > 0,
+            "the workload should consolidate"
+        );
+        let cost: f64 = r.node_usage.iter().map(|u| u.cost).sum();
+        assert!(
+            (cost - r.summary.total_cost).abs() < 1e-6 * r.summary.total_cost.max(1.0),
+            "usage {cost} vs total {}",
+            r.summary.total_cost
+        );
+        let launched: u32 = r.node_usage.iter().map(|u| u.nodes_launched).sum();
+        assert_eq!(launched, r.summary.nodes_launched);
+        assert!(
+            r.node_usage
+                .iter()
+                .all(|u| !u.zone.is_empty() && !u.instance_type.is_empty())
+        );
+        let last = r.series.last().map(|x| x.evicted_pods);
+        assert_eq!(last, Some(r.summary.pods_disrupted));
+        assert!(
+            r.series
+                .windows(2)
+                .all(|p| p[0].evicted_pods <= p[1].evicted_pods)
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod generators;
 pub mod importers;
+pub mod plots;
 pub mod predicates;
 pub mod quantity;
 pub mod replay;

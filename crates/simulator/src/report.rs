@@ -1,6 +1,6 @@
 //! Reports: the JSON document (every figure and time series), the terminal comparison table,
-//! and an HTML page with hand-built inline SVG plots (no plotting dependency, no scripts), so
-//! it opens anywhere and renders the same every time.
+//! and an HTML page with inline SVG plots drawn by [`crate::plots`] (no scripts), so it opens
+//! anywhere and renders the same every time.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -9,7 +9,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::bound::BoundSummary;
-use crate::engine::{RunResult, Sample};
+use crate::engine::{NodeUsage, RunResult, Sample};
+use crate::error::Result;
+use crate::plots::{self, Line, reference_style, strategy_style};
 use crate::strategy::StrategyInfo;
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -325,179 +327,13 @@ fn bound_note(b: &BoundSummary, horizon: i64, seconds: f64) -> String {
     )
 }
 
-// ---------------------------------------------------------------- SVG plots
-
-pub fn color(name: &str) -> &'static str {
-    match name {
-        "cost-aware" => "#1f77b4",
-        "cost-aware+opt" => "#17becf",
-        "karpenter" => "#d62728",
-        "cas" => "#2ca02c",
-        _ => "#9467bd",
-    }
-}
-
-/// One line of a chart.
-#[derive(Debug, Clone)]
-pub struct Line {
-    pub name: String,
-    pub color: String,
-    pub dashed: bool,
-    pub points: Vec<(f64, f64)>,
-}
+// ---------------------------------------------------------------- plots
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
-}
-
-fn nice_step(range: f64, ticks: f64) -> f64 {
-    if range <= 0.0 {
-        return 1.0;
-    }
-    let raw = range / ticks;
-    let mag = 10f64.powf(raw.log10().floor());
-    let norm = raw / mag;
-    let n = if norm < 1.5 {
-        1.0
-    } else if norm < 3.0 {
-        2.0
-    } else if norm < 7.0 {
-        5.0
-    } else {
-        10.0
-    };
-    n * mag
-}
-
-fn fmt_num(v: f64) -> String {
-    if v.abs() >= 100.0 || v == v.trunc() {
-        format!("{v:.0}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-/// A line chart as a standalone SVG element. `step` draws step lines (values hold until the
-/// next sample), which is what sampled cluster state is.
-pub fn line_chart(title: &str, x_label: &str, y_label: &str, lines: &[Line], step: bool) -> String {
-    let (w, h) = (900.0, 320.0);
-    let (ml, mr, mt, mb) = (70.0, 170.0, 34.0, 44.0);
-    let pw = w - ml - mr;
-    let ph = h - mt - mb;
-    let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
-    let (xmin, xmax) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| {
-        (a.min(x), b.max(x))
-    });
-    let ymax = lines
-        .iter()
-        .flat_map(|l| l.points.iter().map(|p| p.1))
-        .fold(0.0f64, f64::max);
-    let (xmin, xmax) = if xmin.is_finite() && xmax > xmin {
-        (xmin, xmax)
-    } else {
-        (0.0, 1.0)
-    };
-    let ystep = nice_step(ymax.max(1e-9), 5.0);
-    let ytop = ((ymax / ystep).ceil() * ystep).max(ystep);
-    let sx = |x: f64| ml + (x - xmin) / (xmax - xmin) * pw;
-    let sy = |y: f64| mt + ph - y / ytop * ph;
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = write!(s, r#"<rect width="{w}" height="{h}" fill="white"/>"#);
-    let _ = write!(
-        s,
-        r#"<text x="{ml}" y="20" font-size="15" font-weight="bold">{}</text>"#,
-        esc(title)
-    );
-    // Grid and y ticks.
-    let mut y = 0.0;
-    while y <= ytop + ystep * 0.01 {
-        let py = sy(y);
-        let _ = write!(
-            s,
-            r##"<line x1="{ml}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
-            ml + pw,
-            ml - 6.0,
-            py + 4.0,
-            fmt_num(y)
-        );
-        y += ystep;
-    }
-    let xstep = nice_step(xmax - xmin, 8.0);
-    let mut x = (xmin / xstep).ceil() * xstep;
-    while x <= xmax + xstep * 0.01 {
-        let px = sx(x);
-        let _ = write!(
-            s,
-            r##"<line x1="{px:.1}" y1="{mt}" x2="{px:.1}" y2="{:.1}" stroke="#f0f0f0"/><text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-            mt + ph,
-            mt + ph + 16.0,
-            fmt_num(x)
-        );
-        x += xstep;
-    }
-    let _ = write!(
-        s,
-        r##"<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="none" stroke="#888"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text><text transform="translate(16,{:.1}) rotate(-90)" text-anchor="middle">{}</text>"##,
-        ml + pw / 2.0,
-        h - 8.0,
-        esc(x_label),
-        mt + ph / 2.0,
-        esc(y_label)
-    );
-    for (i, l) in lines.iter().enumerate() {
-        let mut d = String::new();
-        let mut prev: Option<(f64, f64)> = None;
-        for &(x, y) in &l.points {
-            let (px, py) = (sx(x), sy(y));
-            match prev {
-                None => {
-                    let _ = write!(d, "M{px:.1},{py:.1}");
-                }
-                Some((_, ppy)) if step => {
-                    let _ = write!(d, "H{px:.1}");
-                    if (ppy - py).abs() > 0.05 {
-                        let _ = write!(d, "V{py:.1}");
-                    }
-                }
-                Some(_) => {
-                    let _ = write!(d, "L{px:.1},{py:.1}");
-                }
-            }
-            prev = Some((px, py));
-        }
-        let dash = if l.dashed {
-            r#" stroke-dasharray="6,4""#
-        } else {
-            ""
-        };
-        let _ = write!(
-            s,
-            r#"<path d="{d}" fill="none" stroke="{}" stroke-width="1.6"{dash} stroke-linejoin="round"/>"#,
-            l.color
-        );
-        let ly = mt + 10.0 + i as f64 * 18.0;
-        let lx = ml + pw + 14.0;
-        let _ = write!(
-            s,
-            r#"<line x1="{lx}" y1="{ly}" x2="{:.1}" y2="{ly}" stroke="{}" stroke-width="2"{dash}/><text x="{:.1}" y="{:.1}">{}</text>"#,
-            lx + 22.0,
-            l.color,
-            lx + 28.0,
-            ly + 4.0,
-            esc(&l.name)
-        );
-    }
-    s.push_str("</svg>");
-    s
 }
 
 /// Time unit for the x axis: hours for long runs, minutes otherwise.
@@ -517,9 +353,7 @@ fn first_seed_runs(r: &Report) -> Vec<&RunResult> {
 fn series_line(run: &RunResult, div: f64, f: impl Fn(&Sample) -> f64) -> Line {
     Line {
         name: run.strategy.clone(),
-        color: color(&run.strategy).into(),
-        // Dashed so it stays visible where it coincides with the plain heuristic.
-        dashed: run.strategy.ends_with("+opt"),
+        style: strategy_style(&run.strategy),
         points: run
             .series
             .iter()
@@ -528,8 +362,9 @@ fn series_line(run: &RunResult, div: f64, f: impl Fn(&Sample) -> f64) -> Line {
     }
 }
 
-/// The three plots: cost per hour (with the lower bound), nodes, pending pods.
-pub fn plots(r: &Report) -> Vec<(&'static str, String)> {
+/// The plots (first seed): cost per hour with the lower bound, nodes, pending pods (one
+/// panel per strategy) and evictions so far. Names are the `--svg` file names.
+pub fn plots(r: &Report) -> Result<Vec<(&'static str, String)>> {
     let runs = first_seed_runs(r);
     let (div, xl) = time_axis(r.horizon_seconds);
     let mut cost: Vec<Line> = runs
@@ -537,54 +372,160 @@ pub fn plots(r: &Report) -> Vec<(&'static str, String)> {
         .map(|run| series_line(run, div, |s| s.cost_per_hour))
         .collect();
     if let Some(run) = runs.first() {
-        cost.push(Line {
-            name: "lower bound".into(),
-            color: "#222".into(),
-            dashed: true,
+        let reference = |name: &str, dark: bool, f: fn(&Sample) -> f64| Line {
+            name: name.into(),
+            style: reference_style(dark),
             points: run
                 .series
                 .iter()
-                .map(|s| (s.t as f64 / div, s.lower_bound_per_hour))
+                .map(|s| (s.t as f64 / div, f(s)))
                 .collect(),
-        });
-        cost.push(Line {
-            name: "per-resource part".into(),
-            color: "#aaa".into(),
-            dashed: true,
-            points: run
-                .series
-                .iter()
-                .map(|s| (s.t as f64 / div, s.per_resource_bound_per_hour))
-                .collect(),
-        });
+        };
+        cost.push(reference("lower bound", true, |s| s.lower_bound_per_hour));
+        cost.push(reference("per-resource part", false, |s| {
+            s.per_resource_bound_per_hour
+        }));
     }
-    let nodes: Vec<Line> = runs
-        .iter()
-        .map(|run| series_line(run, div, |s| s.nodes as f64))
-        .collect();
-    let pending: Vec<Line> = runs
-        .iter()
-        .map(|run| series_line(run, div, |s| s.pending_pods as f64))
-        .collect();
-    vec![
+    let per_run = |f: fn(&Sample) -> f64| -> Vec<Line> {
+        runs.iter().map(|run| series_line(run, div, f)).collect()
+    };
+    Ok(vec![
         (
             "cost",
-            line_chart("Cost per hour", xl, "$ / hour", &cost, true),
+            plots::line_chart("Cost per hour", xl, "$ / hour", &cost)?,
         ),
-        ("nodes", line_chart("Nodes", xl, "nodes", &nodes, true)),
+        (
+            "nodes",
+            plots::line_chart("Nodes", xl, "nodes", &per_run(|s| s.nodes as f64))?,
+        ),
         (
             "pending",
-            line_chart("Pending pods", xl, "pods", &pending, true),
+            plots::small_multiples(
+                "Pending pods (each strategy on its own scale)",
+                xl,
+                "pods",
+                &per_run(|s| s.pending_pods as f64),
+            )?,
         ),
-    ]
+        (
+            "evictions",
+            plots::line_chart(
+                "Pods evicted by disruption (cumulative)",
+                xl,
+                "pods",
+                &per_run(|s| s.evicted_pods as f64),
+            )?,
+        ),
+    ])
+}
+
+/// Node usage of a run folded by `key` (instance type or zone): (key, nodes launched,
+/// node-hours, cost), most node-hours first.
+fn usage_by(run: &RunResult, key: fn(&NodeUsage) -> String) -> Vec<(String, u32, f64, f64)> {
+    let mut m: BTreeMap<String, (u32, f64, f64)> = BTreeMap::new();
+    for u in &run.node_usage {
+        let e = m.entry(key(u)).or_default();
+        e.0 += u.nodes_launched;
+        e.1 += u.node_hours;
+        e.2 += u.cost;
+    }
+    let mut v: Vec<_> = m.into_iter().map(|(k, (n, h, c))| (k, n, h, c)).collect();
+    v.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    v
+}
+
+/// Most rows of a usage table; the rest are summed into one line.
+const USAGE_ROWS: usize = 12;
+
+/// The node-usage section: per strategy (first seed), the instance types and the zones and
+/// capacity types its nodes ran on.
+fn usage_html(r: &Report, s: &mut String) {
+    s.push_str("<h2>Instance types and zones used (first seed)</h2><p class=note>Node-hours from each launch request to deletion or the end of the run; nodes launched in brackets.</p><div class=cols>");
+    for run in first_seed_runs(r) {
+        let _ = write!(
+            s,
+            "<div><h3><span style=\"color:{}\">&#9632;</span> {}</h3>",
+            strategy_style(&run.strategy).css(),
+            esc(&run.strategy)
+        );
+        if run.node_usage.is_empty() {
+            s.push_str("<p class=note>no nodes</p></div>");
+            continue;
+        }
+        for (what, key) in [
+            (
+                "instance type",
+                (|u: &NodeUsage| u.instance_type.clone()) as fn(&NodeUsage) -> String,
+            ),
+            ("zone / capacity", |u: &NodeUsage| {
+                format!("{} / {}", u.zone, u.capacity_type)
+            }),
+        ] {
+            let rows = usage_by(run, key);
+            let _ = write!(
+                s,
+                "<table><tr><th>{what}</th><th>node-h</th><th>cost</th></tr>"
+            );
+            for (k, n, h, c) in rows.iter().take(USAGE_ROWS) {
+                let _ = write!(
+                    s,
+                    "<tr><td>{} ({n})</td><td>{h:.1}</td><td>{c:.2}</td></tr>",
+                    esc(k)
+                );
+            }
+            if rows.len() > USAGE_ROWS {
+                let rest = &rows[USAGE_ROWS..];
+                let _ = write!(
+                    s,
+                    "<tr><td>{} more ({})</td><td>{:.1}</td><td>{:.2}</td></tr>",
+                    rest.len(),
+                    rest.iter().map(|x| x.1).sum::<u32>(),
+                    rest.iter().map(|x| x.2).sum::<f64>(),
+                    rest.iter().map(|x| x.3).sum::<f64>()
+                );
+            }
+            s.push_str("</table>");
+        }
+        s.push_str("</div>");
+    }
+    s.push_str("</div>");
+}
+
+/// Why pods could not be scheduled, per run (the JSON's `unschedulable_reasons`).
+fn reasons_html(r: &Report, s: &mut String) {
+    let with: Vec<&RunResult> = r
+        .runs
+        .iter()
+        .filter(|x| !x.unschedulable_reasons.is_empty())
+        .collect();
+    if with.is_empty() {
+        s.push_str("<h2>Unschedulable pods</h2><p class=note>Every run scheduled every pod it was asked to.</p>");
+        return;
+    }
+    s.push_str("<h2>Unschedulable pods</h2><p class=note>The first distinct reasons each run reported (at most 20 kept per run; digits as reported).</p>");
+    for run in with {
+        let _ = write!(
+            s,
+            "<details><summary><span style=\"color:{}\">&#9632;</span> {} (seed {}): {} reason(s), {} pod(s) never ran</summary><ul>",
+            strategy_style(&run.strategy).css(),
+            esc(&run.strategy),
+            run.seed,
+            run.unschedulable_reasons.len(),
+            run.summary.pods_never_scheduled + run.summary.pods_left_pending
+        );
+        for reason in &run.unschedulable_reasons {
+            let _ = write!(s, "<li>{}</li>", esc(reason));
+        }
+        s.push_str("</ul></details>");
+    }
 }
 
 /// A self-contained HTML page: the table, the plots, and which code decides.
-pub fn html(r: &Report) -> String {
+pub fn html(r: &Report) -> Result<String> {
     let mut s = String::new();
     let _ = write!(
         s,
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>karpenter-capi-sim: {}</title><style>body{{font-family:sans-serif;margin:24px;color:#222}}table{{border-collapse:collapse;margin:8px 0 20px}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child,th:first-child{{text-align:left}}.note{{color:#555;font-size:13px}}svg{{display:block;margin:8px 0}}</style></head><body>",
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>karpenter-capi-sim: {}</title><style>body{{font-family:sans-serif;margin:24px;color:#222}}table{{border-collapse:collapse;margin:8px 0 20px}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child,th:first-child{{text-align:left}}.note{{color:#555;font-size:13px}}svg{{display:block;margin:8px 0}}.cols{{display:flex;flex-wrap:wrap;gap:24px}}.cols table{{margin:4px 0 12px}}details{{margin:4px 0}}li{{font-size:13px}}</style></head><body>",
         esc(&r.scenario)
     );
     let _ = write!(
@@ -614,7 +555,7 @@ pub fn html(r: &Report) -> String {
                 let _ = write!(
                     s,
                     "<td><span style=\"color:{}\">&#9632;</span> {}</td>",
-                    color(&row.strategy),
+                    strategy_style(&row.strategy).css(),
                     esc(&c)
                 );
             } else {
@@ -640,9 +581,11 @@ pub fn html(r: &Report) -> String {
             esc(&bound_note(b, r.horizon_seconds, secs))
         );
     }
-    for (_, svg) in plots(r) {
+    for (_, svg) in plots(r)? {
         s.push_str(&svg);
     }
+    usage_html(r, &mut s);
+    reasons_html(r, &mut s);
     s.push_str("<h2>Which code decides</h2><table><tr><th>strategy</th><th>provisioning</th><th>disruption</th></tr>");
     for st in &r.strategies {
         let _ = write!(
@@ -662,31 +605,82 @@ pub fn html(r: &Report) -> String {
         s.push_str("</ul>");
     }
     s.push_str("</body></html>\n");
-    s
+    Ok(s)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Summary;
 
-    #[test]
-    fn chart_is_svg() {
-        let l = Line {
-            name: "a<b".into(),
-            color: "#000".into(),
-            dashed: true,
-            points: vec![(0.0, 1.0), (1.0, 2.0), (2.0, 0.5)],
-        };
-        let svg = line_chart("t", "x", "y", &[l], true);
-        assert!(svg.starts_with("<svg"));
-        assert!(svg.ends_with("</svg>"));
-        assert!(svg.contains("a&lt;b"));
+    fn run(strategy: &str, reasons: Vec<String>) -> RunResult {
+        RunResult {
+            strategy: strategy.into(),
+            seed: 0,
+            summary: Summary::default(),
+            series: (0..5)
+                .map(|i| Sample {
+                    t: i * 60,
+                    evicted_pods: i as u32,
+                    pending_pods: 2000 * (i % 2) as u32,
+                    ..Sample::default()
+                })
+                .collect(),
+            timing: Default::default(),
+            unschedulable_reasons: reasons,
+            node_usage: vec![
+                NodeUsage {
+                    instance_type: "m5.large".into(),
+                    zone: "zone-a".into(),
+                    capacity_type: "spot".into(),
+                    nodes_launched: 2,
+                    node_hours: 3.0,
+                    cost: 0.3,
+                },
+                NodeUsage {
+                    instance_type: "m5.large".into(),
+                    zone: "zone-b".into(),
+                    capacity_type: "on-demand".into(),
+                    nodes_launched: 1,
+                    node_hours: 1.0,
+                    cost: 0.2,
+                },
+            ],
+        }
     }
 
+    /// The HTML shows what was only in the JSON before: instance types and zones used,
+    /// evictions over time, unschedulable reasons; and a plot per figure.
     #[test]
-    fn nice_steps() {
-        assert_eq!(nice_step(10.0, 5.0), 2.0);
-        assert_eq!(nice_step(100.0, 5.0), 20.0);
-        assert_eq!(nice_step(0.7, 5.0), 0.1);
+    fn html_shows_usage_evictions_and_reasons() -> Result<()> {
+        let r = Report {
+            schema_version: SCHEMA_VERSION,
+            scenario: "s".into(),
+            generator: String::new(),
+            lower_bound_kind: String::new(),
+            strategies: Vec::new(),
+            seeds: vec![0],
+            pods: 1,
+            instance_types: 1,
+            horizon_seconds: 240,
+            problems: Vec::new(),
+            wall_seconds: 0.0,
+            lower_bounds: Vec::new(),
+            runs: vec![
+                run("cost-aware", Vec::new()),
+                run("cas", vec!["pod default/big: no node group <fits>".into()]),
+            ],
+        };
+        let h = html(&r)?;
+        // Folded by type: both zones' nodes under one row; and one row per zone.
+        assert!(
+            h.contains("<td>m5.large (3)</td><td>4.0</td><td>0.50</td>"),
+            "{h}"
+        );
+        assert!(h.contains("zone-b / on-demand (1)"));
+        assert!(h.contains("no node group &lt;fits&gt;"));
+        assert!(h.contains("Pods evicted by disruption"));
+        assert_eq!(plots(&r)?.len(), 4);
+        Ok(())
     }
 }

@@ -332,6 +332,9 @@ pub struct CasSettings {
     pub scale_down_delay_after_add_seconds: i64,
     /// `--max-empty-bulk-delete`.
     pub max_empty_bulk_delete: usize,
+    /// `--max-nodes-per-scaleup` (CAS's default 1000): the binpacking estimator adds at most
+    /// this many nodes of one group per scale-up; the rest of the pods wait for the next scan.
+    pub max_nodes_per_scale_up: usize,
 }
 
 impl Default for CasSettings {
@@ -342,6 +345,7 @@ impl Default for CasSettings {
             scale_down_unneeded_seconds: 600,
             scale_down_delay_after_add_seconds: 600,
             max_empty_bulk_delete: 10,
+            max_nodes_per_scale_up: 1000,
         }
     }
 }

@@ -63,6 +63,210 @@ fn filter<'a>(
     }
 }
 
+/// The label keys any pod in play can look at: node selectors, node affinity (its own and
+/// its volumes'), and the
+/// topology keys of spread and pod (anti-)affinity terms (pending pods' and, for
+/// anti-affinity, the bound pods'). Labels outside these cannot change where a pod fits.
+fn referenced_label_keys(
+    snap: &core::Snapshot,
+    pending: &[usize],
+    nodes: &[NodeView],
+) -> std::collections::BTreeSet<String> {
+    let mut keys = std::collections::BTreeSet::new();
+    for &pi in pending {
+        let p = &snap.pods[pi];
+        keys.extend(p.node_selector.keys().cloned());
+        for term in p
+            .required_node_affinity
+            .iter()
+            .chain(p.preferred_node_affinity.iter().map(|w| &w.term))
+            .chain(p.volumes.iter().flat_map(|v| &v.node_affinity))
+        {
+            keys.extend(term.iter().map(|r| r.key.clone()));
+        }
+        keys.extend(p.topology_spread.iter().map(|t| t.topology_key.clone()));
+        for a in [&p.pod_affinity, &p.pod_anti_affinity] {
+            keys.extend(a.required.iter().map(|t| t.topology_key.clone()));
+            keys.extend(a.preferred.iter().map(|w| w.term.topology_key.clone()));
+        }
+    }
+    for m in nodes.iter().flat_map(|n| &n.pods) {
+        keys.extend(m.anti_affinity.iter().map(|t| t.topology_key.clone()));
+    }
+    keys
+}
+
+/// One shape per class of shapes the estimate cannot tell apart: same NodePool (limits),
+/// allocatable, taints and values of the referenced label keys. Within a class every
+/// estimate, and so every waste figure, is the same, and the expander's tie-break (instance
+/// type, zone, then catalog order) picks the class member with the least (type, zone),
+/// first in catalog order: that member is the class's representative, so the choice is the
+/// one estimating every shape would make. On catalogs of thousands of groups this skips the
+/// zones and capacity types the pods do not care about. Returned in catalog order.
+fn representatives(
+    shapes: &[super::cluster::ShapeInfo],
+    keys: &std::collections::BTreeSet<String>,
+) -> Vec<usize> {
+    type Class<'a> = (
+        u32,
+        &'a core::Resources,
+        &'a [core::Taint],
+        Vec<(&'a String, &'a String)>,
+    );
+    let mut best: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (si, s) in shapes.iter().enumerate() {
+        let class: Class<'_> = (
+            s.shape.pool,
+            &s.shape.allocatable,
+            &s.taints,
+            s.labels.iter().filter(|(k, _)| keys.contains(*k)).collect(),
+        );
+        // Resources and taints have no Hash; their Debug text is a faithful key.
+        let key = format!("{class:?}");
+        let e = best.entry(key).or_insert(si);
+        let cur = &shapes[*e].shape;
+        if (&s.shape.instance_type_name, &s.shape.zone) < (&cur.instance_type_name, &cur.zone) {
+            *e = si;
+        }
+    }
+    let mut out: Vec<usize> = best.into_values().collect();
+    out.sort_unstable();
+    out
+}
+
+/// CAS's pod equivalence groups: pods of one controller with the same spec, which its
+/// estimator treats together. Here: the same namespace, labels, owner kind and everything
+/// that schedules (requests, selectors, affinities, tolerations, spread, ports, volumes,
+/// priority). Groups come in decreasing order of their pods' CPU then memory requests (CAS's
+/// `DecreasingPodOrderer`), ties by first pod; pods within a group keep their order.
+fn equivalence_groups(snap: &core::Snapshot, pods: &[usize]) -> Vec<Vec<usize>> {
+    use std::collections::HashMap;
+    use std::hash::{Hash, Hasher};
+    let mut buckets: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for &pi in pods {
+        let p = &snap.pods[pi];
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&p.namespace, &p.labels, &p.owner_kind, p.priority).hash(&mut h);
+        let bucket = buckets.entry(h.finish()).or_default();
+        match bucket
+            .iter()
+            .find(|&&g| same_spec(&snap.pods[groups[g][0]], p))
+        {
+            Some(&g) => groups[g].push(pi),
+            None => {
+                bucket.push(groups.len());
+                groups.push(vec![pi]);
+            }
+        }
+    }
+    groups.sort_by(|a, b| {
+        let (ra, rb) = (
+            pod_requests(&snap.pods[a[0]]),
+            pod_requests(&snap.pods[b[0]]),
+        );
+        rb.cpu_milli
+            .cmp(&ra.cpu_milli)
+            .then(rb.memory.cmp(&ra.memory))
+            .then(a[0].cmp(&b[0]))
+    });
+    groups
+}
+
+/// Equal for scheduling: everything but identity (name, node, creation time, annotations).
+fn same_spec(a: &core::Pod, b: &core::Pod) -> bool {
+    a.namespace == b.namespace
+        && a.labels == b.labels
+        && a.owner_kind == b.owner_kind
+        && a.priority == b.priority
+        && a.containers == b.containers
+        && a.init_containers == b.init_containers
+        && a.overhead == b.overhead
+        && a.node_selector == b.node_selector
+        && a.required_node_affinity == b.required_node_affinity
+        && a.preferred_node_affinity == b.preferred_node_affinity
+        && a.tolerations == b.tolerations
+        && a.topology_spread == b.topology_spread
+        && a.pod_affinity == b.pod_affinity
+        && a.pod_anti_affinity == b.pod_anti_affinity
+        && a.host_ports == b.host_ports
+        && a.volumes == b.volumes
+}
+
+/// CAS's binpacking estimator for one node group (`BinpackingNodeEstimator.Estimate`): per
+/// equivalence group, pods go to any node added so far until one does not fit; the rest of
+/// the group then only tries the last node added, else a new node; a pod that does not fit
+/// an empty new node ends its group, and no more than `max_nodes` nodes are added. The
+/// shortcut is CAS's own, and what keeps the estimate linear in pods rather than pods x
+/// nodes. `sim` holds the nodes inter-pod constraints see; new nodes are appended to it.
+/// Returns the pods of each new node.
+#[allow(clippy::too_many_arguments)]
+fn estimate(
+    snap: &core::Snapshot,
+    groups: &[Vec<usize>],
+    template: &NodeView,
+    sim: &mut Vec<NodeView>,
+    ctx: &Context<'_>,
+    any_owners: bool,
+    max_nodes: usize,
+) -> Vec<Vec<usize>> {
+    let base = sim.len();
+    let mut owners = any_owners;
+    let mut bins: Vec<Vec<usize>> = Vec::new();
+    for group in groups {
+        let p0 = &snap.pods[group[0]];
+        if !predicates::fits_node(p0, &pod_requests(p0), template) {
+            continue;
+        }
+        let mut k = 0;
+        // Any node added so far, until the first pod that fits none.
+        while k < group.len() {
+            let pi = group[k];
+            let p = &snap.pods[pi];
+            let req = pod_requests(p);
+            let f = filter(p, &req, sim, ctx, owners);
+            let Some(ni) = (base..sim.len()).find(|&ni| f.allows(&sim[ni])) else {
+                break;
+            };
+            owners |= !p.pod_anti_affinity.required.is_empty();
+            sim[ni].add_pod(PodMark::of(pi, p), &req);
+            bins[ni - base].push(pi);
+            k += 1;
+        }
+        // The rest: the last node added, else a new one.
+        for &pi in &group[k..] {
+            let p = &snap.pods[pi];
+            let req = pod_requests(p);
+            let f = filter(p, &req, sim, ctx, owners);
+            let last = (sim.len() > base).then(|| sim.len() - 1);
+            let ni = match last {
+                Some(l) if f.allows(&sim[l]) => l,
+                _ => {
+                    if bins.len() >= max_nodes {
+                        break;
+                    }
+                    let mut v = template.clone();
+                    v.name = format!("cas-sim-{}", bins.len());
+                    v.labels
+                        .insert(core::labels::HOSTNAME.into(), v.name.clone());
+                    // A pod that does not fit an empty new node will not fit the next one
+                    // either: CAS stops the group there.
+                    if !f.allows(&v) {
+                        break;
+                    }
+                    sim.push(v);
+                    bins.push(Vec::new());
+                    sim.len() - 1
+                }
+            };
+            owners |= !p.pod_anti_affinity.required.is_empty();
+            sim[ni].add_pod(PodMark::of(pi, p), &req);
+            bins[ni - base].push(pi);
+        }
+    }
+    bins
+}
+
 impl Autoscaler for ClusterAutoscaler {
     fn trigger(&self) -> Trigger {
         Trigger::Periodic(self.cfg.scan_interval_seconds)
@@ -135,56 +339,40 @@ impl Autoscaler for ClusterAutoscaler {
         if rest.is_empty() {
             return out;
         }
-        // Each node group simulated with FFD.
+        // CAS's estimator works on pod equivalence groups (same controller and spec), in
+        // decreasing order of requests; see `estimate`.
+        let groups = equivalence_groups(snap, &rest);
+        let inter_pod = any_owners
+            || rest
+                .iter()
+                .any(|&pi| predicates::has_inter_pod_constraints(&snap.pods[pi]));
         let mut best: Option<(f64, f64, usize, Vec<Vec<usize>>)> = None;
-        for (si, s) in shape_infos.iter().enumerate() {
-            // Pool node limits: CAS's max size.
+        let keys = referenced_label_keys(snap, &rest, &nodes);
+        // Shapes the pods cannot tell apart estimate alike: one stands for each class (see
+        // `representatives`).
+        for si in representatives(&shape_infos, &keys) {
+            let s = &shape_infos[si];
+            // Pool node limits (CAS's max size) and CAS's `--max-nodes-per-scaleup`.
             let max_nodes = pools
                 .get(s.shape.pool as usize)
                 .and_then(|p| p.remaining.as_ref())
                 .and_then(|r| r.extended.get("nodes").copied())
                 .unwrap_or(i64::MAX)
                 .max(0) as usize;
+            let max_nodes = max_nodes.min(self.cfg.max_nodes_per_scale_up);
             let template = NodeView::new(
                 "",
                 s.labels.clone(),
                 s.taints.clone(),
                 s.shape.allocatable.clone(),
             );
-            let mut sim = nodes.clone();
-            let mut owners = any_owners;
+            // The existing nodes matter only to inter-pod constraints (spread counts,
+            // affinity); without any, the estimate needs the new nodes alone.
+            let mut sim = if inter_pod { nodes.clone() } else { Vec::new() };
             let base = sim.len();
-            let mut bins: Vec<Vec<usize>> = Vec::new();
-            for &pi in &rest {
-                let p = &snap.pods[pi];
-                let req = pod_requests(p);
-                if !predicates::fits_node(p, &req, &template) {
-                    continue;
-                }
-                let f = filter(p, &req, &sim, &ctx, owners);
-                let hit = (base..sim.len()).find(|&ni| f.allows(&sim[ni]));
-                let ni = match hit {
-                    Some(ni) => ni,
-                    None => {
-                        if bins.len() >= max_nodes {
-                            continue;
-                        }
-                        let mut v = template.clone();
-                        v.name = format!("cas-sim-{}", bins.len());
-                        v.labels
-                            .insert(core::labels::HOSTNAME.into(), v.name.clone());
-                        if !f.allows(&v) {
-                            continue;
-                        }
-                        sim.push(v);
-                        bins.push(Vec::new());
-                        sim.len() - 1
-                    }
-                };
-                owners |= !p.pod_anti_affinity.required.is_empty();
-                sim[ni].add_pod(PodMark::of(pi, p), &req);
-                bins[ni - base].push(pi);
-            }
+            let bins = estimate(
+                snap, &groups, &template, &mut sim, &ctx, any_owners, max_nodes,
+            );
             if bins.is_empty() {
                 continue;
             }
@@ -242,68 +430,70 @@ impl Autoscaler for ClusterAutoscaler {
     }
 
     fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
-        let (nodes, _) = views(snap);
+        let (mut nodes, idx) = views(snap);
         let now = snap.now;
         let mut unneeded_now = BTreeMap::new();
-        let mut pods_on: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        // One pass over the pods: each node's movable pods and its daemonset requests.
+        let mut pods_on: Vec<Vec<usize>> = vec![Vec::new(); snap.nodes.len()];
+        let mut ds_on: Vec<core::Resources> = vec![core::Resources::default(); snap.nodes.len()];
         for (i, p) in snap.pods.iter().enumerate() {
-            if let Some(n) = &p.node_name
-                && p.owner_kind.as_deref() != Some("DaemonSet")
-            {
-                pods_on.entry(n.as_str()).or_default().push(i);
+            let Some(ni) = p.node_name.as_ref().and_then(|n| idx.get(n)).copied() else {
+                continue;
+            };
+            if p.is_daemonset_pod() {
+                ds_on[ni].add_assign(&pod_requests(p));
+            } else {
+                pods_on[ni].push(i);
             }
         }
         let draining = snap.nodes.iter().any(|n| n.marked_for_deletion);
+        let ctx = Context {
+            namespaces: &snap.namespaces,
+            potential: &[],
+        };
+        let mut owners_total: u32 = nodes.iter().map(|n| n.anti_affinity_owners).sum();
         for (ni, n) in snap.nodes.iter().enumerate() {
             if n.in_flight || !n.ready || n.marked_for_deletion || n.nodepool.is_none() {
                 continue;
             }
             let v = &nodes[ni];
-            let cpu = v.used.cpu_milli as f64 / v.allocatable.cpu_milli.max(1) as f64;
-            let mem = v.used.memory as f64 / v.allocatable.memory.max(1) as f64;
             // CAS counts daemonset pods out of utilisation by default.
-            let ds: core::Resources = snap
-                .pods
-                .iter()
-                .filter(|p| {
-                    p.node_name.as_deref() == Some(n.name.as_str())
-                        && p.owner_kind.as_deref() == Some("DaemonSet")
-                })
-                .map(pod_requests)
-                .fold(core::Resources::default(), |a, b| a.add(&b));
-            let cpu = cpu - ds.cpu_milli as f64 / v.allocatable.cpu_milli.max(1) as f64;
-            let mem = mem - ds.memory as f64 / v.allocatable.memory.max(1) as f64;
+            let cpu = (v.used.cpu_milli - ds_on[ni].cpu_milli) as f64
+                / v.allocatable.cpu_milli.max(1) as f64;
+            let mem =
+                (v.used.memory - ds_on[ni].memory) as f64 / v.allocatable.memory.max(1) as f64;
             if cpu.max(mem) >= self.cfg.scale_down_utilization_threshold {
                 continue;
             }
-            let pods = pods_on.get(n.name.as_str()).cloned().unwrap_or_default();
+            let pods = &pods_on[ni];
             if pods.iter().any(|&pi| snap.pods[pi].owner_kind.is_none()) {
                 continue;
             }
-            // Can every pod move to another ready node?
-            // The node's pods leave it (they are what moves).
-            let mut sim: Vec<NodeView> = nodes.clone();
-            sim[ni].schedulable = false;
-            for &pi in &pods {
+            // Can every pod move to another ready node? Simulated in place on `nodes` and
+            // undone afterwards (CAS forks its snapshot the same way), rather than on a copy
+            // of the whole cluster per candidate.
+            let was_schedulable = nodes[ni].schedulable;
+            nodes[ni].schedulable = false;
+            for &pi in pods {
                 let req = pod_requests(&snap.pods[pi]);
-                sim[ni].remove_pod(pi, &req);
+                owners_total = owners_total.saturating_sub(u32::from(
+                    !snap.pods[pi].pod_anti_affinity.required.is_empty(),
+                ));
+                nodes[ni].remove_pod(pi, &req);
             }
-            let mut owners = sim.iter().any(|n| n.anti_affinity_owners > 0);
-            let ctx = Context {
-                namespaces: &snap.namespaces,
-                potential: &[],
-            };
+            let mut moved: Vec<(usize, usize)> = Vec::new();
             let mut ok = true;
-            for &pi in &pods {
+            for &pi in pods {
                 let p = &snap.pods[pi];
                 let req = pod_requests(p);
-                let f = filter(p, &req, &sim, &ctx, owners);
-                let hit = (0..sim.len())
-                    .find(|&j| j != ni && !snap.nodes[j].in_flight && f.allows(&sim[j]));
+                let f = filter(p, &req, &nodes, &ctx, owners_total > 0);
+                let hit = (0..nodes.len())
+                    .find(|&j| j != ni && !snap.nodes[j].in_flight && f.allows(&nodes[j]));
                 match hit {
                     Some(j) => {
-                        owners |= !p.pod_anti_affinity.required.is_empty();
-                        sim[j].add_pod(PodMark::of(pi, p), &req);
+                        owners_total += u32::from(!p.pod_anti_affinity.required.is_empty());
+                        nodes[j].add_pod(PodMark::of(pi, p), &req);
+                        moved.push((j, pi));
                     }
                     None => {
                         ok = false;
@@ -311,6 +501,18 @@ impl Autoscaler for ClusterAutoscaler {
                     }
                 }
             }
+            for (j, pi) in moved {
+                let p = &snap.pods[pi];
+                owners_total = owners_total
+                    .saturating_sub(u32::from(!p.pod_anti_affinity.required.is_empty()));
+                nodes[j].remove_pod(pi, &pod_requests(p));
+            }
+            for &pi in pods {
+                let p = &snap.pods[pi];
+                owners_total += u32::from(!p.pod_anti_affinity.required.is_empty());
+                nodes[ni].add_pod(PodMark::of(pi, p), &pod_requests(p));
+            }
+            nodes[ni].schedulable = was_schedulable;
             if ok {
                 let since = self.unneeded_since.get(&n.name).copied().unwrap_or(now);
                 unneeded_now.insert(n.name.clone(), (since, pods.is_empty(), n.price));
@@ -408,6 +610,128 @@ mod tests {
         assert_eq!(p.launches.len(), 1);
         assert_eq!(p.launches[0].instance_type, "a-small");
         assert_eq!(p.launches[0].pods.len(), 3);
+    }
+
+    /// CAS's `--max-nodes-per-scaleup`: one scan adds at most that many nodes; the rest of
+    /// the pods wait for the next scan.
+    #[test]
+    fn one_scale_up_adds_at_most_max_nodes() {
+        let mut cas = ClusterAutoscaler::new(CasSettings {
+            max_nodes_per_scale_up: 2,
+            ..CasSettings::default()
+        });
+        let mut s = snapshot();
+        // 12 pods of 3 CPU: one per node of either type.
+        s.pods = (0..12)
+            .map(|i| {
+                let mut p = core::Pod::new("default", &format!("p{i}"), 3000, 1 << 30);
+                p.owner_kind = Some("ReplicaSet".into());
+                p
+            })
+            .collect();
+        let p = cas.provision(&s);
+        assert_eq!(p.launches.len(), 2);
+        assert!(p.launches.iter().all(|l| l.pods.len() == 1));
+    }
+
+    /// Pods that differ only in name form one equivalence group; other requests or labels
+    /// another. Groups come largest first.
+    #[test]
+    fn equivalence_groups_by_spec() {
+        let pod = |name: &str, cpu: i64, app: &str| {
+            let mut p = core::Pod::new("default", name, cpu, 1 << 30).label("app", app);
+            p.owner_kind = Some("ReplicaSet".into());
+            p
+        };
+        let snap = core::Snapshot {
+            pods: vec![
+                pod("a1", 500, "a"),
+                pod("b1", 2000, "b"),
+                pod("a2", 500, "a"),
+                pod("c1", 500, "c"),
+                pod("b2", 2000, "b"),
+            ],
+            ..Default::default()
+        };
+        let g = equivalence_groups(&snap, &[0, 1, 2, 3, 4]);
+        assert_eq!(g, vec![vec![1, 4], vec![0, 2], vec![3]]);
+    }
+
+    /// The estimator packs identical pods exactly as first-fit would (a pod of a group that
+    /// fits no node so far fits none later, since nodes only fill), in far fewer checks.
+    #[test]
+    fn estimate_matches_first_fit_for_identical_pods() {
+        let mut s = snapshot();
+        s.pods = (0..10)
+            .map(|i| {
+                let mut p = core::Pod::new("default", &format!("p{i}"), 1500, 1 << 30);
+                p.owner_kind = Some("ReplicaSet".into());
+                p
+            })
+            .collect();
+        let mut cas = ClusterAutoscaler::new(CasSettings::default());
+        let p = cas.provision(&s);
+        // a-small (4 CPU) holds 2 pods: 5 nodes, idle 1/4; b-big (8 CPU) holds 5: 2 nodes,
+        // idle 1/16. Least waste picks b-big.
+        assert_eq!(p.launches.len(), 2);
+        assert_eq!(p.launches[0].instance_type, "b-big");
+        assert_eq!(
+            p.launches.iter().map(|l| l.pods.len()).collect::<Vec<_>>(),
+            vec![5, 5]
+        );
+    }
+
+    /// Zones and capacity types no pod looks at collapse to one shape per type; a zone
+    /// spread brings the zones back. The representative is the expander's tie-break winner.
+    #[test]
+    fn shapes_collapse_only_over_labels_no_pod_reads() {
+        let mut s = snapshot();
+        for it in &mut s.instance_types {
+            let price = it.offerings[0].price;
+            it.offerings = vec![
+                core::Offering::new("zone-b", core::CapacityType::Spot, price),
+                core::Offering::new("zone-a", core::CapacityType::OnDemand, price),
+                core::Offering::new("zone-a", core::CapacityType::Spot, price),
+            ];
+        }
+        let (shapes, _) = super::super::cluster::shapes(&s);
+        assert_eq!(shapes.len(), 6);
+        let (nodes, _) = views(&s);
+        let keys = referenced_label_keys(&s, &[0, 1, 2], &nodes);
+        let reps = representatives(&shapes, &keys);
+        let names: Vec<(&str, &str, core::CapacityType)> = reps
+            .iter()
+            .map(|&i| {
+                let x = &shapes[i].shape;
+                (
+                    x.instance_type_name.as_str(),
+                    x.zone.as_str(),
+                    x.capacity_type,
+                )
+            })
+            .collect();
+        // zone-a first by name; on-demand first in catalog order.
+        assert_eq!(
+            names,
+            vec![
+                ("a-small", "zone-a", core::CapacityType::OnDemand),
+                ("b-big", "zone-a", core::CapacityType::OnDemand)
+            ]
+        );
+        s.pods[0]
+            .topology_spread
+            .push(core::TopologySpreadConstraint {
+                max_skew: 1,
+                topology_key: core::labels::ZONE.into(),
+                when_unsatisfiable: core::WhenUnsatisfiable::DoNotSchedule,
+                label_selector: core::LabelSelector::default(),
+                min_domains: None,
+                node_affinity_policy: None,
+                node_taints_policy: None,
+                match_label_keys: Vec::new(),
+            });
+        let keys = referenced_label_keys(&s, &[0, 1, 2], &nodes);
+        assert_eq!(representatives(&shapes, &keys).len(), 4);
     }
 
     #[test]
