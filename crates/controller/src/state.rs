@@ -63,15 +63,47 @@ where
     }
 }
 
-/// Metadata nobody here reads, dropped before storing: at thousands of pods the managed
-/// fields and last-applied annotations are most of an object's bytes.
-fn slim<K: Resource>(o: &mut K) {
-    let meta = o.meta_mut();
-    meta.managed_fields = None;
-    if let Some(a) = meta.annotations.as_mut() {
-        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+/// What a store drops before keeping an object: for every kind the metadata nobody reads,
+/// for Pods and Nodes everything no conversion or decision reads (see
+/// [`kcapi_snapshot::slim`]; at 150,000 pods the pod store is most of the controller's memory).
+trait Slim {
+    fn slim(&mut self);
+}
+
+impl Slim for Pod {
+    fn slim(&mut self) {
+        kcapi_snapshot::slim::pod(self);
     }
 }
+
+impl Slim for Node {
+    fn slim(&mut self) {
+        kcapi_snapshot::slim::node(self);
+    }
+}
+
+macro_rules! metadata_only {
+    ($($kind:ty),*) => {$(
+        impl Slim for $kind {
+            fn slim(&mut self) {
+                kcapi_snapshot::slim::metadata(self.meta_mut());
+            }
+        }
+    )*};
+}
+
+metadata_only!(
+    NodeClaim,
+    NodePool,
+    ClusterAPINodeClass,
+    DaemonSet,
+    PodDisruptionBudget,
+    Namespace,
+    PersistentVolumeClaim,
+    PersistentVolume,
+    StorageClass,
+    CSINode
+);
 
 /// Starts a reflector for `api`; `on_change` runs for every object the watch delivers.
 fn reflect<K>(
@@ -82,7 +114,7 @@ fn reflect<K>(
     on_change: impl Fn(&K) + Send + 'static,
 ) -> Reflected<K>
 where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource + Slim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: std::hash::Hash + Eq + Clone + Default,
 {
     let (store, writer) = reflector::store();
@@ -90,7 +122,7 @@ where
     let flag = synced.clone();
     let stream = watcher::watcher(api, config)
         .default_backoff()
-        .modify(slim::<K>)
+        .modify(K::slim)
         .reflect(writer);
     tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);

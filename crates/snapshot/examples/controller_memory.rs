@@ -1,19 +1,20 @@
 //! Memory of a controller at scale (issue 18): builds `nodes` Node + NodeClaim objects and
 //! `nodes x pods_per_node` bound Pod objects as the controller's reflectors hold them (one
-//! `Arc` per object, `managedFields` and last-applied annotations already dropped, see
-//! `crates/controller/src/state.rs`), then runs the one snapshot conversion the controller,
+//! `Arc` per object, each passed through the stores' slimming, `kcapi_snapshot::slim`, as
+//! `crates/controller/src/state.rs` does; `metadata` as the third argument slims only the
+//! metadata, as the stores did before Pods and Nodes were slimmed), then runs the one snapshot conversion the controller,
 //! the admin CLI and the simulator share ([`kcapi_snapshot::build`]) and reports the resident
 //! set size after each step, read from `/proc/self/statm`.
 //!
-//! `cargo run --release -p karpenter-capi-snapshot --example controller_memory -- [nodes] [pods-per-node]`
+//! `cargo run --release -p karpenter-capi-snapshot --example controller_memory -- [nodes] [pods-per-node] [slim|metadata]`
 //!
 //! The objects follow what a real cluster serves: pods of deployments (owner reference,
 //! `pod-template-hash`, three labels, one container with image, requests and limits, the
 //! default not-ready/unreachable tolerations, status with conditions, IPs and a container
-//! status; a fifth spread over zones), nodes with the well-known labels, capacity,
-//! allocatable, conditions, addresses and node info. Real pods often carry more (env,
-//! volume mounts, probes), so the object figures are a lower bound; the snapshot does not
-//! depend on those fields.
+//! status; a fifth spread over zones; six environment variables, liveness and readiness
+//! probes, a config volume and the projected service-account token volume every pod gets),
+//! nodes with the well-known labels, capacity, allocatable, conditions, addresses, node info
+//! and the kubelet's list of 20 images.
 
 use std::sync::Arc;
 
@@ -28,6 +29,17 @@ fn rss_mb() -> f64 {
         .and_then(|s| s.split_whitespace().nth(1)?.parse::<f64>().ok())
         .unwrap_or(0.0);
     pages * 4096.0 / 1e6
+}
+
+/// Counts every allocation: RSS keeps what the allocator freed but did not return (e.g. the
+/// fields slimming drops right after deserialising), the count is what the stores hold.
+#[global_allocator]
+static GLOBAL: &stats_alloc::StatsAlloc<std::alloc::System> = &stats_alloc::INSTRUMENTED_SYSTEM;
+
+/// Heap bytes in use in MB.
+fn heap_mb() -> f64 {
+    let s = GLOBAL.stats();
+    (s.bytes_allocated as f64 - s.bytes_deallocated as f64 + s.bytes_reallocated as f64) / 1e6
 }
 
 fn node_json(i: usize) -> serde_json::Value {
@@ -70,6 +82,11 @@ fn node_json(i: usize) -> serde_json::Value {
             ],
             "addresses": [{"type": "InternalIP", "address": format!("10.{}.{}.{}", i / 65536 % 256, i / 256 % 256, i % 256)},
                           {"type": "Hostname", "address": name}],
+            "images": (0..20).map(|k| json!({
+                "names": [format!("registry.example.com/team/app-{k}@sha256:{:064x}", k * 7919 + i),
+                          format!("registry.example.com/team/app-{k}:v1.2.3")],
+                "sizeBytes": 50_000_000 + k * 1_000_000
+            })).collect::<Vec<_>>(),
             "nodeInfo": {"machineID": "0", "systemUUID": "0", "bootID": "0",
                          "kernelVersion": "6.8.0", "osImage": "Ubuntu 24.04", "containerRuntimeVersion": "containerd://2.0.0",
                          "kubeletVersion": "v1.35.0", "kubeProxyVersion": "", "operatingSystem": "linux",
@@ -110,7 +127,27 @@ fn pod_json(node: usize, j: usize, pods_per_node: usize) -> serde_json::Value {
                                       "limits": {"memory": format!("{}Mi", 256 + (k % 31) * 128)}},
                         "ports": [{"containerPort": 8080, "protocol": "TCP"}],
                         "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
-                        "imagePullPolicy": "IfNotPresent"}],
+                        "imagePullPolicy": "IfNotPresent",
+                        "env": [{"name": "LOG_LEVEL", "value": "info"}, {"name": "PORT", "value": "8080"},
+                                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
+                                {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}},
+                                {"name": "DB_URL", "valueFrom": {"secretKeyRef": {"name": format!("{app}-db"), "key": "url"}}},
+                                {"name": "FEATURE_FLAGS", "value": "checkout-v2,search-v3"}],
+                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"},
+                                          "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 1,
+                                          "successThreshold": 1, "failureThreshold": 3},
+                        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080, "scheme": "HTTP"},
+                                           "periodSeconds": 5, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3},
+                        "volumeMounts": [{"name": "config", "mountPath": "/etc/app", "readOnly": true},
+                                         {"name": "kube-api-access-x7k2p", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true}]}],
+        "volumes": [
+            {"name": "config", "configMap": {"name": format!("{app}-config"), "defaultMode": 420}},
+            {"name": "kube-api-access-x7k2p", "projected": {"defaultMode": 420, "sources": [
+                {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
+            ]}}
+        ],
         "tolerations": [
             {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
             {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
@@ -156,7 +193,33 @@ fn main() -> Result<(), serde_json::Error> {
     let args: Vec<String> = std::env::args().collect();
     let nodes: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(5_000);
     let per_node: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(30);
+    let metadata_only = args.get(3).is_some_and(|m| m == "metadata");
+    let slim_pod = |mut p: corev1::Pod| {
+        if metadata_only {
+            kcapi_snapshot::slim::metadata(&mut p.metadata);
+        } else {
+            kcapi_snapshot::slim::pod(&mut p);
+        }
+        Arc::new(p)
+    };
+    let slim_node = |mut n: corev1::Node| {
+        if metadata_only {
+            kcapi_snapshot::slim::metadata(&mut n.metadata);
+        } else {
+            kcapi_snapshot::slim::node(&mut n);
+        }
+        Arc::new(n)
+    };
+    println!(
+        "stores slim {}",
+        if metadata_only {
+            "metadata only"
+        } else {
+            "pods and nodes (kcapi_snapshot::slim)"
+        }
+    );
     let r0 = rss_mb();
+    let h0 = heap_mb();
     // Inline sizes: most of a k8s-openapi object is `Option` fields that are `None` but
     // still take their room.
     println!(
@@ -172,7 +235,7 @@ fn main() -> Result<(), serde_json::Error> {
 
     let t = std::time::Instant::now();
     let node_objs: Vec<Arc<corev1::Node>> = (0..nodes)
-        .map(|i| serde_json::from_value(node_json(i)).map(Arc::new))
+        .map(|i| serde_json::from_value(node_json(i)).map(slim_node))
         .collect::<Result<_, _>>()?;
     let claim_objs: Vec<Arc<NodeClaim>> = (0..nodes)
         .map(|i| serde_json::from_value(claim_json(i)).map(Arc::new))
@@ -185,9 +248,10 @@ fn main() -> Result<(), serde_json::Error> {
     let r_nodes = rss_mb();
     let pod_objs: Vec<Arc<corev1::Pod>> = (0..nodes)
         .flat_map(|n| (0..per_node).map(move |j| (n, j)))
-        .map(|(n, j)| serde_json::from_value(pod_json(n, j, per_node)).map(Arc::new))
+        .map(|(n, j)| serde_json::from_value(pod_json(n, j, per_node)).map(slim_pod))
         .collect::<Result<_, _>>()?;
     let r_pods = rss_mb();
+    let h_pods = heap_mb();
     let gen_secs = t.elapsed().as_secs_f64();
 
     let t = std::time::Instant::now();
@@ -203,6 +267,7 @@ fn main() -> Result<(), serde_json::Error> {
     let build_secs = t.elapsed().as_secs_f64();
     drop(objects);
     let r_snap = rss_mb();
+    let h_snap = heap_mb();
     println!(
         "nodes={nodes} pods={} snapshot: nodes={} pods={} problems={} build={build_secs:.2}s (objects generated in {gen_secs:.1}s)",
         pod_objs.len(),
@@ -218,6 +283,13 @@ fn main() -> Result<(), serde_json::Error> {
         (r_pods - r_nodes) * 1e3 / pod_objs.len().max(1) as f64,
         r_snap - r_pods,
         (r_snap - r_pods) * 1e3 / pod_objs.len().max(1) as f64,
+    );
+    println!(
+        "heap in use MB: reflector objects {:.0} ({:.2} KB/pod), +snapshot {:.0}, total {:.0}",
+        h_pods - h0,
+        (h_pods - h0) * 1e3 / pod_objs.len().max(1) as f64,
+        h_snap - h_pods,
+        h_snap - h0,
     );
     Ok(())
 }

@@ -10,6 +10,7 @@
 //! - [`constraints`]: tolerations, affinity, topology spread, taints.
 //! - [`volumes`]: PVC/PV/StorageClass topology and CSI attach limits.
 //! - [`resources`]: resource lists both ways.
+//! - [`slim`]: what the controller's stores drop from Pods and Nodes (no conversion reads it).
 
 pub mod cluster;
 pub mod constraints;
@@ -18,6 +19,7 @@ pub mod node;
 pub mod nodepool;
 pub mod pod;
 pub mod resources;
+pub mod slim;
 pub mod volumes;
 
 pub use cluster::{Built, Objects, build};
