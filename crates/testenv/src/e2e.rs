@@ -29,6 +29,9 @@ pub fn dir() -> PathBuf {
 pub struct E2eEnv {
     /// Admin kubeconfig of the API server (management and workload cluster at once).
     pub kubeconfig: PathBuf,
+    /// Admin kubeconfig of the separate workload cluster (a second API server with its own
+    /// scheduler, controller-manager and kwok), for scenarios of the two-cluster setup.
+    pub workload_kubeconfig: Option<PathBuf>,
     /// The environment's directory (process logs are there).
     pub dir: PathBuf,
     /// The whole `env.json` (process IDs, ports, log files, start timings).
@@ -51,8 +54,13 @@ pub fn e2e_env() -> E2eEnv {
         .and_then(|k| k.as_str())
         .map(PathBuf::from)
         .unwrap_or_else(|| panic!("{NOT_RUNNING} ({} names no kubeconfig)", path.display()));
+    let workload_kubeconfig = info
+        .get("workload_kubeconfig")
+        .and_then(|k| k.as_str())
+        .map(PathBuf::from);
     E2eEnv {
         kubeconfig,
+        workload_kubeconfig,
         dir,
         info,
     }

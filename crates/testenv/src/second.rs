@@ -16,7 +16,8 @@ use kube::Client;
 
 /// A running second API server.
 pub struct SecondCluster {
-    child: Child,
+    /// `None` once handed over with [`SecondCluster::into_process`].
+    child: Option<Child>,
     pub kubeconfig: PathBuf,
     pub log: PathBuf,
 }
@@ -46,7 +47,13 @@ impl SecondCluster {
     /// Starts it (named `name`, which makes its etcd prefix and directory) and waits until
     /// it answers `/readyz`, at most 60 s.
     pub async fn start(name: &str) -> Result<Self, String> {
-        let first = crate::kubeconfig_path();
+        Self::start_beside(&crate::kubeconfig_path(), name).await
+    }
+
+    /// As [`SecondCluster::start`], beside the control plane whose admin kubeconfig is
+    /// `first` (its directory holds `state.json` and `pki/`): the e2e environment's own
+    /// control plane is not the shared test one.
+    pub async fn start_beside(first: &Path, name: &str) -> Result<Self, String> {
         let dir = first
             .parent()
             .ok_or("the control plane kubeconfig has no directory")?
@@ -98,11 +105,11 @@ impl SecondCluster {
             .spawn()
             .map_err(|e| format!("starting {}: {e}", binary.display()))?;
         let kubeconfig = own.join("kubeconfig");
-        let text = std::fs::read_to_string(&first).map_err(|e| e.to_string())?;
+        let text = std::fs::read_to_string(first).map_err(|e| e.to_string())?;
         let rewritten = rewrite_server(&text, port)?;
         std::fs::write(&kubeconfig, rewritten).map_err(|e| e.to_string())?;
         let mut me = SecondCluster {
-            child,
+            child: Some(child),
             kubeconfig,
             log,
         };
@@ -113,7 +120,7 @@ impl SecondCluster {
     async fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
                 return Err(format!(
                     "second kube-apiserver exited ({status}); log {}:\n{}",
                     self.log.display(),
@@ -200,10 +207,24 @@ impl SecondCluster {
     }
 }
 
+impl SecondCluster {
+    /// Hands the process over to a supervisor that outlives this value (the e2e
+    /// environment keeps its workload cluster up for every scenario and records how it ends).
+    pub fn into_process(mut self) -> (Child, PathBuf) {
+        let child = self
+            .child
+            .take()
+            .expect("a SecondCluster owns its process until handed over");
+        (child, self.log.clone())
+    }
+}
+
 impl Drop for SecondCluster {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

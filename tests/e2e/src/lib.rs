@@ -29,7 +29,14 @@ pub const SCOPE: &str = "karpenter-capi.e2e/scope";
 /// One scenario's world.
 #[allow(missing_debug_implementations)]
 pub struct Scenario {
+    /// The workload cluster: pods, nodes, NodePools, NodeClaims.
     pub client: Client,
+    /// The management cluster: the Cluster, MachineDeployments, Machines. The same API server
+    /// as `client` unless made by [`Scenario::new_two_clusters`].
+    pub mgmt: Client,
+    /// The workload cluster's admin kubeconfig (each controller start makes fresh clients
+    /// from it, see [`start_controller`]).
+    workload_kubeconfig: std::path::PathBuf,
     pub ns: String,
     pub cluster: ClusterFixture,
     started: Instant,
@@ -74,7 +81,43 @@ impl Scenario {
             .await
             .expect("cluster fixture");
         Scenario {
+            mgmt: client.clone(),
+            workload_kubeconfig: env.kubeconfig.clone(),
             client,
+            ns,
+            cluster,
+            started: Instant::now(),
+        }
+    }
+
+    /// As [`Scenario::new`], but as real CAPI users run it: the Cluster, its
+    /// MachineDeployments and Machines in the environment's management API server, and its
+    /// workload cluster (nodes, pods, Karpenter's objects) in the environment's second API
+    /// server, reached by CAPI and the fake provider only through the Cluster's kubeconfig
+    /// Secret. The namespace has the same name in both.
+    pub async fn new_two_clusters(prefix: &str) -> Scenario {
+        init_tracing();
+        let env = testenv::e2e_env();
+        let workload_kubeconfig = env
+            .workload_kubeconfig
+            .clone()
+            .expect("the e2e environment names no workload_kubeconfig: restart it (`cargo xtask e2e-env down`, then `up`)");
+        let mgmt = testenv::e2e_client().await;
+        let client = testenv::client_for(&workload_kubeconfig).await;
+        let ns = testenv::namespace(&mgmt, prefix).await;
+        let namespace: k8s_openapi::api::core::v1::Namespace =
+            serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace");
+        Api::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .expect("namespace in the workload cluster");
+        let cluster = ClusterFixture::create(&mgmt, &workload_kubeconfig, &ns, "c")
+            .await
+            .expect("cluster fixture");
+        Scenario {
+            client,
+            mgmt,
+            workload_kubeconfig,
             ns,
             cluster,
             started: Instant::now(),
@@ -171,9 +214,19 @@ impl Scenario {
         scoped_options(&self.ns)
     }
 
-    /// Starts our controller in-process (see [`start_controller`]).
+    /// Starts our controller in-process with clients of its own (see [`start_controller`]),
+    /// for this scenario's workload and management clusters.
     pub async fn start(&self, options: Options) -> Running {
-        start_controller(options).await
+        karpenter_capi_controller::start(
+            Clients {
+                workload: testenv::client_for(&self.workload_kubeconfig).await,
+                management: testenv::e2e_client().await,
+            },
+            options,
+            &[],
+        )
+        .await
+        .expect("start controller")
     }
 
     /// A Deployment of `replicas` pause pods requesting `cpu`/`memory`, selecting this
@@ -306,7 +359,7 @@ impl Scenario {
     /// Every worker Machine of the Cluster (not the control plane's).
     pub async fn machines(&self) -> Vec<DynamicObject> {
         Api::<DynamicObject>::namespaced_with(
-            self.client.clone(),
+            self.mgmt.clone(),
             &self.ns,
             &capi_resource("Machine"),
         )

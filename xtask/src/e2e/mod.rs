@@ -9,9 +9,14 @@
 //! | capi-manager | Cluster API core: Cluster, MachineDeployment, MachineSet, Machine controllers and webhooks ([`capi`]) |
 //! | kwok | plays the kubelet of every node the fake provider creates |
 //! | fake-infra (task) | the fake infrastructure provider and a fake OpenShift Machine API (`kcapi-fake-infra`), inside the supervisor |
+//! | workload-kube-apiserver, workload-kube-scheduler, workload-kube-controller-manager, workload-kwok | a second, separate workload cluster ([`workload`]) |
 //!
-//! One API server is both the management and the workload cluster: a Cluster's kubeconfig
-//! Secret points back at it (see `kcapi_fake_infra::fixtures`).
+//! Most scenarios use one API server as both the management and the workload cluster: their
+//! Cluster's kubeconfig Secret points back at it (see `kcapi_fake_infra::fixtures`). What real
+//! CAPI users run, a management cluster apart from the workload cluster, is the second API
+//! server (on the same etcd under its own prefix, with its own scheduler, controller-manager
+//! and kwok); `env.json` names its kubeconfig as `workload_kubeconfig`, and a scenario whose
+//! Cluster's Secret points there has its nodes, pods and Karpenter objects in it.
 //!
 //! `e2e-env up` builds what is missing, then starts a supervisor (`e2e-env supervise`, this
 //! same binary) in the background and waits until it reports ready. The supervisor is the
@@ -25,6 +30,7 @@ pub mod capi;
 pub mod components;
 pub mod procs;
 pub mod run;
+pub mod workload;
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
@@ -268,6 +274,7 @@ pub async fn supervise(dir: &Path) -> Result<ExitCode> {
     };
     let env = json!({
         "kubeconfig": dir.join("control-plane").join("kubeconfig"),
+        "workload_kubeconfig": workload::kubeconfig(dir),
         "dir": dir,
         "supervisor_pid": std::process::id(),
         "processes": procs
@@ -331,6 +338,8 @@ async fn start(
     let pki = pki::Pki::at(&instance.dir.join("pki"));
     let client = controlplane::client_for(&kubeconfig).await?;
     mark("control_plane", &mut step);
+    let workload_ports = workload::start(dir, &kubeconfig, &binaries, &pki, procs).await?;
+    mark("workload_cluster", &mut step);
 
     // 2. CAPI: webhook certificates and configurations, then the manager.
     let cert_dir = dir.join("capi-webhook-certs");
@@ -414,6 +423,9 @@ async fn start(
     wait_port(procs, "kube-scheduler", scheduler_port, listen).await?;
     wait_port(procs, "kube-controller-manager", kcm_port, listen).await?;
     wait_port(procs, "kwok", kwok_port, listen).await?;
+    for (name, port) in workload_ports {
+        wait_port(procs, name, port, listen).await?;
+    }
     mark("others_listening", &mut step);
     timings.insert(
         "total".into(),
