@@ -51,8 +51,8 @@ impl Default for Anticipation {
     }
 }
 
-/// CPU (millicores) and memory (bytes).
-pub type Room = (i64, i64);
+/// CPU (millicores) and memory (bytes), as consolidation's headroom counts it.
+pub use crate::disruption::headroom::Room;
 
 /// The room the next arrivals need beyond what the cluster has after `result`: arrivals in the
 /// window before the oldest pending pod, less free room (negative parts are 0).
@@ -69,38 +69,15 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
     };
     let from = batch_start - knobs.window_seconds.max(0);
     let mut expected: Room = (0, 0);
-    let mut free: std::collections::BTreeMap<&str, Room> = std::collections::BTreeMap::new();
-    for n in snapshot.nodes.iter().filter(|n| !n.marked_for_deletion) {
-        free.insert(
-            n.name.as_str(),
-            (n.allocatable.cpu_milli, n.allocatable.memory),
-        );
-    }
-    let mut pending_req: Room = (0, 0);
-    for p in &snapshot.pods {
-        let r = pod_requests(p);
-        if !is_daemon(p) && p.created_at >= from && p.created_at < batch_start {
+    for p in snapshot.pods.iter().filter(|p| !is_daemon(p)) {
+        if p.created_at >= from && p.created_at < batch_start {
+            let r = pod_requests(p);
             expected.0 += r.cpu_milli;
             expected.1 += r.memory;
         }
-        match &p.node_name {
-            Some(n) => {
-                if let Some(room) = free.get_mut(n.as_str()) {
-                    room.0 -= r.cpu_milli;
-                    room.1 -= r.memory;
-                }
-            }
-            None if !is_daemon(p) => {
-                pending_req.0 += r.cpu_milli;
-                pending_req.1 += r.memory;
-            }
-            None => {}
-        }
     }
-    // Nominated pods count as pending above, so the in-flight nodes' room is counted once.
-    let mut have = free
-        .values()
-        .fold((0i64, 0i64), |a, r| (a.0 + r.0.max(0), a.1 + r.1.max(0)));
+    // Nominated pods count as pending, so the in-flight nodes' room is counted once.
+    let (mut have, pending_req) = crate::disruption::headroom::free_and_pending(snapshot);
     for c in &result.new_node_claims {
         if let Some(o) = c
             .instance_type_options

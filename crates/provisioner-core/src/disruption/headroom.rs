@@ -51,6 +51,40 @@ impl Default for Headroom {
 /// CPU (millicores) and memory (bytes).
 pub type Room = (i64, i64);
 
+/// The free room of the nodes that stay (each node's unrequested allocatable, a full node
+/// counting 0, not less) and the requests of the pending non-daemon pods: what both the
+/// headroom rule and provisioning's anticipation weigh the next arrivals against.
+pub fn free_and_pending(snapshot: &Snapshot) -> (Room, Room) {
+    let mut free: BTreeMap<&str, Room> = BTreeMap::new();
+    for n in snapshot.nodes.iter().filter(|n| !n.marked_for_deletion) {
+        free.insert(
+            n.name.as_str(),
+            (n.allocatable.cpu_milli, n.allocatable.memory),
+        );
+    }
+    let mut pending: Room = (0, 0);
+    for p in &snapshot.pods {
+        let r = pod_requests(p);
+        match &p.node_name {
+            Some(n) => {
+                if let Some(room) = free.get_mut(n.as_str()) {
+                    room.0 -= r.cpu_milli;
+                    room.1 -= r.memory;
+                }
+            }
+            None if !is_daemon(p) => {
+                pending.0 += r.cpu_milli;
+                pending.1 += r.memory;
+            }
+            None => {}
+        }
+    }
+    let total = free
+        .values()
+        .fold((0i64, 0i64), |a, r| (a.0 + r.0.max(0), a.1 + r.1.max(0)));
+    (total, pending)
+}
+
 /// The largest summed requests of arrivals `(time, cpu, memory)` within any `window` seconds
 /// (each resource on its own). `arrivals` is sorted by time here.
 pub fn peak_window(arrivals: &mut [(i64, i64, i64)], window: i64) -> Room {
@@ -94,33 +128,7 @@ impl Guard {
             })
             .collect();
         let target = peak_window(&mut arrivals, knobs.window_seconds);
-        let mut free: BTreeMap<&str, Room> = BTreeMap::new();
-        for n in snapshot.nodes.iter().filter(|n| !n.marked_for_deletion) {
-            free.insert(
-                n.name.as_str(),
-                (n.allocatable.cpu_milli, n.allocatable.memory),
-            );
-        }
-        let mut pending: Room = (0, 0);
-        for p in &snapshot.pods {
-            let r = pod_requests(p);
-            match &p.node_name {
-                Some(n) => {
-                    if let Some(room) = free.get_mut(n.as_str()) {
-                        room.0 -= r.cpu_milli;
-                        room.1 -= r.memory;
-                    }
-                }
-                None if !is_daemon(p) => {
-                    pending.0 += r.cpu_milli;
-                    pending.1 += r.memory;
-                }
-                None => {}
-            }
-        }
-        let total = free
-            .values()
-            .fold((0i64, 0i64), |a, r| (a.0 + r.0.max(0), a.1 + r.1.max(0)));
+        let (total, pending) = free_and_pending(snapshot);
         Guard {
             target,
             free: (total.0 - pending.0, total.1 - pending.1),
