@@ -200,10 +200,16 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
         mem -= y;
         added.0 += x;
         added.1 += y;
-        c.instance_type_options.retain(|o| {
-            o.allocatable_for_pods.cpu_milli >= pick.allocatable_for_pods.cpu_milli
-                && o.allocatable_for_pods.memory >= pick.allocatable_for_pods.memory
-        });
+        // The options are shared between claims with the same list: narrow a copy.
+        c.instance_type_options = c
+            .instance_type_options
+            .iter()
+            .filter(|o| {
+                o.allocatable_for_pods.cpu_milli >= pick.allocatable_for_pods.cpu_milli
+                    && o.allocatable_for_pods.memory >= pick.allocatable_for_pods.memory
+            })
+            .cloned()
+            .collect();
         let mut reqs = Requirements::from_wire(&c.requirements);
         reqs.0.insert(
             labels::INSTANCE_TYPE.to_string(),
