@@ -740,6 +740,7 @@ impl<'a> Run<'a> {
             }
             let key = claims.keys.key(1, ci, false);
             claims.order.insert(key);
+            let shapes_of_claim = set.clone();
             claims.list.push(Claim {
                 set,
                 used: requests,
@@ -749,6 +750,7 @@ impl<'a> Run<'a> {
                 ports,
                 key,
             });
+            self.settled_domains(&shapes_of_claim, &mut pins);
             pins.insert(labels::HOSTNAME.to_string(), host);
             self.state.pin(pod, pins);
             return Ok(());
@@ -985,6 +987,7 @@ impl<'a> Run<'a> {
                 ports: ports.clone(),
                 terms: vec![c.term.clone()],
             });
+            self.settled_domains(&set, &mut pins);
             pins.insert(labels::HOSTNAME.to_string(), host);
             self.state.pin(pod, pins);
             let Some(claims) = self.claims.as_mut() else {
@@ -1004,6 +1007,38 @@ impl<'a> Run<'a> {
             return true;
         }
         false
+    }
+
+    /// Adds to `pins` every zone-like topology key whose value `set` has settled (all its
+    /// shapes share one): Karpenter counts a pod in a domain as soon as its NodeClaim is
+    /// narrowed to it, whichever group selects the pod.
+    fn settled_domains(&mut self, set: &ShapeSet, pins: &mut BTreeMap<String, String>) {
+        let keys: BTreeSet<String> = self
+            .state
+            .groups
+            .iter()
+            .filter(|g| g.key != labels::HOSTNAME)
+            .map(|g| g.key.clone())
+            .collect();
+        for key in keys {
+            if pins.contains_key(&key) {
+                continue;
+            }
+            let dom = self.domains(&key);
+            let mut value: Option<u32> = None;
+            let mut settled = true;
+            for s in set.iter() {
+                let v = dom.1.get(s as usize).copied().unwrap_or(u32::MAX);
+                if v == u32::MAX || value.is_some_and(|x| x != v) {
+                    settled = false;
+                    break;
+                }
+                value = Some(v);
+            }
+            if settled && let Some(v) = value.and_then(|v| dom.0.get(v as usize)) {
+                pins.insert(key, v.clone());
+            }
+        }
     }
 
     /// Narrows `set` to the shapes whose zone-like domains the pod's own terms and other
