@@ -250,6 +250,7 @@ pub fn problem(shapes: Vec<Shape>, requests: &[Resources]) -> PackingProblem {
             shape_set: 0,
             member_of: Vec::new(),
             limits: Vec::new(),
+            arrival_limits: Vec::new(),
         })
         .collect();
     PackingProblem::new(shapes, vec![PackPool::unlimited("default")], items)

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"sigs.k8s.io/karpenter/pkg/controllers/provisioning/scheduling"
@@ -55,8 +56,15 @@ type kcapiPlan struct {
 }
 
 func kcapiBuild(p kcapiPod) (*corev1.Pod, error) {
+	// Upstream's queue breaks ties in CPU and memory by creation time, then UID: random
+	// UIDs make the order among equal pods (and so the plan) vary between runs.
+	// KCAPI_UID=name uses the pod's name instead, the order our core's queue uses.
+	uid := uuid.NewUUID()
+	if os.Getenv("KCAPI_UID") == "name" {
+		uid = types.UID(p.Name)
+	}
 	opts := test.PodOptions{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, UID: uuid.NewUUID()},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, UID: uid},
 		ResourceRequirements: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse(fmt.Sprintf("%dm", p.CPUMilli)),
 			corev1.ResourceMemory: resource.MustParse(fmt.Sprintf("%dMi", p.MemMiB)),

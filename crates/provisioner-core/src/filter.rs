@@ -261,10 +261,15 @@ impl<'p> PodFilter<'p> {
             for t in owned_terms(&reduced, ctx.namespaces, &affinity) {
                 let mut g = Group::new(&t);
                 let mut eligible = BTreeSet::new();
+                // When new hosts may open, no hostname rule reads the eligible domains (the
+                // spread minimum is then 0, affinity looks at any selected pod): skip
+                // collecting one per node.
+                let collect = !(new_hosts && g.key == labels::HOSTNAME);
                 for n in nodes.iter().filter(|n| n.live) {
                     let Some(d) = n.domain(&g.key) else { continue };
                     let counted = g.counts_node(&n.labels, &n.taints);
-                    if g.kind != Kind::Spread || counted {
+                    // Look before inserting: most nodes repeat a domain already in.
+                    if collect && (g.kind != Kind::Spread || counted) && !eligible.contains(d) {
                         eligible.insert(d.to_string());
                     }
                     if !counted {
@@ -275,9 +280,10 @@ impl<'p> PodFilter<'p> {
                         g.counts.add(d, k);
                     }
                 }
-                if g.kind == Kind::Spread {
+                if g.kind == Kind::Spread && collect {
                     for (l, taints) in ctx.potential {
                         if let Some(d) = l.get(&g.key)
+                            && !eligible.contains(d)
                             && g.filter.admits(l, taints)
                         {
                             eligible.insert(d.clone());
@@ -338,35 +344,71 @@ impl<'p> PodFilter<'p> {
 
 /// Required anti-affinity groups of placed pods that select `pod`, with owners per domain.
 fn inverse_groups(pod: &Pod, nodes: &[NodeView], ctx: &Context<'_>) -> Vec<Group> {
-    let mut groups: BTreeMap<GroupKey, Group> = BTreeMap::new();
+    // The terms of a mark depend only on its namespace, labels and anti-affinity, and the
+    // anti-affinity pods of a cluster are mostly replicas of a few specs: work out each
+    // spec's groups once per call (the Cluster-Autoscaler baseline builds a filter per pod
+    // per node group, and building every mark's terms anew was most of its time).
+    let mut index: BTreeMap<GroupKey, usize> = BTreeMap::new();
+    let mut groups: Vec<Group> = Vec::new();
+    // Per spec seen: a mark of it, and its terms that select `pod` as (group, topology key).
+    let mut specs: Vec<(&PodMark, Vec<(usize, String)>)> = Vec::new();
     for n in nodes
         .iter()
         .filter(|n| n.live && n.anti_affinity_owners > 0)
     {
         for m in n.pods.iter().filter(|m| !m.anti_affinity.is_empty()) {
-            let owner = Pod {
-                namespace: m.namespace.clone(),
-                labels: m.labels.clone(),
-                pod_anti_affinity: PodAffinity {
-                    required: m.anti_affinity.clone(),
-                    preferred: Vec::new(),
-                },
-                ..Pod::default()
+            let same = |s: &&(&PodMark, Vec<(usize, String)>)| {
+                s.0.namespace == m.namespace
+                    && s.0.anti_affinity == m.anti_affinity
+                    && s.0.labels == m.labels
             };
-            for t in owned_terms(&owner, ctx.namespaces, &[]) {
-                let Some(d) = n.domain(&t.key.key) else {
+            let si = match specs.iter().position(|s| same(&s)) {
+                Some(si) => si,
+                None => {
+                    let owner = Pod {
+                        namespace: m.namespace.clone(),
+                        labels: m.labels.clone(),
+                        pod_anti_affinity: PodAffinity {
+                            required: m.anti_affinity.clone(),
+                            preferred: Vec::new(),
+                        },
+                        ..Pod::default()
+                    };
+                    let mut terms = Vec::new();
+                    for t in owned_terms(&owner, ctx.namespaces, &[]) {
+                        let g = Group::new(&t);
+                        if !g.selects(pod) {
+                            continue;
+                        }
+                        let gi = *index.entry(t.key.clone()).or_insert_with(|| {
+                            groups.push(g);
+                            groups.len() - 1
+                        });
+                        terms.push((gi, t.key.key.clone()));
+                    }
+                    specs.push((m, terms));
+                    specs.len() - 1
+                }
+            };
+            let Some((_, terms)) = specs.get(si) else {
+                continue;
+            };
+            for (gi, key) in terms {
+                let Some(d) = n.domain(key) else {
                     continue;
                 };
-                let g = groups
-                    .entry(t.key.clone())
-                    .or_insert_with(|| Group::new(&t));
-                if g.selects(pod) {
+                if let Some(g) = groups.get_mut(*gi) {
                     g.owners.add(d, 1);
                 }
             }
         }
     }
-    groups.into_values().filter(|g| g.selects(pod)).collect()
+    // In the order of their keys, as the groups were kept before.
+    let mut out: Vec<Option<Group>> = groups.into_iter().map(Some).collect();
+    index
+        .values()
+        .filter_map(|gi| out.get_mut(*gi).and_then(Option::take))
+        .collect()
 }
 
 /// Whether `pod` may bind to `nodes[index]`: [`PodFilter::new`] + [`PodFilter::allows`] for

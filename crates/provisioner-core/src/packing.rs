@@ -257,6 +257,14 @@ pub struct PackItem {
     /// (group, limit): the node may hold at most `limit` members of `group`, counting this
     /// item if it is a member, for as long as this item is on it.
     pub limits: Vec<(GroupId, u32)>,
+    /// (group, limit): when this item joins, the node may hold at most `limit` members of
+    /// `group`, counting this item if it is a member; members that join later are not held
+    /// to it. This is how the kube-scheduler (and Karpenter) read a topology spread: only the
+    /// incoming pod's constraints are checked. The Karpenter baseline puts hostname spreads
+    /// here; the default planner keeps them in `limits`, so its nodes satisfy every pod's
+    /// spread in the final state.
+    #[serde(default)]
+    pub arrival_limits: Vec<(GroupId, u32)>,
 }
 
 impl PackItem {
@@ -271,6 +279,7 @@ impl PackItem {
             shape_set: 0,
             member_of: Vec::new(),
             limits: Vec::new(),
+            arrival_limits: Vec::new(),
         }
     }
 }
@@ -438,7 +447,7 @@ impl NodeBuilder {
                 return Err(Reject::Group(*g));
             }
         }
-        for (g, limit) in &item.limits {
+        for (g, limit) in item.limits.iter().chain(&item.arrival_limits) {
             let count = self.group_counts.get(*g as usize).copied().unwrap_or(0)
                 + u32::from(item.member_of.contains(g));
             if count > *limit {

@@ -125,6 +125,23 @@ pub fn schedule_capped<P: Borrow<Pod> + Sync>(
 ) -> SchedulingResult {
     let mut run = Run::new(state, options);
     run.price_cap = price_cap;
+    // The Karpenter baseline builds its NodeClaims pod by pod, as Karpenter does (see
+    // `Claims`); with `minValues` it keeps the planner, which checks them.
+    if options.strategy == Strategy::KarpenterBaseline
+        && planner.name() == Strategy::KarpenterBaseline.planner().name()
+        && run
+            .state
+            .base
+            .shapes
+            .pools
+            .iter()
+            .all(|p| p.min_values.is_empty())
+    {
+        run.claims = Some(Claims {
+            reserved: vec![Resources::default(); run.state.base.shapes.pools.len()],
+            ..Claims::default()
+        });
+    }
     run.prepare_groups(pending);
     let order = pod_order(pending);
     let mut result = SchedulingResult {
@@ -329,8 +346,42 @@ struct Draft {
     requests: Resources,
     shapes: ShapeSet,
     limits: BTreeMap<u32, u32>,
+    /// See [`PackItem::arrival_limits`].
+    arrival: BTreeMap<u32, u32>,
     ports: Vec<u32>,
     terms: Vec<NodeSelectorTerm>,
+}
+
+/// The Karpenter baseline's in-flight NodeClaims. Karpenter decides a pod's NodeClaim
+/// while it schedules the pod (`addToInflightNode`: the first NodeClaim, fewest pods first,
+/// whose requirements, topology and remaining instance types take it), so its topology
+/// choices see where earlier pods went: a zone-spread pod joins any NodeClaim whose zone its
+/// skew allows, narrowing an unpinned one to the least-loaded zone, and a pod that lands on
+/// a NodeClaim already narrowed to one zone counts in that zone. The default planner
+/// decides zones first and packs afterwards; the baseline does it Karpenter's way.
+#[derive(Debug, Default)]
+struct Claims {
+    list: Vec<Claim>,
+    /// Fewest pods first, ties as Karpenter's list leaves them.
+    order: BTreeSet<(usize, usize)>,
+    keys: crate::strategies::greedy::FewestPodsOrder,
+    /// Per pool: the largest capacity each NodeClaim could launch as (Karpenter charges
+    /// NodePool limits with it).
+    reserved: Vec<Resources>,
+}
+
+#[derive(Debug)]
+struct Claim {
+    /// Shapes it may still launch as (they only narrow).
+    set: ShapeSet,
+    used: Resources,
+    /// Per-dimension maximum allocatable over `set` when it opened (a quick reject).
+    max_alloc: Resources,
+    drafts: Vec<usize>,
+    /// Its placeholder hostname, the domain hostname terms count it under.
+    host: String,
+    ports: Vec<u32>,
+    key: (usize, usize),
 }
 
 struct Run<'a> {
@@ -345,9 +396,12 @@ struct Run<'a> {
     next_pack_group: u32,
     /// Per topology key: its distinct values over the shapes and each shape's value id.
     domain_ids: HashMap<String, std::sync::Arc<Domains>>,
-    _options: &'a SchedulingOptions,
+    options: &'a SchedulingOptions,
     /// See [`schedule_capped`].
     price_cap: Option<f64>,
+    /// The Karpenter baseline's NodeClaims, built while pods are scheduled; `None`: new
+    /// nodes are planned by the planner after the pass.
+    claims: Option<Claims>,
 }
 
 impl<'a> Run<'a> {
@@ -363,8 +417,9 @@ impl<'a> Run<'a> {
             port_groups: BTreeMap::new(),
             next_pack_group: 0,
             domain_ids: HashMap::new(),
-            _options: options,
+            options,
             price_cap: None,
+            claims: None,
         }
     }
 
@@ -515,7 +570,13 @@ impl<'a> Run<'a> {
             return Ok(self.state.node(ni).map(|n| n.name.clone()));
         }
 
-        // 2. A new node: shapes, then topology pins.
+        // 2. The Karpenter baseline: an in-flight NodeClaim.
+        if self.claims.is_some() && self.join_claim(pod, index, class, &requests, &owned, &inverse)
+        {
+            return Ok(None);
+        }
+
+        // 3. A new node: shapes, then topology pins.
         self.new_node(pod, index, class, requests, &owned, &inverse)
             .map(|_| None)
     }
@@ -594,7 +655,410 @@ impl<'a> Run<'a> {
         if !set.iter().any(fits) {
             return Err(resource_reason(&requests, &set, shp));
         }
-        // Zone-like topology restricts shapes by their label for the key.
+        self.restrict_topology(owned, inverse, &mut set, &Resources::default(), &requests)?;
+        // The Karpenter baseline opens its NodeClaim from one NodePool: the first by weight
+        // with a shape that holds the pod within its limits.
+        let pool = if self.claims.is_some() {
+            match self.claim_pool(&mut set, &requests) {
+                Ok(p) => Some(p),
+                Err(e) => return Err(e),
+            }
+        } else {
+            None
+        };
+        let mut pins = self.pick_pins(pod, owned, &mut set, &Resources::default(), &requests)?;
+        // Hostname-level terms become per-node limits in packing; hostname affinity bundles.
+        let mut limits = BTreeMap::new();
+        let mut arrival = BTreeMap::new();
+        // The Karpenter baseline reads a hostname spread as the kube-scheduler and Karpenter
+        // do: it constrains the pod when it lands, not the pods that come after it.
+        let one_way_spread = self.options.strategy == Strategy::KarpenterBaseline;
+        let mut bundle_with: Option<usize> = None;
+        for (g, self_sel, _, label) in owned {
+            let Some(grp) = self.state.groups.get(*g) else {
+                continue;
+            };
+            if grp.key != labels::HOSTNAME {
+                continue;
+            }
+            let (kind, max_skew, any_selected) = (grp.kind, grp.max_skew, grp.any_selected());
+            match kind {
+                Kind::Spread => {
+                    let pg = self.host_group(*g);
+                    let to = if one_way_spread {
+                        &mut arrival
+                    } else {
+                        &mut limits
+                    };
+                    to.insert(pg, max_skew.max(0) as u32);
+                }
+                Kind::AntiAffinity => {
+                    let pg = self.host_group(*g);
+                    limits.insert(pg, u32::from(*self_sel));
+                }
+                Kind::Affinity => {
+                    if any_selected {
+                        return Err(format!(
+                            "{label}: the nodes running matching pods have no room for it"
+                        ));
+                    }
+                    if !*self_sel {
+                        return Err(format!(
+                            "{label}: no running or pending pod it may join matches its selector"
+                        ));
+                    }
+                    bundle_with = Some(*g);
+                }
+            }
+        }
+        let ports = self.port_ids(pod);
+        for id in &ports {
+            limits.insert(*id, 1);
+        }
+        if let Some(pool) = pool {
+            // The Karpenter baseline: a new NodeClaim holding this pod.
+            let di = self.drafts.len();
+            self.drafts.push(Draft {
+                pods: vec![index],
+                requests: requests.clone(),
+                shapes: set.clone(),
+                limits,
+                arrival,
+                ports: ports.clone(),
+                terms: vec![term],
+            });
+            let Some(claims) = self.claims.as_mut() else {
+                return Err("internal: no NodeClaims".into());
+            };
+            let ci = claims.list.len();
+            let host = format!("karpenter-baseline-{pool}-{ci}");
+            let mut max_alloc = Resources::default();
+            for s in set.iter() {
+                if let Some(sh) = shp.shapes.get(s as usize) {
+                    max_alloc = max_alloc.max(&sh.allocatable);
+                }
+            }
+            let key = claims.keys.key(1, ci, false);
+            claims.order.insert(key);
+            let shapes_of_claim = set.clone();
+            claims.list.push(Claim {
+                set,
+                used: requests,
+                max_alloc,
+                drafts: vec![di],
+                host: host.clone(),
+                ports,
+                key,
+            });
+            self.settled_domains(&shapes_of_claim, &mut pins);
+            pins.insert(labels::HOSTNAME.to_string(), host);
+            self.state.pin(pod, pins);
+            return Ok(());
+        }
+
+        if let Some(g) = bundle_with
+            && self.claims.is_none()
+            && let Some(&di) = self.bundles.get(&g)
+            && let Some(d) = self.drafts.get_mut(di)
+        {
+            let mut joined = set.clone();
+            joined.intersect_with(&d.shapes);
+            let total = d.requests.add(&requests);
+            if !joined.iter().any(|s| {
+                shp.shapes
+                    .get(s as usize)
+                    .is_some_and(|sh| total.fits_in(&sh.allocatable))
+            }) {
+                return Err("pod affinity on hostname: the co-located group no longer fits the largest compatible node".into());
+            }
+            d.pods.push(index);
+            d.requests = total;
+            d.shapes = joined;
+            for (k, v) in limits {
+                let e = d.limits.entry(k).or_insert(v);
+                *e = (*e).min(v);
+            }
+            for (k, v) in arrival {
+                let e = d.arrival.entry(k).or_insert(v);
+                *e = (*e).min(v);
+            }
+            d.ports.extend(ports);
+            d.terms.push(term);
+            self.state.pin(pod, pins);
+            return Ok(());
+        }
+        let di = self.drafts.len();
+        self.drafts.push(Draft {
+            pods: vec![index],
+            requests,
+            shapes: set,
+            limits,
+            arrival,
+            ports,
+            terms: vec![term],
+        });
+        if let Some(g) = bundle_with {
+            self.bundles.insert(g, di);
+        }
+        self.state.pin(pod, pins);
+        Ok(())
+    }
+
+    /// The host-port groups of a pod's ports (one per protocol and port, limit one a node).
+    fn port_ids(&mut self, pod: &Pod) -> Vec<u32> {
+        let mut ports = Vec::new();
+        for hp in &pod.host_ports {
+            let k = (hp.protocol, hp.port);
+            let id = match self.port_groups.get(&k) {
+                Some(id) => *id,
+                None => {
+                    let id = self.next_pack_group;
+                    self.next_pack_group += 1;
+                    self.port_groups.insert(k, id);
+                    id
+                }
+            };
+            ports.push(id);
+        }
+        ports
+    }
+
+    /// The NodePool a new Karpenter-baseline NodeClaim opens from: the first by weight with
+    /// a shape in `set` that holds `requests` within the pool's limits. Narrows `set` to that
+    /// pool's shapes within its limits and charges the limits with the largest capacity
+    /// among them (Karpenter's `subtractMax`).
+    fn claim_pool(&mut self, set: &mut ShapeSet, requests: &Resources) -> Result<u32, String> {
+        let base = Arc::clone(&self.state.base);
+        let shp = &base.shapes;
+        let Some(claims) = self.claims.as_mut() else {
+            return Err("internal: no NodeClaims".into());
+        };
+        let mut pools: Vec<u32> = (0..shp.pools.len() as u32).collect();
+        pools.sort_by_key(|p| (shp.pools.get(*p as usize).map_or(u32::MAX, |x| x.rank), *p));
+        let mut reasons = Vec::new();
+        for pool in pools {
+            let Some(pp) = shp.pools.get(pool as usize) else {
+                continue;
+            };
+            let reserved = claims
+                .reserved
+                .get(pool as usize)
+                .cloned()
+                .unwrap_or_default();
+            let within = |sh: &crate::packing::Shape| {
+                pp.remaining.as_ref().is_none_or(|rem| {
+                    let mut after = reserved.clone();
+                    after.add_assign(&sh.capacity.clone().with_extended("nodes", 1));
+                    crate::packing::limit_fits(&after, rem)
+                })
+            };
+            let of_pool = |s: &ShapeId| {
+                shp.shapes
+                    .get(*s as usize)
+                    .is_some_and(|sh| sh.pool == pool && within(sh))
+            };
+            let holds = |s: &ShapeId| {
+                shp.shapes
+                    .get(*s as usize)
+                    .is_some_and(|sh| sh.pool == pool && requests.fits_in(&sh.allocatable))
+            };
+            if !set.iter().any(|s| of_pool(&s) && holds(&s)) {
+                if set.iter().any(|s| holds(&s)) {
+                    reasons.push(format!("NodePool {}: its limits are reached", pp.name));
+                }
+                continue;
+            }
+            *set = ShapeSet::from_ids(shp.shapes.len(), set.iter().filter(of_pool));
+            let mut max = Resources::default();
+            for s in set.iter().filter(holds) {
+                if let Some(sh) = shp.shapes.get(s as usize) {
+                    max = max.max(&sh.capacity);
+                }
+            }
+            if pp.remaining.is_some()
+                && let Some(r) = claims.reserved.get_mut(pool as usize)
+            {
+                r.add_assign(&max.with_extended("nodes", 1));
+            }
+            return Ok(pool);
+        }
+        if reasons.is_empty() {
+            reasons.push("no compatible launch shape".into());
+        }
+        Err(reasons.join("; "))
+    }
+
+    /// Karpenter's `addToInflightNode` for the baseline: the first in-flight NodeClaim
+    /// (fewest pods first) where the pod's hostname terms and other pods' anti-affinity
+    /// allow it, its zone-like terms allow a domain the NodeClaim can still launch in, and a
+    /// remaining shape has room. The pod narrows the NodeClaim to the domain it picks and
+    /// counts in every domain the NodeClaim is narrowed to.
+    fn join_claim(
+        &mut self,
+        pod: &Pod,
+        index: u32,
+        class: usize,
+        requests: &Resources,
+        owned: &[(usize, bool, Arc<BTreeSet<String>>, String)],
+        inverse: &[usize],
+    ) -> bool {
+        let Some(c) = self.classes.get(class).cloned() else {
+            return false;
+        };
+        let base = Arc::clone(&self.state.base);
+        let shp = &base.shapes;
+        let ports = self.port_ids(pod);
+        let order: Vec<usize> = match &self.claims {
+            Some(cl) => cl.order.iter().map(|k| k.1).collect(),
+            None => return false,
+        };
+        for ci in order {
+            let Some(cl) = self.claims.as_ref().and_then(|x| x.list.get(ci)) else {
+                continue;
+            };
+            if !cl.used.fits_with(requests, &cl.max_alloc)
+                || ports.iter().any(|p| cl.ports.contains(p))
+            {
+                continue;
+            }
+            let mut set = cl.set.clone();
+            set.intersect_with(&c.shapes);
+            let used = cl.used.clone();
+            let host = cl.host.clone();
+            let fits = |s: ShapeId| {
+                shp.shapes
+                    .get(s as usize)
+                    .is_some_and(|sh| used.fits_with(requests, &sh.allocatable))
+            };
+            if !set.iter().any(fits) {
+                continue;
+            }
+            let groups = &self.state.groups;
+            let host_ok = owned.iter().all(|(g, self_sel, elig, _)| {
+                groups.get(*g).is_none_or(|grp| {
+                    grp.key != labels::HOSTNAME || grp.allows(Some(&host), *self_sel, elig)
+                })
+            }) && inverse.iter().all(|g| {
+                groups.get(*g).is_none_or(|grp| {
+                    grp.key != labels::HOSTNAME || grp.inverse_allows(Some(&host))
+                })
+            });
+            if !host_ok
+                || self
+                    .restrict_topology(owned, inverse, &mut set, &used, requests)
+                    .is_err()
+            {
+                continue;
+            }
+            let Ok(mut pins) = self.pick_pins(pod, owned, &mut set, &used, requests) else {
+                continue;
+            };
+            // Joined: the hostname terms' per-node limits, for the plan's verification.
+            let mut limits = BTreeMap::new();
+            let mut arrival = BTreeMap::new();
+            for (g, self_sel, _, _) in owned {
+                let Some(grp) = self.state.groups.get(*g) else {
+                    continue;
+                };
+                if grp.key != labels::HOSTNAME {
+                    continue;
+                }
+                match grp.kind {
+                    Kind::Spread => {
+                        let v = grp.max_skew.max(0) as u32;
+                        arrival.insert(self.host_group(*g), v);
+                    }
+                    Kind::AntiAffinity => {
+                        limits.insert(self.host_group(*g), u32::from(*self_sel));
+                    }
+                    Kind::Affinity => {}
+                }
+            }
+            for id in &ports {
+                limits.insert(*id, 1);
+            }
+            let di = self.drafts.len();
+            self.drafts.push(Draft {
+                pods: vec![index],
+                requests: requests.clone(),
+                shapes: set.clone(),
+                limits,
+                arrival,
+                ports: ports.clone(),
+                terms: vec![c.term.clone()],
+            });
+            self.settled_domains(&set, &mut pins);
+            pins.insert(labels::HOSTNAME.to_string(), host);
+            self.state.pin(pod, pins);
+            let Some(claims) = self.claims.as_mut() else {
+                return true;
+            };
+            let Some(cl) = claims.list.get_mut(ci) else {
+                return true;
+            };
+            cl.set = set;
+            cl.used.add_assign(requests);
+            cl.drafts.push(di);
+            cl.ports.extend(ports);
+            let old = cl.key;
+            cl.key = claims.keys.key(cl.drafts.len(), ci, true);
+            claims.order.remove(&old);
+            claims.order.insert(cl.key);
+            return true;
+        }
+        false
+    }
+
+    /// Adds to `pins` every zone-like topology key whose value `set` has settled (all its
+    /// shapes share one): Karpenter counts a pod in a domain as soon as its NodeClaim is
+    /// narrowed to it, whichever group selects the pod.
+    fn settled_domains(&mut self, set: &ShapeSet, pins: &mut BTreeMap<String, String>) {
+        let keys: BTreeSet<String> = self
+            .state
+            .groups
+            .iter()
+            .filter(|g| g.key != labels::HOSTNAME)
+            .map(|g| g.key.clone())
+            .collect();
+        for key in keys {
+            if pins.contains_key(&key) {
+                continue;
+            }
+            let dom = self.domains(&key);
+            let mut value: Option<u32> = None;
+            let mut settled = true;
+            for s in set.iter() {
+                let v = dom.1.get(s as usize).copied().unwrap_or(u32::MAX);
+                if v == u32::MAX || value.is_some_and(|x| x != v) {
+                    settled = false;
+                    break;
+                }
+                value = Some(v);
+            }
+            if settled && let Some(v) = value.and_then(|v| dom.0.get(v as usize)) {
+                pins.insert(key, v.clone());
+            }
+        }
+    }
+
+    /// Narrows `set` to the shapes whose zone-like domains the pod's own terms and other
+    /// pods' anti-affinity allow; an error when none of them has room for `requests` on
+    /// top of `used`.
+    fn restrict_topology(
+        &mut self,
+        owned: &[(usize, bool, Arc<BTreeSet<String>>, String)],
+        inverse: &[usize],
+        set: &mut ShapeSet,
+        used: &Resources,
+        requests: &Resources,
+    ) -> Result<(), String> {
+        let base = std::sync::Arc::clone(&self.state.base);
+        let shp = &base.shapes;
+        let fits = |s: ShapeId| {
+            shp.shapes
+                .get(s as usize)
+                .is_some_and(|sh| used.fits_with(requests, &sh.allocatable))
+        };
         for (g, self_sel, elig, label) in owned {
             let Some(grp) = self.state.groups.get(*g) else {
                 continue;
@@ -613,7 +1077,7 @@ impl<'a> Run<'a> {
                 .map(|v| grp.allows(Some(v), *self_sel, elig))
                 .collect();
             let none_ok = grp.allows(None, *self_sel, elig);
-            restrict(&mut set, &dom.1, &ok, none_ok);
+            restrict(set, &dom.1, &ok, none_ok);
             if !set.iter().any(fits) {
                 return Err(format!(
                     "{label}: no domain is allowed that has a node shape with room (existing nodes did not fit either)"
@@ -633,7 +1097,7 @@ impl<'a> Run<'a> {
                 continue;
             };
             let ok: Vec<bool> = dom.0.iter().map(|v| grp.inverse_allows(Some(v))).collect();
-            restrict(&mut set, &dom.1, &ok, grp.inverse_allows(None));
+            restrict(set, &dom.1, &ok, grp.inverse_allows(None));
             if !set.iter().any(fits) {
                 return Err(format!(
                     "pod anti-affinity of other pods on {}: every domain with room holds one of them",
@@ -641,7 +1105,27 @@ impl<'a> Run<'a> {
                 ));
             }
         }
-        // Pin every zone-like key that a group involving this pod uses to one domain.
+        Ok(())
+    }
+
+    /// Pins every zone-like key that a group involving this pod uses to one domain among
+    /// `set`'s shapes with room for `requests` on top of `used` (least spread count, most
+    /// affinity, cheapest, then by name), and narrows `set` to it.
+    fn pick_pins(
+        &mut self,
+        pod: &Pod,
+        owned: &[(usize, bool, Arc<BTreeSet<String>>, String)],
+        set: &mut ShapeSet,
+        used: &Resources,
+        requests: &Resources,
+    ) -> Result<BTreeMap<String, String>, String> {
+        let base = std::sync::Arc::clone(&self.state.base);
+        let shp = &base.shapes;
+        let fits = |s: ShapeId| {
+            shp.shapes
+                .get(s as usize)
+                .is_some_and(|sh| used.fits_with(requests, &sh.allocatable))
+        };
         let mut keys: BTreeSet<String> = owned
             .iter()
             .filter_map(|(g, ..)| self.state.groups.get(*g))
@@ -699,103 +1183,13 @@ impl<'a> Run<'a> {
                 ));
             };
             let ok: Vec<bool> = (0..dom.0.len()).map(|i| i == vid).collect();
-            restrict(&mut set, &dom.1, &ok, false);
+            restrict(set, &dom.1, &ok, false);
             if let Some(v) = dom.0.get(vid) {
                 pins.insert(key, v.clone());
             }
         }
 
-        // Hostname-level terms become per-node limits in packing; hostname affinity bundles.
-        let mut limits = BTreeMap::new();
-        let mut bundle_with: Option<usize> = None;
-        for (g, self_sel, _, label) in owned {
-            let Some(grp) = self.state.groups.get(*g) else {
-                continue;
-            };
-            if grp.key != labels::HOSTNAME {
-                continue;
-            }
-            let (kind, max_skew, any_selected) = (grp.kind, grp.max_skew, grp.any_selected());
-            match kind {
-                Kind::Spread => {
-                    let pg = self.host_group(*g);
-                    limits.insert(pg, max_skew.max(0) as u32);
-                }
-                Kind::AntiAffinity => {
-                    let pg = self.host_group(*g);
-                    limits.insert(pg, u32::from(*self_sel));
-                }
-                Kind::Affinity => {
-                    if any_selected {
-                        return Err(format!(
-                            "{label}: the nodes running matching pods have no room for it"
-                        ));
-                    }
-                    if !*self_sel {
-                        return Err(format!(
-                            "{label}: no running or pending pod it may join matches its selector"
-                        ));
-                    }
-                    bundle_with = Some(*g);
-                }
-            }
-        }
-        let mut ports = Vec::new();
-        for hp in &pod.host_ports {
-            let k = (hp.protocol, hp.port);
-            let id = match self.port_groups.get(&k) {
-                Some(id) => *id,
-                None => {
-                    let id = self.next_pack_group;
-                    self.next_pack_group += 1;
-                    self.port_groups.insert(k, id);
-                    id
-                }
-            };
-            ports.push(id);
-            limits.insert(id, 1);
-        }
-
-        if let Some(g) = bundle_with
-            && let Some(&di) = self.bundles.get(&g)
-            && let Some(d) = self.drafts.get_mut(di)
-        {
-            let mut joined = set.clone();
-            joined.intersect_with(&d.shapes);
-            let total = d.requests.add(&requests);
-            if !joined.iter().any(|s| {
-                shp.shapes
-                    .get(s as usize)
-                    .is_some_and(|sh| total.fits_in(&sh.allocatable))
-            }) {
-                return Err("pod affinity on hostname: the co-located group no longer fits the largest compatible node".into());
-            }
-            d.pods.push(index);
-            d.requests = total;
-            d.shapes = joined;
-            for (k, v) in limits {
-                let e = d.limits.entry(k).or_insert(v);
-                *e = (*e).min(v);
-            }
-            d.ports.extend(ports);
-            d.terms.push(term);
-            self.state.pin(pod, pins);
-            return Ok(());
-        }
-        let di = self.drafts.len();
-        self.drafts.push(Draft {
-            pods: vec![index],
-            requests,
-            shapes: set,
-            limits,
-            ports,
-            terms: vec![term],
-        });
-        if let Some(g) = bundle_with {
-            self.bundles.insert(g, di);
-        }
-        self.state.pin(pod, pins);
-        Ok(())
+        Ok(pins)
     }
 
     fn domains(&mut self, key: &str) -> std::sync::Arc<Domains> {
@@ -903,6 +1297,7 @@ impl<'a> Run<'a> {
             host_groups,
             next_pack_group,
             price_cap,
+            claims,
             ..
         } = self;
         let fallback = Pod::default();
@@ -939,6 +1334,7 @@ impl<'a> Run<'a> {
                 shape_set: set_id,
                 member_of,
                 limits: d.limits.iter().map(|(k, v)| (*k, *v)).collect(),
+                arrival_limits: d.arrival.iter().map(|(k, v)| (*k, *v)).collect(),
             });
         }
         let problem = PackingProblem {
@@ -949,7 +1345,42 @@ impl<'a> Run<'a> {
             items,
             groups: next_pack_group,
         };
-        let plan = planner.plan(&problem, None);
+        let plan = match &claims {
+            // The Karpenter baseline's NodeClaims are the plan: each launches as the
+            // cheapest shape it may still use that holds its pods (ties: lower id).
+            Some(claims) => {
+                let nodes = claims
+                    .list
+                    .iter()
+                    .filter_map(|c| {
+                        let shape = c
+                            .set
+                            .iter()
+                            .filter(|s| {
+                                problem
+                                    .shapes
+                                    .get(*s as usize)
+                                    .is_some_and(|sh| c.used.fits_in(&sh.allocatable))
+                            })
+                            .min_by(|a, b| {
+                                let price = |s: &ShapeId| {
+                                    problem
+                                        .shapes
+                                        .get(*s as usize)
+                                        .map_or(f64::INFINITY, |x| x.price)
+                                };
+                                price(a).total_cmp(&price(b)).then(a.cmp(b))
+                            })?;
+                        Some(crate::packing::PlannedNode {
+                            shape,
+                            items: c.drafts.iter().map(|d| *d as u32).collect(),
+                        })
+                    })
+                    .collect();
+                LaunchPlan::from_nodes(&problem, nodes, Vec::new())
+            }
+            None => planner.plan(&problem, None),
+        };
         if let Err(v) = verify(&problem, &plan) {
             // A planner bug must not launch a broken plan: report and place nothing new.
             for d in &drafts {

@@ -779,3 +779,84 @@ fn affinity_sees_matching_pods_on_existing_nodes_in_any_zone() {
     assert_eq!(r.existing_placements.len(), 1, "{r:?}");
     assert_eq!(r.existing_placements[0].node, "n2", "{r:?}");
 }
+
+fn baseline(s: &Snapshot) -> SchedulingResult {
+    schedule(
+        s,
+        &SchedulingOptions {
+            strategy: Strategy::KarpenterBaseline,
+            ..Default::default()
+        },
+    )
+}
+
+fn big3() -> Vec<InstanceType> {
+    vec![it("big", 8, 32, 0.40, &["z1", "z2", "z3"])]
+}
+
+fn anti(name: &str, cpu: i64) -> Pod {
+    let mut p = Pod::new("ns", name, cpu, GIB).label("app", "x");
+    p.pod_anti_affinity
+        .required
+        .push(term(labels::HOSTNAME, &[("app", "x")]));
+    p
+}
+
+/// Karpenter decides a zone-spread pod's zone on the in-flight NodeClaim it tries: any zone
+/// whose skew allows the pod will do (`nextDomainTopologySpread` over the NodeClaim's
+/// zones), not only the least-loaded one. Here `s1` pins the only NodeClaim to z1 (counts
+/// z1=1); `t` selects the same pods but is not one of them, so z1 has skew 1 - 0 <= 1 and
+/// `t` joins the NodeClaim in z1. Deciding zones first would send `t` to an empty zone, on
+/// a second node.
+#[test]
+fn karpenter_baseline_spread_pod_joins_an_in_flight_claim_its_skew_allows() {
+    let mut s1 = Pod::new("ns", "s1", 1000, GIB).label("app", "s");
+    s1.topology_spread.push(spread(labels::ZONE, 1, "s"));
+    let mut t = Pod::new("ns", "t", 500, GIB).label("app", "t");
+    t.topology_spread.push(spread(labels::ZONE, 1, "s"));
+    let r = baseline(&snap(big3(), vec![anti("a", 2000), s1, t]));
+    assert_eq!(r.new_node_claims.len(), 1, "{:?}", r.new_node_claims);
+    let c = &r.new_node_claims[0];
+    assert_eq!(c.launch.zone, "z1");
+    let names: Vec<&str> = c.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, vec!["a", "s1", "t"]);
+}
+
+/// Karpenter sorts its in-flight NodeClaims by pod count before every pod with Go's
+/// `sort.Slice`, stable on short lists: the NodeClaim that just took a pod comes first
+/// among those with as many pods, a new one last. a1 and a2 open A and B; c joins A (both
+/// have one pod, A is older); d joins B (one pod); now both have two and B took the last
+/// pod, so e joins B. Oldest-first would put e on A.
+#[test]
+fn karpenter_baseline_tries_in_flight_claims_in_karpenters_order() {
+    let pods = vec![
+        anti("a1", 3000),
+        anti("a2", 2900),
+        Pod::new("ns", "c", 2000, GIB),
+        Pod::new("ns", "d", 1900, GIB),
+        Pod::new("ns", "e", 1000, GIB),
+    ];
+    let r = baseline(&snap(big3(), pods));
+    let names = |p: &str| -> Vec<String> {
+        claim_of(&r, p)
+            .map(|c| c.pods.iter().map(|x| x.name.clone()).collect())
+            .unwrap_or_default()
+    };
+    assert_eq!(names("a1"), vec!["a1", "c"]);
+    assert_eq!(names("a2"), vec!["a2", "d", "e"]);
+}
+
+/// A hostname spread constrains the pod that carries it when it lands (the kube-scheduler
+/// and Karpenter check only the incoming pod's spreads): `p0`, with no constraint of its
+/// own, may join `p1`'s node although `p1`'s spread then counts two. The baseline does what
+/// Karpenter does (one node); the default planner keeps every pod's spread true in the
+/// final state (two nodes).
+#[test]
+fn karpenter_baseline_hostname_spread_binds_only_the_arriving_pod() {
+    let mut p1 = Pod::new("ns", "p1", 1000, GIB).label("app", "a");
+    p1.topology_spread.push(spread(labels::HOSTNAME, 1, "a"));
+    let p0 = Pod::new("ns", "p0", 500, GIB).label("app", "a");
+    let s = snap(big3(), vec![p1, p0]);
+    assert_eq!(baseline(&s).new_node_claims.len(), 1);
+    assert_eq!(run(&s).new_node_claims.len(), 2);
+}

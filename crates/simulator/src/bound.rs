@@ -671,6 +671,7 @@ fn solve(prep: &Prepared, key: &[(u32, u32)], config: &OptimizerConfig) -> Solve
                 shape_set: class.set,
                 member_of: Vec::new(),
                 limits: Vec::new(),
+                arrival_limits: Vec::new(),
             });
         }
     }

@@ -7,7 +7,9 @@
 //! - `compare PODS.json UPSTREAM.json`: plans the same pods with the core's
 //!   `KarpenterBaseline` on Karpenter's benchmark catalog, twice: as our workloads model it
 //!   (no kube-reserved) and as upstream's fake provider does (100m CPU and 10Mi reserved per
-//!   node), and prints node counts, cost and the instance types each plan used.
+//!   node), and prints node counts, cost and the instance types each plan used, and the
+//!   first pod (in queue order) that upstream's plan and ours (with the reservation) put on
+//!   different NodeClaims: with `KCAPI_DETERMINISTIC=1 compare.sh` there is none.
 
 use std::collections::BTreeMap;
 
@@ -61,12 +63,20 @@ fn export(seed: u64, n: usize, path: &str) -> Res<()> {
     Ok(())
 }
 
-/// Node count, cost and nodes per instance type of a plan.
+/// Node count, cost and nodes per instance type of a plan, and each node's pods in the
+/// order they joined it, with its launch.
 struct Summary {
     nodes: usize,
     cost: f64,
     types: BTreeMap<String, usize>,
     unschedulable: usize,
+    claims: Vec<Claim>,
+}
+
+struct Claim {
+    pods: Vec<String>,
+    instance_type: String,
+    zone: String,
 }
 
 fn ours(pods: Vec<Pod>, reserved: bool) -> Summary {
@@ -87,11 +97,21 @@ fn ours(pods: Vec<Pod>, reserved: bool) -> Summary {
     for c in &r.new_node_claims {
         *types.entry(c.launch.instance_type.clone()).or_insert(0) += 1;
     }
+    let claims = r
+        .new_node_claims
+        .iter()
+        .map(|c| Claim {
+            pods: c.pods.iter().map(|p| p.name.clone()).collect(),
+            instance_type: c.launch.instance_type.clone(),
+            zone: c.launch.zone.clone(),
+        })
+        .collect();
     Summary {
         nodes: r.new_node_claims.len(),
         cost: r.new_node_cost_per_hour,
         types,
         unschedulable: r.unschedulable.len(),
+        claims,
     }
 }
 
@@ -100,16 +120,30 @@ fn upstream(path: &str) -> Res<Summary> {
     let nodes = v["nodes"].as_array().cloned().unwrap_or_default();
     let mut types = BTreeMap::new();
     let mut cost = 0.0;
+    let mut claims = Vec::new();
     for n in &nodes {
         cost += n["price"].as_f64().unwrap_or(f64::NAN);
         let t = n["instance_type"].as_str().unwrap_or("?").to_string();
-        *types.entry(t).or_insert(0) += 1;
+        *types.entry(t.clone()).or_insert(0) += 1;
+        claims.push(Claim {
+            pods: n["pods"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            instance_type: t,
+            zone: n["zone"].as_str().unwrap_or("?").to_string(),
+        });
     }
     Ok(Summary {
         nodes: nodes.len(),
         cost,
         types,
         unschedulable: v["pod_errors"].as_u64().unwrap_or(0) as usize,
+        claims,
     })
 }
 
@@ -119,6 +153,61 @@ fn vcpu(t: &str) -> i64 {
         .next()
         .and_then(|x| x.parse::<i64>().ok())
         .map_or(-1, |i| i + 1)
+}
+
+/// The first pod, in queue order, that the two plans put on different NodeClaims (a
+/// NodeClaim named by the first pod it took), with both NodeClaims' pods up to that point:
+/// where to start reading when the plans differ.
+fn first_divergence(pods: &[Pod], up: &Summary, ours: &Summary) {
+    let owner = |s: &Summary| -> BTreeMap<String, usize> {
+        let mut m = BTreeMap::new();
+        for (ci, c) in s.claims.iter().enumerate() {
+            for p in &c.pods {
+                m.insert(p.clone(), ci);
+            }
+        }
+        m
+    };
+    let (ou, oo) = (owner(up), owner(ours));
+    let order = provisioner_core::scheduler::pod_order(pods);
+    let opener = |s: &Summary, ci: usize| s.claims.get(ci).and_then(|c| c.pods.first()).cloned();
+    for (rank, i) in order.iter().enumerate() {
+        let Some(p) = pods.get(*i) else { continue };
+        let (cu, co) = (ou.get(&p.name).copied(), oo.get(&p.name).copied());
+        let (Some(cu), Some(co)) = (cu, co) else {
+            println!(
+                "  first divergence: pod {} (queue position {rank}) is unplaced in one plan",
+                p.name
+            );
+            return;
+        };
+        if opener(up, cu) == opener(ours, co) {
+            continue;
+        }
+        let show = |who: &str, s: &Summary, ci: usize| {
+            if let Some(c) = s.claims.get(ci) {
+                let upto: Vec<&String> = c.pods.iter().take_while(|x| **x != p.name).collect();
+                println!(
+                    "    {who}: claim opened by {} ({} pods before it, launched {} in {}): {:?}",
+                    c.pods.first().map_or("?", String::as_str),
+                    upto.len(),
+                    c.instance_type,
+                    c.zone,
+                    upto
+                );
+            }
+        };
+        println!(
+            "  first divergence: pod {} (queue position {rank}, {}m/{}Mi)",
+            p.name,
+            provisioner_core::resources::pod_requests(p).cpu_milli,
+            provisioner_core::resources::pod_requests(p).memory >> 20
+        );
+        show("upstream", up, cu);
+        show("ours    ", ours, co);
+        return;
+    }
+    println!("  no divergence: every pod is on the same NodeClaim in both plans");
 }
 
 fn compare(pods_path: &str, upstream_path: &str) -> Res<()> {
@@ -139,7 +228,7 @@ fn compare(pods_path: &str, upstream_path: &str) -> Res<()> {
     }
     let up = upstream(upstream_path)?;
     let plain = ours(pods.clone(), false);
-    let reserved = ours(pods, true);
+    let reserved = ours(pods.clone(), true);
     println!(
         "{n} diverse pods (seed {seed}), {INSTANCE_TYPES} types ({} built):",
         instance_types(INSTANCE_TYPES).len()
@@ -174,6 +263,7 @@ fn compare(pods_path: &str, upstream_path: &str) -> Res<()> {
             g(&reserved)
         );
     }
+    first_divergence(&pods, &up, &reserved);
     Ok(())
 }
 

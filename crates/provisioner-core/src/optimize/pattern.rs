@@ -140,6 +140,11 @@ impl PatternProblem {
             member.sort_unstable();
             let mut limits = it.limits.clone();
             limits.sort_unstable();
+            // Arrival limits (see `PackItem::arrival_limits`) set items apart too.
+            let mut arrival = it.arrival_limits.clone();
+            arrival.sort_unstable();
+            limits.push((GroupId::MAX, 0));
+            limits.extend(arrival);
             by_key
                 .entry((cell, it.shape_set, rank, member, limits))
                 .or_default()
@@ -394,6 +399,7 @@ impl PatternProblem {
             shape_set: t.shape_set,
             member_of: t.member_of.clone(),
             limits: t.limits.clone(),
+            arrival_limits: t.arrival_limits.clone(),
         })
     }
 }

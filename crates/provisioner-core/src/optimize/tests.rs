@@ -66,6 +66,7 @@ fn round_strategy(max_items: usize) -> impl Strategy<Value = Round> {
                         shape_set: 0,
                         member_of: Vec::new(),
                         limits: Vec::new(),
+                        arrival_limits: Vec::new(),
                     };
                     match kind {
                         // Hostname anti-affinity among themselves.

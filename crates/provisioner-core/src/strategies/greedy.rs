@@ -14,9 +14,41 @@ use crate::packing::{
 pub enum NodeOrder {
     /// Oldest open node first (first fit).
     Creation,
-    /// Fewest pods first, then oldest (Karpenter sorts its in-flight NodeClaims this way before
-    /// every pod).
+    /// Fewest pods first; among nodes with as many pods, the order Karpenter's list is left
+    /// in. Karpenter keeps its in-flight NodeClaims in one list and sorts it by pod count
+    /// before every pod (`sort.Slice`, an insertion sort, so stable, while the list has at
+    /// most 12 entries): a node that just took a pod comes first among the nodes with its
+    /// new count (they were all behind it), and a new node comes last among the one-pod
+    /// nodes (it is appended). Go's sort is not stable beyond 12 entries; this keeps the
+    /// stable order there too (documented in docs/simulator.md with its measured effect).
     FewestPods,
+}
+
+/// Keys for [`NodeOrder::FewestPods`] in an ordered set: the pod count in the high bits and
+/// the tie order below it. A new node gets the next tie value above the base (last among
+/// nodes with as many pods), a node that just took a pod the next below it (first among
+/// them).
+#[derive(Debug, Default)]
+pub struct FewestPodsOrder {
+    new: usize,
+    joined: usize,
+}
+
+impl FewestPodsOrder {
+    const TIE_BASE: usize = 1 << 31;
+
+    /// The key of node `idx` now holding `pods` pods; `joined`: it just took one (else it
+    /// is new).
+    pub fn key(&mut self, pods: usize, idx: usize, joined: bool) -> (usize, usize) {
+        let tie = if joined {
+            self.joined += 1;
+            Self::TIE_BASE - self.joined
+        } else {
+            self.new += 1;
+            Self::TIE_BASE + self.new
+        };
+        ((pods << 32) | tie, idx)
+    }
 }
 
 /// What a greedy pass does differently per strategy.
@@ -369,9 +401,10 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     let mut nodes: Vec<OpenNode> = Vec::new();
     let mut open: BTreeSet<(usize, usize)> = BTreeSet::new();
     let node_order = policy.node_order();
-    let key = |pods: usize, idx: usize| match node_order {
+    let mut fewest = FewestPodsOrder::default();
+    let mut key = |pods: usize, idx: usize, joined: bool| match node_order {
         NodeOrder::Creation => (0, idx),
-        NodeOrder::FewestPods => (pods, idx),
+        NodeOrder::FewestPods => fewest.key(pods, idx, joined),
     };
     let mut reserved: Vec<Resources> = vec![Resources::default(); problem.pools.len()];
     let mut unplaced: Vec<(ItemId, String)> = Vec::new();
@@ -454,8 +487,9 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
             lists.remove_everywhere(k0, idx);
             if let Some(n) = nodes.get_mut(idx) {
                 if may_fit(&min_next, &n.headroom()) {
-                    open.insert(key(n.pods, idx));
-                    lists.reinsert(key(n.pods, idx));
+                    let k = key(n.pods, idx, true);
+                    open.insert(k);
+                    lists.reinsert(k);
                 } else {
                     n.closed = true;
                     lists.forget(idx);
@@ -499,8 +533,9 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
                 }
                 let idx = nodes.len();
                 if may_fit(&min_next, &n.headroom()) {
-                    open.insert(key(n.pods, idx));
-                    lists.insert_new(key(n.pods, idx));
+                    let k = key(n.pods, idx, false);
+                    open.insert(k);
+                    lists.insert_new(k);
                 } else {
                     n.closed = true;
                 }
@@ -522,8 +557,9 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     LaunchPlan::from_nodes(problem, planned, unplaced)
 }
 
-/// What makes two items the same profile: shape set, group memberships, group limits.
-type ProfileKey<'a> = (u32, &'a [u32], &'a [(u32, u32)]);
+/// What makes two items the same profile: shape set, group memberships, group limits
+/// (kept and arrival).
+type ProfileKey<'a> = (u32, &'a [u32], &'a [(u32, u32)], &'a [(u32, u32)]);
 
 /// Items with the same shape set, group memberships and limits share a profile: a node that
 /// rejects one of them for lack of a compatible shape or for a group limit rejects them all,
@@ -540,8 +576,13 @@ impl Profiles {
             .iter()
             .map(|it| {
                 let n = ids.len() as u32;
-                *ids.entry((it.shape_set, it.member_of.as_slice(), it.limits.as_slice()))
-                    .or_insert(n)
+                *ids.entry((
+                    it.shape_set,
+                    it.member_of.as_slice(),
+                    it.limits.as_slice(),
+                    it.arrival_limits.as_slice(),
+                ))
+                .or_insert(n)
             })
             .collect();
         Profiles { of_item }
