@@ -1,6 +1,8 @@
 //! Measures the controller on the test control plane: 1,000 pending pods and 100 existing
 //! (full) nodes. Reports the provisioning round's CPU time (the core on its blocking
-//! thread), the time from the last pending pod to the scale write, and the process RSS.
+//! thread), the time from a pending pod that needs a new node (hostname anti-affinity to every
+//! other pod, created once the 1,000 are planned) to the scale write for it, and the process
+//! RSS.
 //!
 //! `cargo xtask control-plane up`, then
 //! `cargo run --release -p integration-tests --example controller_load [-- PODS NODES]`.
@@ -83,7 +85,7 @@ async fn main() {
     for i in 0..pods {
         let name = format!("p-{i}");
         let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name},
+            "metadata": {"name": name, "labels": {"app": "load"}},
             "spec": {"nodeSelector": {SCOPE: ns}, "containers": [{"name": "c", "image": "x",
                 "resources": {"requests": {"cpu": if i % 2 == 0 { "250m" } else { "1" }, "memory": if i % 3 == 0 { "2Gi" } else { "512Mi" }}}}]}
         }))
@@ -100,14 +102,39 @@ async fn main() {
     }
     let last_pending = Instant::now();
     let id = ResourceId::new(ResourceKind::MachineDeployment, &ns, "workers");
-    loop {
-        if adapter_support::replicas(&client, &id).await > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    // Let the batches of the 1,000 settle, then time one batch alone: a pod no in-flight
+    // claim can take (hostname anti-affinity to every other pod) from the moment it is
+    // pending to the replica raised for it. Earlier batches closed while the 1,000 were still
+    // being created, so timing the 1,000's first scale write would measure nothing.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let before = adapter_support::replicas(&client, &id).await;
+    let lone: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "lone"},
+        "spec": {"nodeSelector": {SCOPE: ns},
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "load"}}}]}},
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}}}]}
+    }))
+    .expect("pod");
+    // From its creation: the controller takes an unbound pod as pending as soon as it sees
+    // it, before the status below (what the kube-scheduler would write) arrives.
+    let pending_at = Instant::now();
+    pod_api
+        .create(&PostParams::default(), &lone)
+        .await
+        .expect("pod");
+    pod_api
+        .patch_status("lone", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Pending", "conditions": [
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "m"}]}})))
+        .await
+        .expect("pod status");
+    let deadline = pending_at + Duration::from_secs(30);
+    while adapter_support::replicas(&client, &id).await <= before && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let to_scale = last_pending.elapsed();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let to_scale = pending_at.elapsed();
+    let raised = adapter_support::replicas(&client, &id).await > before;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let text = running.ctx.metrics.encode();
     let hist_sum = text
         .lines()
@@ -122,7 +149,7 @@ async fn main() {
         .unwrap_or("?")
         .to_string();
     println!(
-        "pods={pods} nodes={nodes} create_pods={:.1}s last_pending_to_scale_write={:.3}s (batch idle {:?}, max {:?}) scheduling_rounds={hist_count} scheduling_seconds_total={hist_sum} replicas={} rss_before_controller={rss_before:.0}MiB rss_after={:.0}MiB",
+        "pods={pods} nodes={nodes} create_pods={:.1}s lone_pod_to_scale_write={:.3}s raised={raised} (batch idle {:?}, max {:?}) scheduling_rounds={hist_count} scheduling_seconds_total={hist_sum} replicas={} rss_before_controller={rss_before:.0}MiB rss_after={:.0}MiB",
         (last_pending - created).as_secs_f64(),
         to_scale.as_secs_f64(),
         running.ctx.options.batch_idle,
