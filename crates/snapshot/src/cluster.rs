@@ -255,9 +255,97 @@ pub fn build(objects: &Objects<'_>) -> Built {
     out
 }
 
+/// Taints a node carries only while it comes up (kubelet, node lifecycle controller, cloud
+/// controller, Karpenter's registration): they say nothing about where pods may go once it is
+/// ready, as Karpenter's `KnownEphemeralTaints`. Matched by key and effect.
+const EPHEMERAL_TAINTS: &[(&str, core::TaintEffect)] = &[
+    (
+        "node.kubernetes.io/not-ready",
+        core::TaintEffect::NoSchedule,
+    ),
+    (
+        "node.kubernetes.io/unreachable",
+        core::TaintEffect::NoSchedule,
+    ),
+    (
+        "node.cloudprovider.kubernetes.io/uninitialized",
+        core::TaintEffect::NoSchedule,
+    ),
+    (
+        wellknown::UNREGISTERED_TAINT_KEY,
+        core::TaintEffect::NoExecute,
+    ),
+];
+
+/// A claimed node that has not finished coming up, seen as it will be once it has (as
+/// Karpenter's `StateNode` does): before registration its labels and taints are the
+/// claim's, which registration is about to sync; until initialization its ephemeral and
+/// startup taints are ignored and resources the kubelet has not reported yet are the claim's.
+/// Otherwise every provisioning round while a node registers would find its pods no room
+/// there and launch a second node for them.
+fn expected_when_ready(node: &mut core::Node, c: &NodeClaim, registered: bool) {
+    if !registered {
+        if let Some(labels) = &c.metadata.labels {
+            for (k, v) in labels {
+                node.labels.insert(k.clone(), v.clone());
+            }
+        }
+        node.taints = c
+            .spec
+            .taints
+            .iter()
+            .flatten()
+            .filter_map(|t| taint(t, "spec.taints").ok())
+            .collect();
+    }
+    let startup: Vec<core::Taint> = c
+        .spec
+        .startup_taints
+        .iter()
+        .flatten()
+        .filter_map(|t| taint(t, "spec.startupTaints").ok())
+        .collect();
+    node.taints.retain(|t| {
+        !EPHEMERAL_TAINTS
+            .iter()
+            .any(|(k, e)| t.key == *k && t.effect == *e)
+            && !startup
+                .iter()
+                .any(|s| s.key == t.key && s.effect == t.effect)
+    });
+    let from_claim = c.status.as_ref().and_then(|s| s.allocatable.as_ref());
+    if let Ok(claim) = quantities(from_claim, "status.allocatable") {
+        fill_unreported(&mut node.allocatable, &claim);
+        fill_unreported(&mut node.capacity, &claim);
+    }
+}
+
+/// Resources the node reports as zero take the claim's value.
+fn fill_unreported(node: &mut core::Resources, claim: &core::Resources) {
+    for (mine, theirs) in [
+        (&mut node.cpu_milli, claim.cpu_milli),
+        (&mut node.memory, claim.memory),
+        (&mut node.pods, claim.pods),
+        (&mut node.ephemeral_storage, claim.ephemeral_storage),
+    ] {
+        if *mine == 0 {
+            *mine = theirs;
+        }
+    }
+    for (k, v) in &claim.extended {
+        let mine = node.extended.entry(k.clone()).or_insert(0);
+        if *mine == 0 {
+            *mine = *v;
+        }
+    }
+}
+
 /// What only the NodeClaim knows about a registered node.
 fn merge_claim(node: &mut core::Node, c: &NodeClaim) {
     let conds = c.status.as_ref().and_then(|s| s.conditions.as_ref());
+    if !condition_true(conds, "Initialized") {
+        expected_when_ready(node, c, condition_true(conds, "Registered"));
+    }
     node.nodepool = c
         .metadata
         .labels
@@ -496,6 +584,121 @@ mod tests {
             vec!["p"],
             "only pods the scheduler gave up on, never daemon pods"
         );
+    }
+
+    fn coming_up(conditions: serde_json::Value) -> NodeClaim {
+        from(json!({
+            "metadata": {"name": "pool-c", "labels": {"karpenter.sh/nodepool": "pool", "team": "web"}},
+            "spec": {"nodeClassRef": {"group": "g", "kind": "ClusterAPINodeClass", "name": "n"}, "requirements": [],
+                     "taints": [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}],
+                     "startupTaints": [{"key": "cni-not-ready", "effect": "NoSchedule"}]},
+            "status": {"providerID": "test://c", "conditions": conditions,
+                       "allocatable": {"cpu": "1900m", "memory": "4Gi", "pods": "110", "example.com/gpu": "1"}}
+        }))
+    }
+
+    fn kubelet_node(taints: serde_json::Value) -> corev1::Node {
+        from(json!({
+            "metadata": {"name": "node-c", "labels": {"kubernetes.io/hostname": "node-c"}},
+            "spec": {"providerID": "test://c", "taints": taints},
+            "status": {"allocatable": {"cpu": "1900m", "memory": "4Gi", "pods": "110"}}
+        }))
+    }
+
+    fn cond(type_: &str) -> serde_json::Value {
+        json!({"type": type_, "status": "True", "reason": "r", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    }
+
+    #[test]
+    fn a_node_still_registering_is_seen_as_its_claim_promises() {
+        let claim = coming_up(json!([cond("Launched")]));
+        let node = kubelet_node(json!([
+            {"key": "karpenter.sh/unregistered", "effect": "NoExecute"},
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+            {"key": "cni-not-ready", "effect": "NoSchedule"}
+        ]));
+        let pod: corev1::Pod = from(json!({
+            "metadata": {"name": "p", "namespace": "n"},
+            "spec": {"nodeSelector": {"team": "web"},
+                     "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "web", "effect": "NoSchedule"}],
+                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "example.com/gpu": "1"}}}]},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+        }));
+        let objects = Objects {
+            now: 1_800_000_000,
+            pods: vec![&pod],
+            nodes: vec![&node],
+            nodeclaims: vec![&claim],
+            ..Default::default()
+        };
+        let built = build(&objects);
+        assert!(built.problems.is_empty(), "{:?}", built.problems);
+        let n = &built.snapshot.nodes[0];
+        assert!(!n.in_flight && !n.initialized);
+        assert_eq!(
+            n.taints,
+            vec![core::Taint {
+                key: "dedicated".into(),
+                value: Some("web".into()),
+                effect: core::TaintEffect::NoSchedule
+            }],
+            "the claim's taints, not the kubelet's while it registers"
+        );
+        assert_eq!(n.labels.get("team").map(String::as_str), Some("web"));
+        assert_eq!(n.allocatable.extended.get("example.com/gpu"), Some(&1));
+        // The pending pod goes to the node coming up, not to a second node.
+        let result = core::schedule(&built.snapshot, &core::SchedulingOptions::default());
+        assert_eq!(result.existing_placements.len(), 1, "{result:?}");
+        assert_eq!(result.existing_placements[0].node, "node-c");
+        assert!(result.new_node_claims.is_empty() && result.unschedulable.is_empty());
+    }
+
+    #[test]
+    fn a_registered_node_keeps_its_own_taints_but_not_the_passing_ones() {
+        let claim = coming_up(json!([cond("Launched"), cond("Registered")]));
+        let node = kubelet_node(json!([
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"},
+            {"key": "cni-not-ready", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+            {"key": "dedicated", "value": "web", "effect": "NoSchedule"}
+        ]));
+        let objects = Objects {
+            nodes: vec![&node],
+            nodeclaims: vec![&claim],
+            ..Default::default()
+        };
+        let n = &build(&objects).snapshot.nodes[0];
+        let keys: Vec<(&str, core::TaintEffect)> = n
+            .taints
+            .iter()
+            .map(|t| (t.key.as_str(), t.effect))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                ("node.kubernetes.io/not-ready", core::TaintEffect::NoExecute),
+                ("dedicated", core::TaintEffect::NoSchedule)
+            ],
+            "only the ephemeral NoSchedule and the startup taint go"
+        );
+        assert_eq!(
+            n.labels.get("team"),
+            None,
+            "registered: the node's own labels"
+        );
+
+        // Initialized: the node is what it says.
+        let ready = coming_up(json!([
+            cond("Launched"),
+            cond("Registered"),
+            cond("Initialized")
+        ]));
+        let objects = Objects {
+            nodes: vec![&node],
+            nodeclaims: vec![&ready],
+            ..Default::default()
+        };
+        assert_eq!(build(&objects).snapshot.nodes[0].taints.len(), 4);
     }
 
     #[test]

@@ -395,6 +395,11 @@ pub fn scoped_options(scope: &str) -> Options {
         ..Options::default()
     };
     o.cloud.poll_interval = Duration::from_millis(300);
+    // A failing scenario is explained by the core's inputs: `KCAPI_E2E_REPLAY_DIR` keeps
+    // every round's replay record, one folder per scenario.
+    if let Some(dir) = std::env::var_os("KCAPI_E2E_REPLAY_DIR") {
+        o.replay_dir = Some(std::path::PathBuf::from(dir).join(scope));
+    }
     o
 }
 

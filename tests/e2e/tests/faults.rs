@@ -120,6 +120,7 @@ async fn restart_after_the_scale_write_adds_no_replica() {
     .expect("scale write");
     first.stop();
     let claims = s.claims().await;
+    let claims_at_kill = claims.len();
     let launched_at_kill = claims.iter().filter(|c| condition(c, "Launched")).count();
     let replicas_at_kill = s.replicas("w").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -132,8 +133,7 @@ async fn restart_after_the_scale_write_adds_no_replica() {
     report(
         "restart-after-scale-write",
         &format!(
-            "killed with replicas {replicas_at_kill}, {} claim(s), {launched_at_kill} Launched; after restart 6 pods Running, replicas {replicas}, {machines} Machine(s), {} claim(s); {:.1}s",
-            claims.len(),
+            "killed with replicas {replicas_at_kill}, {claims_at_kill} claim(s), {launched_at_kill} Launched; after restart 6 pods Running, replicas {replicas}, {machines} Machine(s), {} claim(s); {:.1}s",
             claims.len(),
             t0.elapsed().as_secs_f64()
         ),
