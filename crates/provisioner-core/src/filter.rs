@@ -218,6 +218,8 @@ pub struct PodFilter<'p> {
     owned: Vec<Owned>,
     /// Other pods' anti-affinity groups that select this pod, with their owners counted.
     inverse: Vec<Group>,
+    /// The identity of each of `inverse`, to find a group again when an owner is placed.
+    inverse_keys: Vec<GroupKey>,
     new_hosts: bool,
 }
 
@@ -298,12 +300,74 @@ impl<'p> PodFilter<'p> {
                 });
             }
         }
+        let (inverse_keys, inverse) = inverse_groups(pod, nodes, ctx).into_iter().unzip();
         PodFilter {
             pod,
             requests,
             owned,
-            inverse: inverse_groups(pod, nodes, ctx),
+            inverse,
+            inverse_keys,
             new_hosts,
+        }
+    }
+
+    /// Keeps the filter true after `mark` was placed on `node` (a live node the filter
+    /// knows, through [`PodFilter::new`] or [`PodFilter::note_node`]), instead of counting
+    /// the whole cluster again: a caller placing many pods of one spec (the
+    /// Cluster-Autoscaler estimate) builds one filter and updates it, which is the same as
+    /// building a new one after every placement.
+    pub fn note_placed(&mut self, node: &NodeView, mark: &PodMark, ctx: &Context<'_>) {
+        if !node.live {
+            return;
+        }
+        for o in &mut self.owned {
+            let g = &mut o.group;
+            if !g.counts_node(&node.labels, &node.taints) || !selects_mark(g, mark) {
+                continue;
+            }
+            if let Some(d) = node.domain(&g.key) {
+                g.counts.add(d, 1);
+            }
+        }
+        if mark.anti_affinity.is_empty() {
+            return;
+        }
+        for (key, g) in mark_groups(self.pod, mark, ctx) {
+            let Some(d) = node.domain(&key.key) else {
+                continue;
+            };
+            let i = match self.inverse_keys.iter().position(|k| *k == key) {
+                Some(i) => i,
+                None => {
+                    self.inverse_keys.push(key);
+                    self.inverse.push(g);
+                    self.inverse.len() - 1
+                }
+            };
+            if let Some(g) = self.inverse.get_mut(i) {
+                g.owners.add(d, 1);
+            }
+        }
+    }
+
+    /// Keeps the filter true after an empty `node` joined the cluster it was built over.
+    pub fn note_node(&mut self, node: &NodeView) {
+        if !node.live {
+            return;
+        }
+        for o in &mut self.owned {
+            let g = &o.group;
+            if self.new_hosts && g.key == labels::HOSTNAME {
+                continue;
+            }
+            if g.kind == Kind::Spread && !g.counts_node(&node.labels, &node.taints) {
+                continue;
+            }
+            if let Some(d) = node.domain(&g.key)
+                && !o.eligible.contains(d)
+            {
+                o.eligible.insert(d.to_string());
+            }
         }
     }
 
@@ -316,6 +380,7 @@ impl<'p> PodFilter<'p> {
             requests,
             owned: Vec::new(),
             inverse: Vec::new(),
+            inverse_keys: Vec::new(),
             new_hosts: false,
         }
     }
@@ -342,8 +407,27 @@ impl<'p> PodFilter<'p> {
     }
 }
 
-/// Required anti-affinity groups of placed pods that select `pod`, with owners per domain.
-fn inverse_groups(pod: &Pod, nodes: &[NodeView], ctx: &Context<'_>) -> Vec<Group> {
+/// The groups of a placed pod's required anti-affinity terms that select `pod`.
+fn mark_groups(pod: &Pod, mark: &PodMark, ctx: &Context<'_>) -> Vec<(GroupKey, Group)> {
+    let owner = Pod {
+        namespace: mark.namespace.clone(),
+        labels: mark.labels.clone(),
+        pod_anti_affinity: PodAffinity {
+            required: mark.anti_affinity.clone(),
+            preferred: Vec::new(),
+        },
+        ..Pod::default()
+    };
+    owned_terms(&owner, ctx.namespaces, &[])
+        .into_iter()
+        .map(|t| (t.key.clone(), Group::new(&t)))
+        .filter(|(_, g)| g.selects(pod))
+        .collect()
+}
+
+/// Required anti-affinity groups of placed pods that select `pod`, with owners per domain,
+/// each with its identity.
+fn inverse_groups(pod: &Pod, nodes: &[NodeView], ctx: &Context<'_>) -> Vec<(GroupKey, Group)> {
     // The terms of a mark depend only on its namespace, labels and anti-affinity, and the
     // anti-affinity pods of a cluster are mostly replicas of a few specs: work out each
     // spec's groups once per call (the Cluster-Autoscaler baseline builds a filter per pod
@@ -365,26 +449,14 @@ fn inverse_groups(pod: &Pod, nodes: &[NodeView], ctx: &Context<'_>) -> Vec<Group
             let si = match specs.iter().position(|s| same(&s)) {
                 Some(si) => si,
                 None => {
-                    let owner = Pod {
-                        namespace: m.namespace.clone(),
-                        labels: m.labels.clone(),
-                        pod_anti_affinity: PodAffinity {
-                            required: m.anti_affinity.clone(),
-                            preferred: Vec::new(),
-                        },
-                        ..Pod::default()
-                    };
                     let mut terms = Vec::new();
-                    for t in owned_terms(&owner, ctx.namespaces, &[]) {
-                        let g = Group::new(&t);
-                        if !g.selects(pod) {
-                            continue;
-                        }
-                        let gi = *index.entry(t.key.clone()).or_insert_with(|| {
+                    for (key, g) in mark_groups(pod, m, ctx) {
+                        let topology_key = key.key.clone();
+                        let gi = *index.entry(key).or_insert_with(|| {
                             groups.push(g);
                             groups.len() - 1
                         });
-                        terms.push((gi, t.key.key.clone()));
+                        terms.push((gi, topology_key));
                     }
                     specs.push((m, terms));
                     specs.len() - 1
@@ -406,8 +478,8 @@ fn inverse_groups(pod: &Pod, nodes: &[NodeView], ctx: &Context<'_>) -> Vec<Group
     // In the order of their keys, as the groups were kept before.
     let mut out: Vec<Option<Group>> = groups.into_iter().map(Some).collect();
     index
-        .values()
-        .filter_map(|gi| out.get_mut(*gi).and_then(Option::take))
+        .into_iter()
+        .filter_map(|(key, gi)| Some((key, out.get_mut(gi).and_then(Option::take)?)))
         .collect()
 }
 
@@ -505,6 +577,80 @@ mod tests {
             potential: &[],
         };
         may_bind(p, &crate::resources::pod_requests(p), i, nodes, &ctx)
+    }
+
+    /// Specs with every kind of counted term: zone spread and hostname anti-affinity of their
+    /// own (web), zone anti-affinity that selects web (db), zone affinity to db (cache), and
+    /// a web pod that owns nothing but counts in web's groups.
+    fn specs() -> Vec<Pod> {
+        let mut web = pod(100, "web");
+        web.topology_spread = vec![spread(labels::ZONE, "web")];
+        web.pod_anti_affinity.required = vec![term("web", labels::HOSTNAME)];
+        let mut db = pod(100, "db");
+        db.pod_anti_affinity.required = vec![term("web", labels::ZONE)];
+        let mut cache = pod(100, "cache");
+        cache.pod_affinity.required = vec![term("db", labels::ZONE)];
+        vec![web, db, cache, pod(100, "web")]
+    }
+
+    proptest::proptest! {
+        /// A filter updated after each placement and node addition answers as one built anew
+        /// over the changed cluster, on every node and on nodes about to be created.
+        #[test]
+        fn an_updated_filter_answers_as_a_new_one(
+            steps in proptest::collection::vec((0usize..5, 0usize..4, 0usize..16), 1..40),
+            potential_nodes in proptest::bool::ANY,
+        ) {
+            let ns = none();
+            let zones = ["a", "b", "c"];
+            let potential: Vec<(BTreeMap<String, String>, Vec<Taint>)> = if potential_nodes {
+                zones
+                    .iter()
+                    .map(|z| (BTreeMap::from([(labels::ZONE.to_string(), z.to_string())]), vec![]))
+                    .collect()
+            } else {
+                vec![]
+            };
+            let ctx = Context { namespaces: &ns, potential: &potential };
+            let specs = specs();
+            let mut nodes = vec![node("n0", "a", 64_000), node("n1", "b", 64_000)];
+            place(&mut nodes[1], 0, &specs[1]);
+            let reqs: Vec<Resources> = specs.iter().map(crate::resources::pod_requests).collect();
+            let mut filters: Vec<PodFilter<'_>> = specs
+                .iter()
+                .zip(&reqs)
+                .map(|(p, r)| PodFilter::new(p, r, &nodes, &ctx))
+                .collect();
+            for (id, (action, spec, target)) in steps.into_iter().enumerate() {
+                if action == 0 {
+                    let name = format!("n{}", nodes.len());
+                    let n = node(&name, zones[target % 3], 64_000);
+                    for f in &mut filters {
+                        f.note_node(&n);
+                    }
+                    nodes.push(n);
+                } else {
+                    let ni = target % nodes.len();
+                    let mark = PodMark::of(id + 1, &specs[spec]);
+                    for f in &mut filters {
+                        f.note_placed(&nodes[ni], &mark, &ctx);
+                    }
+                    nodes[ni].add_pod(mark, &reqs[spec]);
+                }
+                let fresh_nodes: Vec<NodeView> =
+                    zones.iter().map(|z| node(&format!("new-{z}"), z, 64_000)).collect();
+                for (si, f) in filters.iter().enumerate() {
+                    let built = PodFilter::new(&specs[si], &reqs[si], &nodes, &ctx);
+                    for n in nodes.iter().chain(&fresh_nodes) {
+                        proptest::prop_assert_eq!(
+                            f.allows(n),
+                            built.allows(n),
+                            "spec {} on {}", si, n.name
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -352,6 +352,28 @@ struct Draft {
     terms: Vec<NodeSelectorTerm>,
 }
 
+impl Draft {
+    /// A draft holding one pod; `limits` are its per-node limits and arrival-only limits.
+    fn of_one(
+        pod: u32,
+        requests: Resources,
+        shapes: ShapeSet,
+        (limits, arrival): (BTreeMap<u32, u32>, BTreeMap<u32, u32>),
+        ports: Vec<u32>,
+        term: NodeSelectorTerm,
+    ) -> Self {
+        Draft {
+            pods: vec![pod],
+            requests,
+            shapes,
+            limits,
+            arrival,
+            ports,
+            terms: vec![term],
+        }
+    }
+}
+
 /// The Karpenter baseline's in-flight NodeClaims. Karpenter decides a pod's NodeClaim
 /// while it schedules the pod (`addToInflightNode`: the first NodeClaim, fewest pods first,
 /// whose requirements, topology and remaining instance types take it), so its topology
@@ -718,15 +740,14 @@ impl<'a> Run<'a> {
         if let Some(pool) = pool {
             // The Karpenter baseline: a new NodeClaim holding this pod.
             let di = self.drafts.len();
-            self.drafts.push(Draft {
-                pods: vec![index],
-                requests: requests.clone(),
-                shapes: set.clone(),
-                limits,
-                arrival,
-                ports: ports.clone(),
-                terms: vec![term],
-            });
+            self.drafts.push(Draft::of_one(
+                index,
+                requests.clone(),
+                set.clone(),
+                (limits, arrival),
+                ports.clone(),
+                term,
+            ));
             let Some(claims) = self.claims.as_mut() else {
                 return Err("internal: no NodeClaims".into());
             };
@@ -788,15 +809,14 @@ impl<'a> Run<'a> {
             return Ok(());
         }
         let di = self.drafts.len();
-        self.drafts.push(Draft {
-            pods: vec![index],
+        self.drafts.push(Draft::of_one(
+            index,
             requests,
-            shapes: set,
-            limits,
-            arrival,
+            set,
+            (limits, arrival),
             ports,
-            terms: vec![term],
-        });
+            term,
+        ));
         if let Some(g) = bundle_with {
             self.bundles.insert(g, di);
         }
@@ -978,15 +998,14 @@ impl<'a> Run<'a> {
                 limits.insert(*id, 1);
             }
             let di = self.drafts.len();
-            self.drafts.push(Draft {
-                pods: vec![index],
-                requests: requests.clone(),
-                shapes: set.clone(),
-                limits,
-                arrival,
-                ports: ports.clone(),
-                terms: vec![c.term.clone()],
-            });
+            self.drafts.push(Draft::of_one(
+                index,
+                requests.clone(),
+                set.clone(),
+                (limits, arrival),
+                ports.clone(),
+                c.term.clone(),
+            ));
             self.settled_domains(&set, &mut pins);
             pins.insert(labels::HOSTNAME.to_string(), host);
             self.state.pin(pod, pins);

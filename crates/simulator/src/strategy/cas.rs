@@ -200,6 +200,10 @@ fn same_spec(a: &core::Pod, b: &core::Pod) -> bool {
 /// shortcut is CAS's own, and what keeps the estimate linear in pods rather than pods x
 /// nodes. `sim` holds the nodes inter-pod constraints see; new nodes are appended to it.
 /// Returns the pods of each new node.
+///
+/// A group's pods share everything the filter reads, so one filter serves the whole group,
+/// updated as its pods are placed and nodes added (`PodFilter::note_placed`/`note_node`)
+/// rather than counted over every node again for each pod.
 #[allow(clippy::too_many_arguments)]
 fn estimate(
     snap: &core::Snapshot,
@@ -215,29 +219,38 @@ fn estimate(
     let mut bins: Vec<Vec<usize>> = Vec::new();
     for group in groups {
         let p0 = &snap.pods[group[0]];
-        if !predicates::fits_node(p0, &pod_requests(p0), template) {
+        let req = pod_requests(p0);
+        if !predicates::fits_node(p0, &req, template) {
             continue;
         }
+        let counted = owners || predicates::has_inter_pod_constraints(p0);
+        let mut f = filter(p0, &req, sim, ctx, owners);
+        let place = |sim: &mut Vec<NodeView>,
+                     f: &mut predicates::PodFilter<'_>,
+                     owners: &mut bool,
+                     bins: &mut Vec<Vec<usize>>,
+                     ni: usize,
+                     pi: usize| {
+            let p = &snap.pods[pi];
+            let mark = PodMark::of(pi, p);
+            if counted {
+                f.note_placed(&sim[ni], &mark, ctx);
+            }
+            *owners |= !p.pod_anti_affinity.required.is_empty();
+            sim[ni].add_pod(mark, &req);
+            bins[ni - base].push(pi);
+        };
         let mut k = 0;
         // Any node added so far, until the first pod that fits none.
         while k < group.len() {
-            let pi = group[k];
-            let p = &snap.pods[pi];
-            let req = pod_requests(p);
-            let f = filter(p, &req, sim, ctx, owners);
             let Some(ni) = (base..sim.len()).find(|&ni| f.allows(&sim[ni])) else {
                 break;
             };
-            owners |= !p.pod_anti_affinity.required.is_empty();
-            sim[ni].add_pod(PodMark::of(pi, p), &req);
-            bins[ni - base].push(pi);
+            place(sim, &mut f, &mut owners, &mut bins, ni, group[k]);
             k += 1;
         }
         // The rest: the last node added, else a new one.
         for &pi in &group[k..] {
-            let p = &snap.pods[pi];
-            let req = pod_requests(p);
-            let f = filter(p, &req, sim, ctx, owners);
             let last = (sim.len() > base).then(|| sim.len() - 1);
             let ni = match last {
                 Some(l) if f.allows(&sim[l]) => l,
@@ -254,14 +267,15 @@ fn estimate(
                     if !f.allows(&v) {
                         break;
                     }
+                    if counted {
+                        f.note_node(&v);
+                    }
                     sim.push(v);
                     bins.push(Vec::new());
                     sim.len() - 1
                 }
             };
-            owners |= !p.pod_anti_affinity.required.is_empty();
-            sim[ni].add_pod(PodMark::of(pi, p), &req);
-            bins[ni - base].push(pi);
+            place(sim, &mut f, &mut owners, &mut bins, ni, pi);
         }
     }
     bins
