@@ -128,11 +128,14 @@ async fn main() {
             {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "m"}]}})))
         .await
         .expect("pod status");
+    // Now the pod is pending as the controller counts it (`is_provisionable`).
+    let unschedulable_at = Instant::now();
     let deadline = pending_at + Duration::from_secs(30);
     while adapter_support::replicas(&client, &id).await <= before && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let to_scale = pending_at.elapsed();
+    let from_unschedulable = unschedulable_at.elapsed();
     let raised = adapter_support::replicas(&client, &id).await > before;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let text = running.ctx.metrics.encode();
@@ -149,9 +152,10 @@ async fn main() {
         .unwrap_or("?")
         .to_string();
     println!(
-        "pods={pods} nodes={nodes} create_pods={:.1}s lone_pod_to_scale_write={:.3}s raised={raised} (batch idle {:?}, max {:?}) scheduling_rounds={hist_count} scheduling_seconds_total={hist_sum} replicas={} rss_before_controller={rss_before:.0}MiB rss_after={:.0}MiB",
+        "pods={pods} nodes={nodes} create_pods={:.1}s lone_pod_to_scale_write={:.3}s (from_unschedulable_status={:.3}s) raised={raised} (batch idle {:?}, max {:?}) scheduling_rounds={hist_count} scheduling_seconds_total={hist_sum} replicas={} rss_before_controller={rss_before:.0}MiB rss_after={:.0}MiB",
         (last_pending - created).as_secs_f64(),
         to_scale.as_secs_f64(),
+        from_unschedulable.as_secs_f64(),
         running.ctx.options.batch_idle,
         running.ctx.options.batch_max,
         adapter_support::replicas(&client, &id).await,

@@ -26,7 +26,8 @@ pub struct Context {
     pub cloud: CloudProvider,
     pub state: ClusterState,
     pub metrics: Metrics,
-    pub recorder: Recorder,
+    /// Events go out through a queue, deduplicated ([`crate::events`]).
+    pub events: crate::events::EventSink,
     pub options: Options,
     pub catalogs: CatalogCache,
     /// Nodes and NodeClaims that provisioning just promised pods to, with when: disruption
@@ -70,7 +71,7 @@ impl Context {
             cloud,
             state,
             metrics,
-            recorder,
+            events: crate::events::EventSink::new(recorder),
             options,
             catalogs: CatalogCache::new(Duration::from_secs(5)),
             nominations: Default::default(),
@@ -172,7 +173,7 @@ impl Context {
             .await
     }
 
-    /// Publishes an event; a failure to publish is logged, never propagated.
+    /// Queues an event (see [`crate::events`]); never waits for the API, never fails.
     pub async fn event(
         &self,
         object: &ObjectReference,
@@ -201,8 +202,6 @@ impl Context {
             action: action.into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&ev, object).await {
-            tracing::debug!(reason, error = %e, "could not publish event");
-        }
+        self.events.publish(object, ev);
     }
 }

@@ -272,7 +272,7 @@ async fn execute(
         match nodeclaims::create(ctx, np, &req, catalogs, "disruption").await {
             Ok(nc) => {
                 let name = nc.name_any();
-                crate::lifecycle::launch_soon(ctx, &name);
+                crate::lifecycle::launch_soon(ctx, nc);
                 replacements.push(name);
             }
             Err(e) => {

@@ -15,6 +15,7 @@
 //!   (NodePool hash, requirements, the provider's template drift).
 //! - [`gc`]: NodeClaims whose Machine vanished; Nodes deleted by hand.
 //! - [`status`]: ClusterAPINodeClass and NodePool status.
+//! - [`events`]: events queued, deduplicated and published off the decision path.
 //! - [`leader`], [`metrics`], [`server`], [`replay`]; [`runtime`] wires them.
 //!
 //! Nothing here is needed after a restart except what is in the API: every loop rebuilds
@@ -26,6 +27,7 @@ pub mod cloudprovider;
 pub mod context;
 pub mod disruption;
 pub mod error;
+pub mod events;
 pub mod gc;
 pub mod leader;
 pub mod lifecycle;

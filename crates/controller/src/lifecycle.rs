@@ -53,21 +53,15 @@ fn error_policy(_claim: Arc<NodeClaim>, error: &Error, ctx: Arc<Context>) -> Act
     Action::requeue(Duration::from_secs(5))
 }
 
-/// Starts the launch of a just-created claim now instead of waiting for the watch.
-pub fn launch_soon(ctx: &Arc<Context>, name: &str) {
+/// Starts the launch of a just-created claim now instead of waiting for the watch. `claim`
+/// is the object the API returned on creation: reading it again would only add a round
+/// trip to every pending pod's time to its scale write.
+pub fn launch_soon(ctx: &Arc<Context>, claim: NodeClaim) {
     let tasks = ctx.cloud.tasks().clone();
     let ctx = ctx.clone();
-    let name = name.to_string();
     tasks.spawn(async move {
-        let api: Api<NodeClaim> = Api::all(ctx.workload.clone());
-        match api.get_opt(&name).await {
-            Ok(Some(claim)) => {
-                if let Err(e) = launch(&claim, &ctx).await {
-                    tracing::debug!(nodeclaim = %name, error = %e, "early launch failed; the reconciler retries");
-                }
-            }
-            Ok(None) => {}
-            Err(e) => tracing::debug!(nodeclaim = %name, error = %e, "could not read nodeclaim"),
+        if let Err(e) = launch(&claim, &ctx).await {
+            tracing::debug!(nodeclaim = %claim.name_any(), error = %e, "early launch failed; the reconciler retries");
         }
     });
 }

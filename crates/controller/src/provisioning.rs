@@ -157,7 +157,7 @@ pub async fn round(ctx: &Arc<Context>) -> Result<Option<SchedulingResult>> {
         let name = nc.name_any();
         ctx.nominate(&name);
         created.push(name.clone());
-        crate::lifecycle::launch_soon(ctx, &name);
+        crate::lifecycle::launch_soon(ctx, nc);
         for pod in &claim.pods {
             if let Some(p) = pods.get(&(pod.namespace.clone(), pod.name.clone())) {
                 ctx.event(

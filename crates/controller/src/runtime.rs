@@ -87,7 +87,7 @@ pub async fn start(
                 })?,
         );
     }
-    let tasks = vec![
+    let mut tasks = vec![
         leader_task,
         tokio::spawn(crate::provisioning::run(ctx.clone())),
         tokio::spawn(crate::lifecycle::run(ctx.clone())),
@@ -96,6 +96,9 @@ pub async fn start(
         tokio::spawn(crate::gc::run(ctx.clone())),
         tokio::spawn(crate::status::run(ctx.clone(), clients.management.clone())),
     ];
+    if let Some(worker) = ctx.events.worker() {
+        tasks.push(tokio::spawn(worker));
+    }
     tracing::info!(identity = %ctx.options.identity, "controller started");
     Ok(Running {
         ctx,

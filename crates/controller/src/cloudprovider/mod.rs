@@ -97,12 +97,16 @@ impl From<kube::Error> for Error {
     }
 }
 
-/// Tunables; [`Config::default`] has upstream's batching windows.
+/// Tunables; [`Config::default`] has upstream's 1 s batch maximum and a shorter idle window.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The `cluster.x-k8s.io` version to talk to (v1beta2 on current CAPI).
     pub capi_version: CapiVersion,
-    /// A launch batch closes after this long without a new claim...
+    /// A launch batch closes after this long without a new claim... Each launch round
+    /// plans from every claim targeting the resource as the API has them, not only from its
+    /// batch, so a short window costs API reads, never a wrong count; a long one holds a lone
+    /// claim's scale write back (it was 100 ms, a third of a lone pod's time to its node's
+    /// scale write).
     pub batch_idle: Duration,
     /// ...or this long after its first claim.
     pub batch_max: Duration,
@@ -128,7 +132,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             capi_version: CapiVersion::V1Beta2,
-            batch_idle: Duration::from_millis(100),
+            batch_idle: Duration::from_millis(20),
             batch_max: Duration::from_secs(1),
             bind_wait: Duration::from_secs(30),
             poll_interval: Duration::from_secs(1),
@@ -309,15 +313,20 @@ impl CloudProvider {
         catalog: &Catalog,
     ) -> Result<Launch, Error> {
         let view = ClaimView::from_meta(&claim.metadata);
-        let target = match view.target {
-            Some(t) => t,
+        match view.target {
+            // Recorded (at creation, or by an earlier launch): it never changes, so there
+            // is nothing to read or write before joining the batch.
+            Some(t) => {
+                let rx = self.submit(&t, &view.name);
+                rx.await.unwrap_or(Err(Error::BatchLost(t)))
+            }
             None => {
                 let reqs: Vec<provisioner_core::Requirement> =
                     claim.spec.requirements.iter().map(requirement).collect();
-                plan::choose_resource(catalog, &reqs)?.resource.clone()
+                let target = plan::choose_resource(catalog, &reqs)?.resource.clone();
+                self.launch(&view.name, &target).await
             }
-        };
-        self.launch(&view.name, &target).await
+        }
     }
 
     /// Launches the NodeClaim `claim` on `target`: records the target on the claim (unless
