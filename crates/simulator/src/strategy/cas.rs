@@ -201,57 +201,67 @@ fn same_spec(a: &core::Pod, b: &core::Pod) -> bool {
 /// nodes. `sim` holds the nodes inter-pod constraints see; new nodes are appended to it.
 /// Returns the pods of each new node.
 ///
-/// A group's pods share everything the filter reads, so one filter serves the whole group,
-/// updated as its pods are placed and nodes added (`PodFilter::note_placed`/`note_node`)
-/// rather than counted over every node again for each pod.
-#[allow(clippy::too_many_arguments)]
+/// `base[g]` is group `g`'s filter counted over the cluster as it is before any estimate
+/// (the same for every node group, so counted once per scan, not once per node group and
+/// pod): a group starts from a copy and is told what this estimate has added so far, then
+/// what it adds itself (`PodFilter::note_node` / `note_placed`), which answers as a filter
+/// built anew over `sim` would.
 fn estimate(
     snap: &core::Snapshot,
     groups: &[Vec<usize>],
+    base: &[PodFilter<'_>],
     template: &NodeView,
     sim: &mut Vec<NodeView>,
     ctx: &Context<'_>,
-    any_owners: bool,
     max_nodes: usize,
 ) -> Vec<Vec<usize>> {
-    let base = sim.len();
-    let mut owners = any_owners;
+    /// What this estimate changed, in order.
+    enum Change {
+        Node(usize),
+        Pod(usize, usize),
+    }
+    let first_new = sim.len();
+    let mut log: Vec<Change> = Vec::new();
     let mut bins: Vec<Vec<usize>> = Vec::new();
-    for group in groups {
+    for (group, base) in groups.iter().zip(base) {
         let p0 = &snap.pods[group[0]];
         let req = pod_requests(p0);
         if !predicates::fits_node(p0, &req, template) {
             continue;
         }
-        let counted = owners || predicates::has_inter_pod_constraints(p0);
-        let mut f = filter(p0, &req, sim, ctx, owners);
+        let mut f = base.clone();
+        for c in &log {
+            match *c {
+                Change::Node(ni) => f.note_node(&sim[ni]),
+                Change::Pod(ni, pi) => {
+                    f.note_placed(&sim[ni], &PodMark::of(pi, &snap.pods[pi]), ctx)
+                }
+            }
+        }
         let place = |sim: &mut Vec<NodeView>,
-                     f: &mut predicates::PodFilter<'_>,
-                     owners: &mut bool,
+                     f: &mut PodFilter<'_>,
                      bins: &mut Vec<Vec<usize>>,
+                     log: &mut Vec<Change>,
                      ni: usize,
                      pi: usize| {
-            let p = &snap.pods[pi];
-            let mark = PodMark::of(pi, p);
-            if counted {
-                f.note_placed(&sim[ni], &mark, ctx);
-            }
-            *owners |= !p.pod_anti_affinity.required.is_empty();
+            let mark = PodMark::of(pi, &snap.pods[pi]);
+            f.note_placed(&sim[ni], &mark, ctx);
             sim[ni].add_pod(mark, &req);
-            bins[ni - base].push(pi);
+            bins[ni - first_new].push(pi);
+            log.push(Change::Pod(ni, pi));
         };
         let mut k = 0;
         // Any node added so far, until the first pod that fits none.
         while k < group.len() {
-            let Some(ni) = (base..sim.len()).find(|&ni| f.allows(&sim[ni])) else {
+            let Some(ni) = (first_new..sim.len()).find(|&ni| f.allows(&sim[ni])) else {
                 break;
             };
-            place(sim, &mut f, &mut owners, &mut bins, ni, group[k]);
+            place(sim, &mut f, &mut bins, &mut log, ni, group[k]);
             k += 1;
         }
         // The rest: the last node added, else a new one.
         for &pi in &group[k..] {
-            let last = (sim.len() > base).then(|| sim.len() - 1);
+            let last = (sim.len() > first_new).then(|| sim.len() - 1);
             let ni = match last {
                 Some(l) if f.allows(&sim[l]) => l,
                 _ => {
@@ -267,15 +277,15 @@ fn estimate(
                     if !f.allows(&v) {
                         break;
                     }
-                    if counted {
-                        f.note_node(&v);
-                    }
+                    f.note_node(&v);
                     sim.push(v);
                     bins.push(Vec::new());
-                    sim.len() - 1
+                    let ni = sim.len() - 1;
+                    log.push(Change::Node(ni));
+                    ni
                 }
             };
-            place(sim, &mut f, &mut owners, &mut bins, ni, pi);
+            place(sim, &mut f, &mut bins, &mut log, ni, pi);
         }
     }
     bins
@@ -356,10 +366,30 @@ impl Autoscaler for ClusterAutoscaler {
         // CAS's estimator works on pod equivalence groups (same controller and spec), in
         // decreasing order of requests; see `estimate`.
         let groups = equivalence_groups(snap, &rest);
+        // Each group's filter over the cluster as it stands, shared by every node group's
+        // estimate (see `estimate`).
+        let group_requests: Vec<core::Resources> = groups
+            .iter()
+            .map(|g| pod_requests(&snap.pods[g[0]]))
+            .collect();
         let inter_pod = any_owners
             || rest
                 .iter()
                 .any(|&pi| predicates::has_inter_pod_constraints(&snap.pods[pi]));
+        let group_filters: Vec<PodFilter<'_>> = groups
+            .iter()
+            .zip(&group_requests)
+            .map(|(g, req)| {
+                let p = &snap.pods[g[0]];
+                if inter_pod {
+                    PodFilter::new(p, req, &nodes, &ctx)
+                } else {
+                    // Nothing to count: no pod in play has inter-pod constraints, and
+                    // none of these can add any.
+                    PodFilter::local(p, req)
+                }
+            })
+            .collect();
         let mut best: Option<(f64, f64, usize, Vec<Vec<usize>>)> = None;
         let keys = referenced_label_keys(snap, &rest, &nodes);
         // Shapes the pods cannot tell apart estimate alike: one stands for each class (see
@@ -385,7 +415,13 @@ impl Autoscaler for ClusterAutoscaler {
             let mut sim = if inter_pod { nodes.clone() } else { Vec::new() };
             let base = sim.len();
             let bins = estimate(
-                snap, &groups, &template, &mut sim, &ctx, any_owners, max_nodes,
+                snap,
+                &groups,
+                &group_filters,
+                &template,
+                &mut sim,
+                &ctx,
+                max_nodes,
             );
             if bins.is_empty() {
                 continue;
