@@ -19,8 +19,11 @@ use crate::error::{Error, Result};
 use crate::nodeclaims::{self, ClaimRequest};
 use crate::replay;
 
-/// Pending pods with no new event are looked at again this often.
-pub const RETRY: Duration = Duration::from_secs(30);
+/// Pending pods with no new event are looked at again this often: as Karpenter's pod
+/// controller requeues a provisionable pod every 10 s. The kube-scheduler binds as it
+/// scores, not as a round planned, so a pod promised to a node can find it taken, and no
+/// new event says so.
+pub const RETRY: Duration = Duration::from_secs(10);
 
 /// The provisioning loop; runs until the process stops.
 pub async fn run(ctx: Arc<Context>) {

@@ -33,7 +33,17 @@ enum Ev {
     Tick(u64),
     Scan(u64),
     Validate(usize),
+    /// Pods a decision placed did not bind: decide again (see [`RETRY_SECONDS`]).
+    Retry,
 }
+
+/// How long pods that a decision placed but that did not bind wait for the next decision.
+/// The kube-scheduler binds as it scores, not as the autoscaler planned, so a pod promised
+/// to a node can find it taken; no new pod event follows, so Karpenter's pod controller
+/// requeues provisionable pods every 10 s and our controller retries pending pods
+/// (`provisioning::RETRY`). Without this the simulator left such pods pending until
+/// something else happened (an hour on `examples/karpenter-benchmark.yaml`).
+pub const RETRY_SECONDS: i64 = 10;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -249,6 +259,8 @@ struct Sim<'w> {
     tick_at: Option<i64>,
     scan_gen: u64,
     scan_at: Option<i64>,
+    /// When an [`Ev::Retry`] is due, if one is.
+    retry_at: Option<i64>,
     version: u64,
     idle_version: Option<u64>,
     quiet_until: i64,
@@ -331,6 +343,7 @@ impl<'w> Sim<'w> {
             tick_at: None,
             scan_gen: 0,
             scan_at: None,
+            retry_at: None,
             version: 1,
             idle_version: None,
             quiet_until: i64::MAX,
@@ -629,6 +642,13 @@ impl<'w> Sim<'w> {
                 self.try_bind_to(pi, id);
             }
         }
+        if self
+            .pending
+            .iter()
+            .any(|&p| self.pods[p].nominated == Some(id))
+        {
+            self.schedule_retry();
+        }
         let mut ready_commands = Vec::new();
         for (ci, c) in self.commands.iter_mut().enumerate() {
             if c.waiting_on.remove(&id) && c.waiting_on.is_empty() {
@@ -766,6 +786,14 @@ impl<'w> Sim<'w> {
         self.kick_provisioning();
     }
 
+    fn schedule_retry(&mut self) {
+        if self.retry_at.is_none() {
+            let at = self.now + RETRY_SECONDS;
+            self.retry_at = Some(at);
+            self.push(at, Ev::Retry);
+        }
+    }
+
     fn kick_provisioning(&mut self) {
         match self.trigger {
             Trigger::Batch => {
@@ -879,7 +907,10 @@ impl<'w> Sim<'w> {
             }
             let phase = self.meta[ni].phase;
             match phase {
-                Phase::Ready if !self.try_bind_to(pi, ni) => self.pods[pi].nominated = None,
+                Phase::Ready if !self.try_bind_to(pi, ni) => {
+                    self.pods[pi].nominated = None;
+                    self.schedule_retry();
+                }
                 Phase::Launching => self.pods[pi].nominated = Some(ni),
                 _ => {}
             }
@@ -1282,6 +1313,17 @@ impl Sim<'_> {
                     }
                 }
                 Ev::NodeReady(ni) => self.node_ready(ni),
+                Ev::Retry => {
+                    self.retry_at = None;
+                    let unresolved = self.pending.iter().any(|&p| {
+                        self.pods[p]
+                            .nominated
+                            .is_none_or(|n| self.meta[n].phase != Phase::Launching)
+                    });
+                    if unresolved {
+                        self.kick_provisioning();
+                    }
+                }
                 Ev::Tick(generation) => {
                     if generation == self.tick_gen {
                         self.tick_at = None;
