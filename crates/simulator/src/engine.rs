@@ -1493,6 +1493,33 @@ mod tests {
         }
     }
 
+    /// Pods a decision placed that the kube-scheduler then could not bind (it binds as it
+    /// scores) are decided again: on Karpenter's benchmark pods some waited an hour, until
+    /// half the pods left, for a second provisioning decision that nothing triggered.
+    #[test]
+    fn pods_that_did_not_bind_where_placed_are_decided_again() {
+        let mut s = generators::generate("karpenter-benchmark", 1, Some(200)).expect("generator");
+        s.settings.end_seconds = Some(2 * 3600);
+        let ls = scenario::from_value(s, "kb-retry");
+        let w = crate::world::compile(&ls, 0).expect("world");
+        for name in ["cost-aware", "karpenter"] {
+            let mut a = strategy::build(name, &w.settings).expect("strategy");
+            let mut sim = Sim::new(&w);
+            sim.trigger = a.trigger();
+            let r = sim.run(a.as_mut(), name, 0, None);
+            assert_eq!(r.summary.pods_scheduled, r.summary.pods_total, "{name}");
+            assert!(
+                r.summary.pending_max_seconds <= 300.0,
+                "{name}: a pod waited {} s",
+                r.summary.pending_max_seconds
+            );
+            assert!(
+                r.summary.provisioning_decisions > 1,
+                "{name}: the retry made a second decision"
+            );
+        }
+    }
+
     /// The report's node-usage table and evictions series account for the whole run: usage
     /// costs add up to the run's total cost, launches to the nodes launched, and the
     /// evictions series ends at the pods disrupted.
