@@ -739,15 +739,7 @@ impl<'a> Run<'a> {
         }
         if let Some(pool) = pool {
             // The Karpenter baseline: a new NodeClaim holding this pod.
-            let di = self.drafts.len();
-            self.drafts.push(Draft::of_one(
-                index,
-                requests.clone(),
-                set.clone(),
-                (limits, arrival),
-                ports.clone(),
-                term,
-            ));
+            let di = self.open_draft(index, &requests, &set, (limits, arrival), &ports, term);
             let Some(claims) = self.claims.as_mut() else {
                 return Err("internal: no NodeClaims".into());
             };
@@ -822,6 +814,27 @@ impl<'a> Run<'a> {
         }
         self.state.pin(pod, pins);
         Ok(())
+    }
+
+    /// A new draft holding one pod (copies of what the caller keeps using); its index.
+    fn open_draft(
+        &mut self,
+        pod: u32,
+        requests: &Resources,
+        shapes: &ShapeSet,
+        limits: (BTreeMap<u32, u32>, BTreeMap<u32, u32>),
+        ports: &[u32],
+        term: NodeSelectorTerm,
+    ) -> usize {
+        self.drafts.push(Draft::of_one(
+            pod,
+            requests.clone(),
+            shapes.clone(),
+            limits,
+            ports.to_vec(),
+            term,
+        ));
+        self.drafts.len() - 1
     }
 
     /// The host-port groups of a pod's ports (one per protocol and port, limit one a node).
@@ -997,15 +1010,8 @@ impl<'a> Run<'a> {
             for id in &ports {
                 limits.insert(*id, 1);
             }
-            let di = self.drafts.len();
-            self.drafts.push(Draft::of_one(
-                index,
-                requests.clone(),
-                set.clone(),
-                (limits, arrival),
-                ports.clone(),
-                c.term.clone(),
-            ));
+            let term = c.term.clone();
+            let di = self.open_draft(index, requests, &set, (limits, arrival), &ports, term);
             self.settled_domains(&set, &mut pins);
             pins.insert(labels::HOSTNAME.to_string(), host);
             self.state.pin(pod, pins);

@@ -786,6 +786,16 @@ impl<'w> Sim<'w> {
         self.kick_provisioning();
     }
 
+    /// Whether a pending pod needs a decision: only pods waiting for an in-flight node do
+    /// not.
+    fn unresolved(&self) -> bool {
+        self.pending.iter().any(|&p| {
+            self.pods[p]
+                .nominated
+                .is_none_or(|n| self.meta[n].phase != Phase::Launching)
+        })
+    }
+
     fn schedule_retry(&mut self) {
         if self.retry_at.is_none() {
             let at = self.now + RETRY_SECONDS;
@@ -929,13 +939,7 @@ impl<'w> Sim<'w> {
         if self.pending.is_empty() {
             return;
         }
-        // Only pods not waiting for an in-flight node need a decision.
-        let needs = self.pending.iter().any(|&p| {
-            self.pods[p]
-                .nominated
-                .is_none_or(|n| self.meta[n].phase != Phase::Launching)
-        });
-        if !needs {
+        if !self.unresolved() {
             return;
         }
         let snap = self.snapshot(false);
@@ -1302,12 +1306,7 @@ impl Sim<'_> {
                     if generation == self.scan_gen {
                         self.scan_at = None;
                         self.run_provisioning(a);
-                        let unresolved = self.pending.iter().any(|&p| {
-                            self.pods[p]
-                                .nominated
-                                .is_none_or(|n| self.meta[n].phase != Phase::Launching)
-                        });
-                        if unresolved {
+                        if self.unresolved() {
                             self.kick_provisioning();
                         }
                     }
@@ -1315,12 +1314,7 @@ impl Sim<'_> {
                 Ev::NodeReady(ni) => self.node_ready(ni),
                 Ev::Retry => {
                     self.retry_at = None;
-                    let unresolved = self.pending.iter().any(|&p| {
-                        self.pods[p]
-                            .nominated
-                            .is_none_or(|n| self.meta[n].phase != Phase::Launching)
-                    });
-                    if unresolved {
+                    if self.unresolved() {
                         self.kick_provisioning();
                     }
                 }
