@@ -220,6 +220,10 @@ pub struct PodFilter<'p> {
     inverse: Vec<Group>,
     /// The identity of each of `inverse`, to find a group again when an owner is placed.
     inverse_keys: Vec<GroupKey>,
+    /// Placed pods' anti-affinity groups that select this pod, per spec seen by
+    /// [`PodFilter::note_placed`]: replicas share a spec, and working their terms out again
+    /// for every placement was most of what updating a filter cost.
+    placed_specs: Vec<(PodMark, Vec<(GroupKey, Group)>)>,
     new_hosts: bool,
 }
 
@@ -307,6 +311,7 @@ impl<'p> PodFilter<'p> {
             owned,
             inverse,
             inverse_keys,
+            placed_specs: Vec::new(),
             new_hosts,
         }
     }
@@ -332,15 +337,31 @@ impl<'p> PodFilter<'p> {
         if mark.anti_affinity.is_empty() {
             return;
         }
-        for (key, g) in mark_groups(self.pod, mark, ctx) {
+        let same_spec = |m: &PodMark| {
+            m.namespace == mark.namespace
+                && m.anti_affinity == mark.anti_affinity
+                && m.labels == mark.labels
+        };
+        let si = match self.placed_specs.iter().position(|(m, _)| same_spec(m)) {
+            Some(si) => si,
+            None => {
+                let groups = mark_groups(self.pod, mark, ctx);
+                self.placed_specs.push((mark.clone(), groups));
+                self.placed_specs.len() - 1
+            }
+        };
+        let Some((_, groups)) = self.placed_specs.get(si) else {
+            return;
+        };
+        for (key, g) in groups {
             let Some(d) = node.domain(&key.key) else {
                 continue;
             };
-            let i = match self.inverse_keys.iter().position(|k| *k == key) {
+            let i = match self.inverse_keys.iter().position(|k| k == key) {
                 Some(i) => i,
                 None => {
-                    self.inverse_keys.push(key);
-                    self.inverse.push(g);
+                    self.inverse_keys.push(key.clone());
+                    self.inverse.push(g.clone());
                     self.inverse.len() - 1
                 }
             };
@@ -381,6 +402,7 @@ impl<'p> PodFilter<'p> {
             owned: Vec::new(),
             inverse: Vec::new(),
             inverse_keys: Vec::new(),
+            placed_specs: Vec::new(),
             new_hosts: false,
         }
     }
