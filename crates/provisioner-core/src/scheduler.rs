@@ -958,11 +958,7 @@ impl<'a> Run<'a> {
             set.intersect_with(&c.shapes);
             let used = cl.used.clone();
             let host = cl.host.clone();
-            let fits = |s: ShapeId| {
-                shp.shapes
-                    .get(s as usize)
-                    .is_some_and(|sh| used.fits_with(requests, &sh.allocatable))
-            };
+            let fits = |s: ShapeId| shp.has_room(s, &used, requests);
             if !set.iter().any(fits) {
                 continue;
             }
@@ -1079,11 +1075,7 @@ impl<'a> Run<'a> {
     ) -> Result<(), String> {
         let base = std::sync::Arc::clone(&self.state.base);
         let shp = &base.shapes;
-        let fits = |s: ShapeId| {
-            shp.shapes
-                .get(s as usize)
-                .is_some_and(|sh| used.fits_with(requests, &sh.allocatable))
-        };
+        let fits = |s: ShapeId| shp.has_room(s, used, requests);
         for (g, self_sel, elig, label) in owned {
             let Some(grp) = self.state.groups.get(*g) else {
                 continue;
@@ -1146,11 +1138,7 @@ impl<'a> Run<'a> {
     ) -> Result<BTreeMap<String, String>, String> {
         let base = std::sync::Arc::clone(&self.state.base);
         let shp = &base.shapes;
-        let fits = |s: ShapeId| {
-            shp.shapes
-                .get(s as usize)
-                .is_some_and(|sh| used.fits_with(requests, &sh.allocatable))
-        };
+        let fits = |s: ShapeId| shp.has_room(s, used, requests);
         let mut keys: BTreeSet<String> = owned
             .iter()
             .filter_map(|(g, ..)| self.state.groups.get(*g))

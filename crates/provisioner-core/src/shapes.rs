@@ -144,6 +144,13 @@ thread_local! {
 }
 
 impl Shapes {
+    /// Whether shape `s` has room for `requests` on top of `used` (false for an unknown id).
+    pub fn has_room(&self, s: ShapeId, used: &Resources, requests: &Resources) -> bool {
+        self.shapes
+            .get(s as usize)
+            .is_some_and(|sh| used.fits_with(requests, &sh.allocatable))
+    }
+
     /// [`Shapes::build`], memoised per thread on its exact inputs. Consecutive decisions of a
     /// controller or simulator see the same NodePools, catalog and daemonsets nearly every
     /// time, and building the shapes (labels, taints, daemonset overhead per offering) was a
