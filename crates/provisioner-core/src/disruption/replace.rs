@@ -133,7 +133,7 @@ pub fn replacements(
         .collect();
     let mut per_claim: Vec<(Requirements, Vec<Priced>)> = Vec::with_capacity(claims.len());
     for c in claims {
-        let reqs = Requirements::from_wire(&c.requirements);
+        let reqs = Requirements::from_wire(c.requirements.iter());
         let mut priced: Vec<Priced> = c
             .instance_type_options
             .iter()

@@ -1,6 +1,6 @@
 //! The greedy packing engine shared by the shipped planners.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::model::Resources;
@@ -8,6 +8,8 @@ use crate::packing::{
     ItemId, LaunchPlan, NodeBuilder, PackItem, PackingProblem, PlannedNode, Reject, ShapeId,
     ShapeSet, limit_fits,
 };
+
+use super::open_lists::OpenLists;
 
 /// How open nodes are ordered when an item looks for one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,10 +152,14 @@ struct CandList {
     ids: Vec<ShapeId>,
     /// `suffix_max[i]`: per-dimension maximum (cpu, memory, pods, ephemeral) over `ids[i..]`.
     suffix_max: Vec<[i64; 4]>,
+    /// The same shapes cheapest first (ties: lower id), so a node's launch shape is the first
+    /// that is still compatible and holds its pods.
+    by_price: Vec<ShapeId>,
 }
 
 impl CandList {
-    fn new(problem: &PackingProblem, ids: Vec<ShapeId>) -> CandList {
+    /// `price_order`: every shape of the problem, cheapest first (ties: lower id).
+    fn new(problem: &PackingProblem, ids: Vec<ShapeId>, price_order: &[ShapeId]) -> CandList {
         let alloc = |s: ShapeId| problem.shapes.get(s as usize).map(|sh| &sh.allocatable);
         // The problem's shared size order (recomputed only for a problem built without one),
         // restricted to `ids`.
@@ -190,7 +196,16 @@ impl CandList {
                 *slot = acc;
             }
         }
-        CandList { ids, suffix_max }
+        let by_price = price_order
+            .iter()
+            .copied()
+            .filter(|s| member.get(*s as usize).copied().unwrap_or(false))
+            .collect();
+        CandList {
+            ids,
+            suffix_max,
+            by_price,
+        }
     }
 }
 
@@ -329,12 +344,18 @@ impl OpenNode {
     /// The cheapest shape that launches this node with everything on it.
     fn launch(&self, problem: &PackingProblem) -> Option<ShapeId> {
         let used = &self.b.used;
-        let list: &[ShapeId] = if self.exact {
-            &self.b.candidates
-        } else {
-            &self.cands.ids
-        };
-        list.iter()
+        if !self.exact {
+            return self.cands.by_price.iter().copied().find(|s| {
+                self.compat.contains(*s)
+                    && problem
+                        .shapes
+                        .get(*s as usize)
+                        .is_some_and(|sh| used.fits_in(&sh.allocatable))
+            });
+        }
+        self.b
+            .candidates
+            .iter()
             .copied()
             .filter(|s| {
                 self.compat.contains(*s)
@@ -365,41 +386,45 @@ fn may_fit(req: &Resources, h: &Resources) -> bool {
         && req.ephemeral_storage <= h.ephemeral_storage
 }
 
+/// Per position in `order`, the per-dimension minimum of the requests of the items at that
+/// position or later in the same group (`group_of`); one more entry, all `i64::MAX`, at the end.
+fn suffix_minima(
+    problem: &PackingProblem,
+    order: &[ItemId],
+    group_of: impl Fn(ItemId) -> u32,
+) -> Vec<Resources> {
+    let none = Resources {
+        cpu_milli: i64::MAX,
+        memory: i64::MAX,
+        pods: i64::MAX,
+        ephemeral_storage: i64::MAX,
+        extended: Default::default(),
+    };
+    let mut out = vec![none.clone(); order.len() + 1];
+    let mut running: HashMap<u32, Resources> = HashMap::new();
+    for (pos, id) in order.iter().enumerate().rev() {
+        let m = running.entry(group_of(*id)).or_insert_with(|| none.clone());
+        if let Some(r) = problem.items.get(*id as usize).map(|i| &i.requests) {
+            m.cpu_milli = m.cpu_milli.min(r.cpu_milli);
+            m.memory = m.memory.min(r.memory);
+            m.pods = m.pods.min(r.pods);
+            m.ephemeral_storage = m.ephemeral_storage.min(r.ephemeral_storage);
+        }
+        if let Some(slot) = out.get_mut(pos) {
+            *slot = m.clone();
+        }
+    }
+    out
+}
+
 /// Runs a greedy pass with `policy`.
 pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     let order = policy.item_order(problem);
     let mut demand = Demand::new(problem);
     // Suffix minimum of item sizes in placement order: a node whose room is below it in any
     // dimension can take no remaining item and is closed (this never changes a decision).
-    let mut suffix_min = vec![
-        Resources {
-            cpu_milli: i64::MAX,
-            memory: i64::MAX,
-            pods: i64::MAX,
-            ephemeral_storage: i64::MAX,
-            extended: Default::default()
-        };
-        order.len() + 1
-    ];
-    for (pos, id) in order.iter().enumerate().rev() {
-        let next = suffix_min.get(pos + 1).cloned().unwrap_or_default();
-        let cur = match problem.items.get(*id as usize).map(|i| &i.requests) {
-            Some(r) => Resources {
-                cpu_milli: next.cpu_milli.min(r.cpu_milli),
-                memory: next.memory.min(r.memory),
-                pods: next.pods.min(r.pods),
-                ephemeral_storage: next.ephemeral_storage.min(r.ephemeral_storage),
-                extended: Default::default(),
-            },
-            None => next,
-        };
-        if let Some(slot) = suffix_min.get_mut(pos) {
-            *slot = cur;
-        }
-    }
-
+    let suffix_min = suffix_minima(problem, &order, |_| 0);
     let mut nodes: Vec<OpenNode> = Vec::new();
-    let mut open: BTreeSet<(usize, usize)> = BTreeSet::new();
     let node_order = policy.node_order();
     let mut fewest = FewestPodsOrder::default();
     let mut key = |pods: usize, idx: usize, joined: bool| match node_order {
@@ -413,6 +438,17 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     // node's compatibility set. Shapes that do not fit the opener alone never fit the node
     // later, so including them changes no decision.
     let mut lists: HashMap<(u32, u32), Arc<CandList>> = HashMap::new();
+    let price_order = {
+        let mut ids: Vec<ShapeId> = (0..problem.shapes.len() as ShapeId).collect();
+        let price = |s: &ShapeId| {
+            problem
+                .shapes
+                .get(*s as usize)
+                .map_or(f64::INFINITY, |sh| sh.price)
+        };
+        ids.sort_by(|a, b| price(a).total_cmp(&price(b)).then(a.cmp(b)));
+        ids
+    };
     let mut list_for = |pool: u32, item: &PackItem, ids: Vec<ShapeId>| -> (Arc<CandList>, f64) {
         let cap = ids
             .iter()
@@ -424,7 +460,10 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
             .get(pool as usize)
             .is_some_and(|p| p.remaining.is_some());
         if limited {
-            return (Arc::new(CandList::new(problem, ids)), f64::INFINITY);
+            return (
+                Arc::new(CandList::new(problem, ids, &price_order)),
+                f64::INFINITY,
+            );
         }
         let key = (pool, item.shape_set);
         if let Some(l) = lists.get(&key) {
@@ -440,18 +479,20 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
                     .is_some_and(|sh| sh.pool == pool)
             })
             .collect();
-        let l = Arc::new(CandList::new(problem, all));
+        let l = Arc::new(CandList::new(problem, all, &price_order));
         lists.insert(key, Arc::clone(&l));
         (l, cap)
     };
 
-    // Open nodes per item profile (shape set, groups, limits), in the same order as `open`,
-    // without the nodes that already rejected an item of that profile for a reason that never
-    // goes away: no compatible shape (a node's shapes only narrow) or a group limit (a node's
-    // group counts only grow). First fit over such a list picks the node a scan of every open
-    // node would pick; at 100,000 pods (20,000 open nodes) the scan was most of the time.
+    // Open nodes in order and, per item profile (shape set, groups, limits), without the
+    // nodes that rejected it for good (see `open_lists`).
     let profiles = Profiles::new(problem);
-    let mut lists: ProfileLists = ProfileLists::default();
+    let mut open = OpenLists::new(node_order);
+    // The same minimum per profile, from the item being placed on: a node too small for it
+    // will be too small for every item of the profile still to come (its room only shrinks,
+    // the minimum only grows), so it rejects the profile for good. Old nodes in creation
+    // order are mostly full; without this every item walked past all of them.
+    let profile_min = suffix_minima(problem, &order, |id| profiles.of(id));
 
     for (pos, &id) in order.iter().enumerate() {
         let Some(item) = problem.items.get(id as usize) else {
@@ -460,14 +501,18 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
         demand.take(item);
         let min_next = suffix_min.get(pos + 1).cloned().unwrap_or_default();
         let profile = profiles.of(id);
-        lists.ensure(profile, &open);
+        open.ensure(profile);
         let mut joined: Option<(usize, usize)> = None;
         let mut dead: Vec<(usize, usize)> = Vec::new();
-        for &(k0, idx) in lists.list(profile) {
+        for (k0, idx) in open.scan(profile) {
             let Some(n) = nodes.get_mut(idx) else {
                 continue;
             };
-            if !may_fit(&item.requests, &n.headroom()) {
+            let room = n.headroom();
+            if !may_fit(&item.requests, &room) {
+                if profile_min.get(pos).is_some_and(|m| !may_fit(m, &room)) {
+                    dead.push((k0, idx));
+                }
                 continue;
             }
             match n.try_add(problem, id, item) {
@@ -480,19 +525,16 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
             }
         }
         for entry in dead {
-            lists.drop_from(profile, entry);
+            open.reject(profile, entry);
         }
-        if let Some((k0, idx)) = joined {
-            open.remove(&(k0, idx));
-            lists.remove_everywhere(k0, idx);
+        if let Some(entry) = joined {
+            let idx = entry.1;
             if let Some(n) = nodes.get_mut(idx) {
                 if may_fit(&min_next, &n.headroom()) {
-                    let k = key(n.pods, idx, true);
-                    open.insert(k);
-                    lists.reinsert(k);
+                    open.moved(entry, key(n.pods, idx, true));
                 } else {
                     n.closed = true;
-                    lists.forget(idx);
+                    open.close(entry);
                 }
             }
             continue;
@@ -533,9 +575,7 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
                 }
                 let idx = nodes.len();
                 if may_fit(&min_next, &n.headroom()) {
-                    let k = key(n.pods, idx, false);
-                    open.insert(k);
-                    lists.insert_new(k);
+                    open.add(key(n.pods, idx, false));
                 } else {
                     n.closed = true;
                 }
@@ -590,78 +630,6 @@ impl Profiles {
 
     fn of(&self, item: ItemId) -> u32 {
         self.of_item.get(item as usize).copied().unwrap_or(u32::MAX)
-    }
-}
-
-/// The open nodes per profile (see [`run`]), each list ordered like the open set.
-#[derive(Default)]
-struct ProfileLists {
-    lists: HashMap<u32, BTreeSet<(usize, usize)>>,
-    /// Per node index: the profiles whose list holds it.
-    member: HashMap<usize, Vec<u32>>,
-}
-
-impl ProfileLists {
-    /// Creates a profile's list from the open set on its first item.
-    fn ensure(&mut self, profile: u32, open: &BTreeSet<(usize, usize)>) {
-        if self.lists.contains_key(&profile) {
-            return;
-        }
-        for &(_, idx) in open {
-            self.member.entry(idx).or_default().push(profile);
-        }
-        self.lists.insert(profile, open.clone());
-    }
-
-    fn list(&self, profile: u32) -> impl Iterator<Item = &(usize, usize)> {
-        self.lists.get(&profile).into_iter().flatten()
-    }
-
-    /// A node rejected this profile for good.
-    fn drop_from(&mut self, profile: u32, entry: (usize, usize)) {
-        if let Some(l) = self.lists.get_mut(&profile) {
-            l.remove(&entry);
-        }
-        if let Some(m) = self.member.get_mut(&entry.1) {
-            m.retain(|p| *p != profile);
-        }
-    }
-
-    /// Takes a node's entry out of its lists (its key is about to change or it closes).
-    fn remove_everywhere(&mut self, k0: usize, idx: usize) {
-        if let Some(m) = self.member.get(&idx) {
-            for p in m {
-                if let Some(l) = self.lists.get_mut(p) {
-                    l.remove(&(k0, idx));
-                }
-            }
-        }
-    }
-
-    /// Puts a node back into the lists it was in, under its new key.
-    fn reinsert(&mut self, entry: (usize, usize)) {
-        if let Some(m) = self.member.get(&entry.1) {
-            for p in m {
-                if let Some(l) = self.lists.get_mut(p) {
-                    l.insert(entry);
-                }
-            }
-        }
-    }
-
-    /// A closed node leaves every list for good.
-    fn forget(&mut self, idx: usize) {
-        self.member.remove(&idx);
-    }
-
-    /// A newly opened node joins every list.
-    fn insert_new(&mut self, entry: (usize, usize)) {
-        let mut ps: Vec<u32> = Vec::with_capacity(self.lists.len());
-        for (p, l) in &mut self.lists {
-            l.insert(entry);
-            ps.push(*p);
-        }
-        self.member.insert(entry.1, ps);
     }
 }
 

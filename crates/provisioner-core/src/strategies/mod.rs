@@ -8,6 +8,7 @@
 pub mod cost_aware;
 pub mod greedy;
 pub mod karpenter;
+mod open_lists;
 
 use serde::{Deserialize, Serialize};
 
