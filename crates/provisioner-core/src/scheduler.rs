@@ -144,6 +144,9 @@ pub fn schedule_capped<P: Borrow<Pod> + Sync>(
         });
     }
     run.prepare_groups(pending);
+    // At most one draft per pod: reserved up front, so a large run neither copies its drafts
+    // while growing nor keeps up to twice the room they need.
+    run.drafts.reserve_exact(pending.len());
     let order = pod_order(pending);
     let mut result = SchedulingResult {
         strategy: planner.name().to_string(),
@@ -350,7 +353,8 @@ struct Draft {
     /// draft needs, and relaxation changes none of them).
     pods: Vec<u32>,
     requests: Resources,
-    shapes: ShapeSet,
+    /// Shared with every draft of the same shapes (see [`Run::shared_set`]).
+    shapes: Arc<ShapeSet>,
     limits: BTreeMap<u32, u32>,
     /// See [`PackItem::arrival_limits`].
     arrival: BTreeMap<u32, u32>,
@@ -365,7 +369,7 @@ impl Draft {
     fn of_one(
         pod: u32,
         requests: Resources,
-        shapes: ShapeSet,
+        shapes: Arc<ShapeSet>,
         (limits, arrival): (BTreeMap<u32, u32>, BTreeMap<u32, u32>),
         ports: Vec<u32>,
         term: u32,
@@ -422,6 +426,8 @@ struct Run<'a> {
     drafts: Vec<Draft>,
     /// The drafts' node-selector terms, each distinct one once.
     terms: Interner<NodeSelectorTerm>,
+    /// See [`Run::shared_set`].
+    shape_sets: HashMap<ShapeSet, Arc<ShapeSet>>,
     bundles: BTreeMap<usize, usize>,
     host_groups: BTreeMap<usize, u32>,
     port_groups: BTreeMap<(crate::model::Protocol, u16), u32>,
@@ -445,6 +451,7 @@ impl<'a> Run<'a> {
             eligible: HashMap::new(),
             drafts: Vec::new(),
             terms: Interner::default(),
+            shape_sets: HashMap::new(),
             bundles: BTreeMap::new(),
             host_groups: BTreeMap::new(),
             port_groups: BTreeMap::new(),
@@ -797,7 +804,7 @@ impl<'a> Run<'a> {
             }
             d.pods.push(index);
             d.requests = total;
-            d.shapes = joined;
+            d.shapes = Arc::new(joined);
             for (k, v) in limits {
                 let e = d.limits.entry(k).or_insert(v);
                 *e = (*e).min(v);
@@ -813,6 +820,7 @@ impl<'a> Run<'a> {
         }
         let di = self.drafts.len();
         let term = self.terms.id(term);
+        let set = self.shared_set(&set);
         self.drafts.push(Draft::of_one(
             index,
             requests,
@@ -839,15 +847,27 @@ impl<'a> Run<'a> {
         term: NodeSelectorTerm,
     ) -> usize {
         let term = self.terms.id(term);
+        let shapes = self.shared_set(shapes);
         self.drafts.push(Draft::of_one(
             pod,
             requests.clone(),
-            shapes.clone(),
+            shapes,
             limits,
             ports.to_vec(),
             term,
         ));
         self.drafts.len() - 1
+    }
+
+    /// One shared copy per distinct shape set: most drafts of a run have one of a few sets
+    /// (a class, pinned to a zone), and a copy each was a fifth of a 20,000-pod run's memory.
+    fn shared_set(&mut self, set: &ShapeSet) -> Arc<ShapeSet> {
+        if let Some(s) = self.shape_sets.get(set) {
+            return Arc::clone(s);
+        }
+        let s = Arc::new(set.clone());
+        self.shape_sets.insert(set.clone(), Arc::clone(&s));
+        s
     }
 
     /// The host-port groups of a pod's ports (one per protocol and port, limit one a node).
@@ -1346,12 +1366,12 @@ impl<'a> Run<'a> {
             }
             member_of.sort_unstable();
             member_of.dedup();
-            let set_id = match interned.get(&d.shapes) {
+            let set_id = match interned.get(&*d.shapes) {
                 Some(i) => *i,
                 None => {
                     let i = shape_sets.len() as u32;
-                    shape_sets.push(d.shapes.clone());
-                    interned.insert(d.shapes.clone(), i);
+                    shape_sets.push((*d.shapes).clone());
+                    interned.insert((*d.shapes).clone(), i);
                     i
                 }
             };
@@ -1708,7 +1728,7 @@ fn least_launch_cost(problem: &PackingProblem, plan: &LaunchPlan, drafts: &[Draf
         let mut sets: Vec<&ShapeSet> = Vec::new();
         for d in node.items.iter().filter_map(|i| drafts.get(*i as usize)) {
             req.add_assign(&d.requests);
-            sets.push(&d.shapes);
+            sets.push(&*d.shapes);
         }
         let cheapest = problem
             .shapes
