@@ -194,28 +194,27 @@ pub fn schedule_capped<P: Borrow<Pod> + Sync>(
 
 /// Karpenter's queue order: CPU, then memory, descending; then creation time, namespace, name.
 pub fn pod_order<P: Borrow<Pod> + Sync>(pods: &[P]) -> Vec<usize> {
-    let reqs: Vec<Resources> = pods.par_iter().map(|p| pod_requests(p.borrow())).collect();
-    let mut idx: Vec<usize> = (0..pods.len()).collect();
-    // A total order (ties end on the index), so sorting in parallel decides nothing.
-    idx.par_sort_by(|a, b| {
-        let (ra, rb) = (reqs.get(*a), reqs.get(*b));
-        let (pa, pb) = (
-            pods.get(*a).map(Borrow::borrow),
-            pods.get(*b).map(Borrow::borrow),
-        );
-        match (ra, rb, pa, pb) {
-            (Some(ra), Some(rb), Some(pa), Some(pb)) => rb
-                .cpu_milli
-                .cmp(&ra.cpu_milli)
-                .then(rb.memory.cmp(&ra.memory))
-                .then(pa.created_at.cmp(&pb.created_at))
-                .then(pa.namespace.cmp(&pb.namespace))
-                .then(pa.name.cmp(&pb.name))
-                .then(a.cmp(b)),
-            _ => a.cmp(b),
-        }
-    });
-    idx
+    use std::cmp::Reverse;
+    // The keys side by side (not looked up through each pod per comparison), unique by the
+    // index, so an unstable parallel sort gives the one order.
+    let mut keys: Vec<_> = pods
+        .par_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let p = p.borrow();
+            let r = pod_requests(p);
+            (
+                Reverse(r.cpu_milli),
+                Reverse(r.memory),
+                p.created_at,
+                p.namespace.as_str(),
+                p.name.as_str(),
+                i,
+            )
+        })
+        .collect();
+    keys.par_sort_unstable();
+    keys.into_iter().map(|k| k.5).collect()
 }
 
 fn pod_ref(p: &Pod) -> PodRef {
@@ -1501,8 +1500,10 @@ impl<'a> Run<'a> {
                 // Options: every instance type of this pool that fits, with its cheapest offering.
                 let mut best: Vec<Option<ShapeId>> =
                     vec![None; state.base.snapshot.instance_types.len()];
-                let mut zones: BTreeSet<&str> = BTreeSet::new();
-                let mut cts: BTreeSet<&'static str> = BTreeSet::new();
+                // A handful of distinct values over thousands of shapes: small vectors,
+                // sorted once below (B-tree inserts per shape were a twelfth of a large run).
+                let mut zones: Vec<&str> = Vec::new();
+                let mut cts: Vec<&'static str> = Vec::new();
                 for s in set.iter() {
                     let Some(sh) = problem.shapes.get(s as usize) else {
                         continue;
@@ -1510,8 +1511,12 @@ impl<'a> Run<'a> {
                     if sh.pool != launch.pool || !req.fits_in(&sh.allocatable) {
                         continue;
                     }
-                    zones.insert(sh.zone.as_str());
-                    cts.insert(sh.capacity_type.as_label());
+                    if !zones.contains(&sh.zone.as_str()) {
+                        zones.push(sh.zone.as_str());
+                    }
+                    if !cts.contains(&sh.capacity_type.as_label()) {
+                        cts.push(sh.capacity_type.as_label());
+                    }
                     if let Some(cur) = best.get_mut(sh.instance_type as usize) {
                         match cur {
                             Some(c)
@@ -1523,6 +1528,8 @@ impl<'a> Run<'a> {
                         }
                     }
                 }
+                zones.sort_unstable();
+                cts.sort_unstable();
                 // Karpenter hands at most 60 instance types to the provider per launch. The
                 // cheapest 60 are chosen among shape ids before any option is built: building
                 // all fitting types (up to the whole catalog) and truncating left a vector
@@ -1595,7 +1602,7 @@ impl<'a> Run<'a> {
                     terms.clone(),
                     key,
                     zones.iter().map(|z| z.to_string()).collect(),
-                    cts.iter().copied().collect(),
+                    cts.clone(),
                 );
                 let cached = requirement_lists
                     .lock()

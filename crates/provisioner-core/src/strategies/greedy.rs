@@ -209,6 +209,7 @@ impl CandList {
     }
 }
 
+#[derive(Clone)]
 struct OpenNode {
     /// Usage, items and group limits (its own candidate list is used only in exact mode).
     b: NodeBuilder,
@@ -484,6 +485,26 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
         (l, cap)
     };
 
+    let any_limits = problem.pools.iter().any(|p| p.remaining.is_some());
+    let mut launchables: LaunchableCache = HashMap::new();
+    // An empty node per (pool, shape set, price cap) without NodePool limits, copied for each
+    // node opened alike: building its compatible set and bounds from the shapes each time was
+    // a twentieth of a 100,000-pod run.
+    let mut empty_nodes: HashMap<(u32, u32, u64), OpenNode> = HashMap::new();
+    let mut open_empty = |pool: u32, item: &PackItem, cands: Arc<CandList>, cap: f64| {
+        let limited = problem
+            .pools
+            .get(pool as usize)
+            .is_some_and(|p| p.remaining.is_some());
+        if limited {
+            return OpenNode::open(problem, pool, cands, cap);
+        }
+        empty_nodes
+            .entry((pool, item.shape_set, cap.to_bits()))
+            .or_insert_with(|| OpenNode::open(problem, pool, cands, cap))
+            .clone()
+    };
+
     // Open nodes in order and, per item profile (shape set, groups, limits), without the
     // nodes that rejected it for good (see `open_lists`).
     let profiles = Profiles::new(problem);
@@ -539,17 +560,28 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
             }
             continue;
         }
-        match open_node(problem, policy, item, &demand, &reserved) {
-            Ok((pool, capped, fitting)) => {
+        // Without NodePool limits, which pool and shapes can launch an item depends only on
+        // its shapes and requests; replicas share both, so it is worked out once for them.
+        let pick = if any_limits {
+            launchable(problem, item, &reserved)
+        } else {
+            launchables
+                .entry((item.shape_set, item.requests.clone()))
+                .or_insert_with(|| launchable(problem, item, &reserved))
+                .clone()
+        };
+        match pick {
+            Ok((pool, fitting)) => {
+                let capped = policy.cap(problem, item, fitting.clone(), &demand);
                 // The capped set may be too narrow (minValues); fall back to every fitting shape.
                 let mut n = {
                     let (l, cap) = list_for(pool, item, capped);
-                    OpenNode::open(problem, pool, l, cap)
+                    open_empty(pool, item, l, cap)
                 };
                 if let Err(first) = n.try_add(problem, id, item) {
                     n = {
                         let (l, cap) = list_for(pool, item, fitting);
-                        OpenNode::open(problem, pool, l, cap)
+                        open_empty(pool, item, l, cap)
                     };
                     if n.try_add(problem, id, item).is_err() {
                         unplaced.push((
@@ -597,6 +629,9 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     LaunchPlan::from_nodes(problem, planned, unplaced)
 }
 
+/// [`launchable`]'s answers by (shape set, requests), for problems without NodePool limits.
+type LaunchableCache = HashMap<(u32, Resources), Result<(u32, Vec<ShapeId>), String>>;
+
 /// What makes two items the same profile: shape set, group memberships, group limits
 /// (kept and arrival).
 type ProfileKey<'a> = (u32, &'a [u32], &'a [(u32, u32)], &'a [(u32, u32)]);
@@ -634,14 +669,12 @@ impl Profiles {
 }
 
 /// Picks the highest-ranked pool with a shape that holds `item` alone within the pool's
-/// remaining limits, and the policy's cap of those shapes.
-fn open_node(
+/// remaining limits, and those shapes.
+fn launchable(
     problem: &PackingProblem,
-    policy: &dyn Policy,
     item: &PackItem,
-    demand: &Demand,
     reserved: &[Resources],
-) -> Result<(u32, Vec<ShapeId>, Vec<ShapeId>), String> {
+) -> Result<(u32, Vec<ShapeId>), String> {
     let set = problem.item_shapes(item);
     let mut pools: Vec<u32> = (0..problem.pools.len() as u32).collect();
     pools.sort_by_key(|p| {
@@ -685,8 +718,7 @@ fn open_node(
             .get(pool as usize)
             .map_or("?", |p| p.name.as_str());
         if !fitting.is_empty() {
-            let capped = policy.cap(problem, item, fitting.clone(), demand);
-            return Ok((pool, capped, fitting));
+            return Ok((pool, fitting));
         }
         if any_room {
             reasons.push(format!("NodePool {name}: its limits are reached"));
