@@ -270,16 +270,15 @@ impl OpenNode {
         }
     }
 
-    fn headroom(&self) -> Resources {
-        let u = &self.b.used;
+    fn headroom(&self) -> Dims {
+        let u = dims(&self.b.used);
         let m = self.max_alloc;
-        Resources {
-            cpu_milli: m[0].saturating_sub(u.cpu_milli),
-            memory: m[1].saturating_sub(u.memory),
-            pods: m[2].saturating_sub(u.pods),
-            ephemeral_storage: m[3].saturating_sub(u.ephemeral_storage),
-            extended: Default::default(),
-        }
+        [
+            m[0].saturating_sub(u[0]),
+            m[1].saturating_sub(u[1]),
+            m[2].saturating_sub(u[2]),
+            m[3].saturating_sub(u[3]),
+        ]
     }
 
     /// Tries to add `item`; the same decision [`NodeBuilder::check`] makes.
@@ -379,12 +378,17 @@ impl OpenNode {
     }
 }
 
+/// CPU, memory, pods and ephemeral storage: what the quick room checks compare.
+type Dims = [i64; 4];
+
 #[inline]
-fn may_fit(req: &Resources, h: &Resources) -> bool {
-    req.cpu_milli <= h.cpu_milli
-        && req.memory <= h.memory
-        && req.pods <= h.pods
-        && req.ephemeral_storage <= h.ephemeral_storage
+fn dims(r: &Resources) -> Dims {
+    [r.cpu_milli, r.memory, r.pods, r.ephemeral_storage]
+}
+
+#[inline]
+fn may_fit(need: Dims, room: Dims) -> bool {
+    need.iter().zip(room.iter()).all(|(n, r)| n <= r)
 }
 
 /// Per position in `order`, the per-dimension minimum of the requests of the items at that
@@ -393,26 +397,18 @@ fn suffix_minima(
     problem: &PackingProblem,
     order: &[ItemId],
     group_of: impl Fn(ItemId) -> u32,
-) -> Vec<Resources> {
-    let none = Resources {
-        cpu_milli: i64::MAX,
-        memory: i64::MAX,
-        pods: i64::MAX,
-        ephemeral_storage: i64::MAX,
-        extended: Default::default(),
-    };
-    let mut out = vec![none.clone(); order.len() + 1];
-    let mut running: HashMap<u32, Resources> = HashMap::new();
+) -> Vec<Dims> {
+    let mut out = vec![[i64::MAX; 4]; order.len() + 1];
+    let mut running: HashMap<u32, Dims> = HashMap::new();
     for (pos, id) in order.iter().enumerate().rev() {
-        let m = running.entry(group_of(*id)).or_insert_with(|| none.clone());
-        if let Some(r) = problem.items.get(*id as usize).map(|i| &i.requests) {
-            m.cpu_milli = m.cpu_milli.min(r.cpu_milli);
-            m.memory = m.memory.min(r.memory);
-            m.pods = m.pods.min(r.pods);
-            m.ephemeral_storage = m.ephemeral_storage.min(r.ephemeral_storage);
+        let m = running.entry(group_of(*id)).or_insert([i64::MAX; 4]);
+        if let Some(r) = problem.items.get(*id as usize).map(|i| dims(&i.requests)) {
+            for (m, r) in m.iter_mut().zip(r) {
+                *m = (*m).min(r);
+            }
         }
         if let Some(slot) = out.get_mut(pos) {
-            *slot = m.clone();
+            *slot = *m;
         }
     }
     out
@@ -520,7 +516,7 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
             continue;
         };
         demand.take(item);
-        let min_next = suffix_min.get(pos + 1).cloned().unwrap_or_default();
+        let min_next = suffix_min.get(pos + 1).copied().unwrap_or([0; 4]);
         let profile = profiles.of(id);
         open.ensure(profile);
         let mut joined: Option<(usize, usize)> = None;
@@ -530,8 +526,8 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
                 continue;
             };
             let room = n.headroom();
-            if !may_fit(&item.requests, &room) {
-                if profile_min.get(pos).is_some_and(|m| !may_fit(m, &room)) {
+            if !may_fit(dims(&item.requests), room) {
+                if profile_min.get(pos).is_some_and(|m| !may_fit(*m, room)) {
                     dead.push((k0, idx));
                 }
                 continue;
@@ -551,7 +547,7 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
         if let Some(entry) = joined {
             let idx = entry.1;
             if let Some(n) = nodes.get_mut(idx) {
-                if may_fit(&min_next, &n.headroom()) {
+                if may_fit(min_next, n.headroom()) {
                     open.moved(entry, key(n.pods, idx, true));
                 } else {
                     n.closed = true;
@@ -606,7 +602,7 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
                     r.add_assign(&max.with_extended("nodes", 1));
                 }
                 let idx = nodes.len();
-                if may_fit(&min_next, &n.headroom()) {
+                if may_fit(min_next, n.headroom()) {
                     open.add(key(n.pods, idx, false));
                 } else {
                     n.closed = true;

@@ -44,8 +44,11 @@ enum Layout {
 /// See "Stable positions" above.
 #[derive(Default)]
 struct Stable {
-    /// Every node opened, in order (closed ones dropped when a profile's list is made).
-    all: Vec<Entry>,
+    /// Every node opened, by index, in order (closed ones dropped when a profile's list is
+    /// made). Lists hold 4-byte indices: 79 lists of 20,000 nodes are otherwise 25 MB.
+    all: Vec<u32>,
+    /// Per node index: its order key (it never changes).
+    keys: Vec<usize>,
     lists: HashMap<u32, StableList>,
     /// One bit per node index: closed.
     closed: Vec<u64>,
@@ -53,7 +56,7 @@ struct Stable {
 
 #[derive(Default)]
 struct StableList {
-    entries: Vec<Entry>,
+    entries: Vec<u32>,
     /// One bit per node index: rejected this profile for good.
     rejected: Vec<u64>,
     /// Entries walked past as closed or rejected since the last tidy.
@@ -85,7 +88,7 @@ impl OpenLists {
                     return;
                 }
                 let closed = &st.closed;
-                st.all.retain(|(_, idx)| !bit(closed, *idx));
+                st.all.retain(|idx| !bit(closed, *idx as usize));
                 st.lists.insert(
                     profile,
                     StableList {
@@ -104,23 +107,24 @@ impl OpenLists {
     pub fn scan(&mut self, profile: u32) -> Box<dyn Iterator<Item = Entry> + '_> {
         match &mut self.layout {
             Layout::Stable(st) => {
-                let closed = &st.closed;
+                let (closed, keys) = (&st.closed, &st.keys);
                 let Some(list) = st.lists.get_mut(&profile) else {
                     return Box::new(std::iter::empty());
                 };
                 if list.skipped.get() >= (list.entries.len() / 8).max(64) {
                     let rejected = &list.rejected;
                     list.entries
-                        .retain(|(_, idx)| !bit(closed, *idx) && !bit(rejected, *idx));
+                        .retain(|idx| !bit(closed, *idx as usize) && !bit(rejected, *idx as usize));
                     list.skipped.set(0);
                 }
                 let list = &*list;
-                Box::new(list.entries.iter().copied().filter(move |(_, idx)| {
-                    let dead = bit(closed, *idx) || bit(&list.rejected, *idx);
-                    if dead {
+                Box::new(list.entries.iter().filter_map(move |idx| {
+                    let idx = *idx as usize;
+                    if bit(closed, idx) || bit(&list.rejected, idx) {
                         list.skipped.set(list.skipped.get() + 1);
+                        return None;
                     }
-                    !dead
+                    Some((keys.get(idx).copied().unwrap_or_default(), idx))
                 }))
             }
             Layout::Moving(mv) => {
@@ -150,9 +154,16 @@ impl OpenLists {
     pub fn add(&mut self, entry: Entry) {
         match &mut self.layout {
             Layout::Stable(st) => {
-                st.all.push(entry);
+                let (key, idx) = entry;
+                if st.keys.len() <= idx {
+                    st.keys.resize(idx + 1, 0);
+                }
+                if let Some(k) = st.keys.get_mut(idx) {
+                    *k = key;
+                }
+                st.all.push(idx as u32);
                 for l in st.lists.values_mut() {
-                    l.entries.push(entry);
+                    l.entries.push(idx as u32);
                 }
             }
             Layout::Moving(mv) => {
