@@ -53,7 +53,7 @@ pub struct PodMark {
     /// The caller's id for the pod (for removal).
     pub id: usize,
     pub namespace: String,
-    pub labels: BTreeMap<String, String>,
+    pub labels: crate::model::Labels,
     pub daemon: bool,
     /// Its required pod anti-affinity (kept away from pods it selects, and they from it).
     pub anti_affinity: Vec<PodAffinityTerm>,

@@ -2,17 +2,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::model::{LabelSelector, PodAffinityTerm, SelectorOperator};
+use crate::model::{LabelMap, LabelSelector, PodAffinityTerm, SelectorOperator};
 
 impl LabelSelector {
     /// Whether the selector selects a set of labels: matchLabels and matchExpressions ANDed;
     /// an empty selector selects everything.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &impl LabelMap) -> bool {
         self.match_labels
             .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
+            .all(|(k, v)| labels.label(k) == Some(v))
             && self.match_expressions.iter().all(|e| {
-                let have = labels.get(&e.key);
+                let have = labels.label(&e.key);
                 match e.operator {
                     SelectorOperator::In => have.is_some_and(|v| e.values.contains(v)),
                     SelectorOperator::NotIn => have.is_none_or(|v| !e.values.contains(v)),
@@ -40,11 +40,11 @@ impl LabelSelector {
     pub fn with_match_label_keys(
         &self,
         keys: &[String],
-        owner_labels: &BTreeMap<String, String>,
+        owner_labels: &impl LabelMap,
     ) -> LabelSelector {
         let mut out = self.clone();
         for k in keys {
-            if let Some(v) = owner_labels.get(k) {
+            if let Some(v) = owner_labels.label(k) {
                 out.match_labels.insert(k.clone(), v.clone());
             }
         }
@@ -119,7 +119,7 @@ mod tests {
     #[test]
     fn expressions_follow_kubernetes() {
         let sel = LabelSelector {
-            match_labels: BTreeMap::new(),
+            match_labels: crate::model::Labels::new(),
             match_expressions: vec![
                 SelectorRequirement {
                     key: "app".into(),

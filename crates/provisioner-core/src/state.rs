@@ -145,13 +145,13 @@ pub struct ClusterState {
 }
 
 /// A pod pinned to domains on a new node: only what group selection and ownership read (a
-/// whole `Pod` per pinned pod was a tenth of a 20,000-pod run's peak memory). Labels and pins
-/// are flat lists: a `BTreeMap` allocates a node of eleven entries (about 540 bytes) for one.
-/// Groups are rarely made after pods are pinned, so the map is rebuilt only then.
+/// whole `Pod` per pinned pod was a tenth of a 20,000-pod run's peak memory). Pins are a flat
+/// list, labels the pod's own compact [`crate::model::Labels`]: a `BTreeMap` allocates a node
+/// of eleven entries (about 540 bytes) for one.
 #[derive(Debug, Clone)]
 struct Pinned {
     namespace: String,
-    labels: Box<[(String, String)]>,
+    labels: crate::model::Labels,
     /// `None` when the pod has no pod (anti-)affinity terms.
     terms: Option<Box<(crate::model::PodAffinity, crate::model::PodAffinity)>>,
     /// Topology key -> domain, sorted by key.
@@ -463,14 +463,14 @@ impl ClusterState {
         }
         for p in &self.pinned {
             if let Some(d) = p.pin(&g.key) {
-                let pod_labels: BTreeMap<String, String> = p.labels.iter().cloned().collect();
-                if g.scope.contains(&p.namespace) && g.selector.matches(&pod_labels) {
+                let pod_labels = &p.labels;
+                if g.scope.contains(&p.namespace) && g.selector.matches(pod_labels) {
                     g.counts.add(d, 1);
                 }
                 if g.kind == Kind::AntiAffinity
                     && p.terms
                         .as_deref()
-                        .is_some_and(|(a, anti)| owns_terms(a, anti, &pod_labels, &g))
+                        .is_some_and(|(a, anti)| owns_terms(a, anti, pod_labels, &g))
                 {
                     g.owners.add(d, 1);
                 }
@@ -544,11 +544,7 @@ impl ClusterState {
             || !pod.pod_anti_affinity.preferred.is_empty();
         self.pinned.push(Pinned {
             namespace: pod.namespace.clone(),
-            labels: pod
-                .labels
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+            labels: pod.labels.clone(),
             terms: has_terms
                 .then(|| Box::new((pod.pod_affinity.clone(), pod.pod_anti_affinity.clone()))),
             pins: pins.into_iter().collect(),
@@ -581,7 +577,7 @@ pub fn owns(pod: &Pod, group: &Group) -> bool {
 fn owns_terms(
     affinity: &crate::model::PodAffinity,
     anti_affinity: &crate::model::PodAffinity,
-    pod_labels: &BTreeMap<String, String>,
+    pod_labels: &impl crate::model::LabelMap,
     group: &Group,
 ) -> bool {
     let terms = match group.kind {

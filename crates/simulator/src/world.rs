@@ -101,7 +101,7 @@ pub fn pod_group_arrivals(
         labels.entry("app".into()).or_insert_with(|| g.name.clone());
         let mut template = core::Pod {
             namespace: g.namespace.clone(),
-            labels,
+            labels: labels.into_iter().collect(),
             annotations: g.annotations.clone(),
             containers: vec![req],
             node_selector: g.node_selector.clone(),

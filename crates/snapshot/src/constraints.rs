@@ -47,7 +47,12 @@ pub fn taint(t: &corev1::Taint, field: &str) -> Result<core::Taint> {
 /// Requests map (`cpu: 500m`) -> core resources.
 pub fn label_selector(s: &metav1::LabelSelector) -> core::LabelSelector {
     core::LabelSelector {
-        match_labels: s.match_labels.clone().unwrap_or_default(),
+        match_labels: s
+            .match_labels
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         match_expressions: s
             .match_expressions
             .iter()

@@ -94,7 +94,12 @@ pub fn convert_pod(p: &corev1::Pod, volumes: &VolumeIndex) -> Result<core::Pod> 
     let mut pod = core::Pod {
         namespace: namespace.clone(),
         name: meta.name.clone().unwrap_or_default(),
-        labels: meta.labels.clone().unwrap_or_default(),
+        labels: meta
+            .labels
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         deletion_cost: annotations
             .get(DELETION_COST)
             .and_then(|c| c.parse().ok())

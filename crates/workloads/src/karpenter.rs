@@ -168,7 +168,7 @@ pub fn spread_pods(rng: &mut Rng, n: usize, key: &str, prefix: &str) -> Vec<Pod>
 fn term(labels: BTreeMap<String, String>, key: &str) -> PodAffinityTerm {
     PodAffinityTerm {
         label_selector: LabelSelector {
-            match_labels: labels,
+            match_labels: labels.into_iter().collect(),
             match_expressions: Vec::new(),
         },
         namespaces: Vec::new(),

@@ -359,7 +359,9 @@ mod tests {
             name: name.into(),
             node_name: Some(node.into()),
             owner_kind: Some("ReplicaSet".into()),
-            labels: BTreeMap::from([("app".to_string(), name.to_string())]),
+            labels: [("app".to_string(), name.to_string())]
+                .into_iter()
+                .collect(),
             ..Pod::default()
         }
     }

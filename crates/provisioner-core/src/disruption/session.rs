@@ -278,7 +278,7 @@ impl Prints {
 }
 
 /// Bound pods with the same namespace and labels (a deployment's replicas).
-type Group<'a> = (&'a str, &'a BTreeMap<String, String>);
+type Group<'a> = (&'a str, &'a crate::model::Labels);
 
 /// Per node, a fingerprint of the per-domain counts of the pods that its pods' wide terms
 /// select: a candidate with zone spread or zone affinity depends on those counts, not on

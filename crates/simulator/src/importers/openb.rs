@@ -41,7 +41,9 @@ pub fn load(path: &Path, spec: &OpenbSpec) -> Result<Vec<Arrival>> {
         if spec.gpu == GpuMode::Whole && gpus > 0 {
             extended.insert(GPU.to_string(), gpus);
         }
-        let mut labels = BTreeMap::from([("app".to_string(), "openb".to_string())]);
+        let mut labels: core::Labels = [("app".to_string(), "openb".to_string())]
+            .into_iter()
+            .collect();
         if let Some(q) = c_qos.map(get).filter(|q| !q.is_empty()) {
             labels.insert("qos".into(), q.to_string());
         }
