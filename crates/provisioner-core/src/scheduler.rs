@@ -1473,6 +1473,20 @@ impl<'a> Run<'a> {
                     .unwrap_or_default()
             })
             .collect();
+        // Each shape's zone as an index into the distinct zones, worked out once: comparing
+        // zone names per shape per claim was a twelfth of a 100,000-pod run.
+        let mut zone_names: Vec<&str> = Vec::new();
+        let zone_of: Vec<usize> = problem
+            .shapes
+            .iter()
+            .map(|sh| match zone_names.iter().position(|z| *z == sh.zone) {
+                Some(i) => i,
+                None => {
+                    zone_names.push(sh.zone.as_str());
+                    zone_names.len() - 1
+                }
+            })
+            .collect();
         let option_lists: std::sync::Mutex<HashMap<Vec<ShapeId>, Arc<[InstanceTypeOption]>>> =
             std::sync::Mutex::new(HashMap::new());
         let requirement_lists: std::sync::Mutex<HashMap<RequirementsKey, Arc<[Requirement]>>> =
@@ -1502,8 +1516,8 @@ impl<'a> Run<'a> {
                     vec![None; state.base.snapshot.instance_types.len()];
                 // A handful of distinct values over thousands of shapes: small vectors,
                 // sorted once below (B-tree inserts per shape were a twelfth of a large run).
-                let mut zones: Vec<&str> = Vec::new();
-                let mut cts: Vec<&'static str> = Vec::new();
+                let mut zone_seen = vec![false; zone_names.len()];
+                let mut ct_seen: Vec<crate::model::CapacityType> = Vec::new();
                 for s in set.iter() {
                     let Some(sh) = problem.shapes.get(s as usize) else {
                         continue;
@@ -1511,11 +1525,12 @@ impl<'a> Run<'a> {
                     if sh.pool != launch.pool || !req.fits_in(&sh.allocatable) {
                         continue;
                     }
-                    if !zones.contains(&sh.zone.as_str()) {
-                        zones.push(sh.zone.as_str());
+                    if let Some(seen) = zone_of.get(s as usize).and_then(|z| zone_seen.get_mut(*z))
+                    {
+                        *seen = true;
                     }
-                    if !cts.contains(&sh.capacity_type.as_label()) {
-                        cts.push(sh.capacity_type.as_label());
+                    if !ct_seen.contains(&sh.capacity_type) {
+                        ct_seen.push(sh.capacity_type);
                     }
                     if let Some(cur) = best.get_mut(sh.instance_type as usize) {
                         match cur {
@@ -1528,7 +1543,14 @@ impl<'a> Run<'a> {
                         }
                     }
                 }
+                let mut zones: Vec<&str> = zone_names
+                    .iter()
+                    .zip(&zone_seen)
+                    .filter(|(_, seen)| **seen)
+                    .map(|(z, _)| *z)
+                    .collect();
                 zones.sort_unstable();
+                let mut cts: Vec<&'static str> = ct_seen.iter().map(|c| c.as_label()).collect();
                 cts.sort_unstable();
                 // Karpenter hands at most 60 instance types to the provider per launch. The
                 // cheapest 60 are chosen among shape ids before any option is built: building

@@ -117,9 +117,9 @@ impl Policy for CostAwarePlanner {
         &self,
         problem: &PackingProblem,
         opener: &PackItem,
-        fitting: Vec<ShapeId>,
+        fitting: &[ShapeId],
         demand: &Demand,
-    ) -> Vec<ShapeId> {
+    ) -> f64 {
         let (mut r, n) = demand.around(opener.shape_set);
         // The opener itself was already taken out of the demand.
         r.cpu_milli += opener.requests.cpu_milli;
@@ -133,7 +133,7 @@ impl Policy for CostAwarePlanner {
         ];
         let want = [r.cpu_milli as f64, r.memory as f64, r.pods as f64];
         let mut best: Option<(f64, f64, ShapeId)> = None;
-        for &s in &fitting {
+        for &s in fitting {
             let Some(sh) = problem.shapes.get(s as usize) else {
                 continue;
             };
@@ -168,18 +168,9 @@ impl Policy for CostAwarePlanner {
             }
         }
         let Some((_, cap_price, _)) = best else {
-            return fitting;
+            return f64::INFINITY;
         };
-        let tol = 1e-9 * cap_price.abs().max(1e-12);
-        fitting
-            .into_iter()
-            .filter(|s| {
-                problem
-                    .shapes
-                    .get(*s as usize)
-                    .is_some_and(|sh| sh.price <= cap_price + tol)
-            })
-            .collect()
+        cap_price + 1e-9 * cap_price.abs().max(1e-12)
     }
 }
 

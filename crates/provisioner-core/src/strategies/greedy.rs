@@ -58,15 +58,16 @@ pub trait Policy {
     fn node_order(&self) -> NodeOrder;
     /// The order in which items are placed (a permutation of item ids).
     fn item_order(&self, problem: &PackingProblem) -> Vec<ItemId>;
-    /// Which of `fitting` (shapes of one pool that fit the opening item alone) the new node
-    /// may grow into. `remaining` is the demand not yet placed, by shape set.
+    /// The highest price of the shapes the new node may grow into, among `fitting` (shapes of
+    /// one pool that fit the opening item alone); `demand` is what is not yet placed, by shape
+    /// set. A price, not a list: a list per opened node was a tenth of a large pass.
     fn cap(
         &self,
         problem: &PackingProblem,
         opener: &PackItem,
-        fitting: Vec<ShapeId>,
+        fitting: &[ShapeId],
         demand: &Demand,
-    ) -> Vec<ShapeId>;
+    ) -> f64;
 }
 
 /// Remaining demand per shape set, kept up to date as items are placed.
@@ -476,40 +477,50 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
         ids.sort_by(|a, b| price(a).total_cmp(&price(b)).then(a.cmp(b)));
         ids
     };
-    let mut list_for = |pool: u32, item: &PackItem, ids: Vec<ShapeId>| -> (Arc<CandList>, f64) {
-        let cap = ids
-            .iter()
-            .filter_map(|s| problem.shapes.get(*s as usize))
-            .map(|sh| sh.price)
-            .fold(f64::NEG_INFINITY, f64::max);
-        let limited = problem
-            .pools
-            .get(pool as usize)
-            .is_some_and(|p| p.remaining.is_some());
-        if limited {
-            return (
-                Arc::new(CandList::new(problem, ids, &price_order)),
-                f64::INFINITY,
-            );
-        }
-        let key = (pool, item.shape_set);
-        if let Some(l) = lists.get(&key) {
-            return (Arc::clone(l), cap);
-        }
-        let all: Vec<ShapeId> = problem
-            .item_shapes(item)
-            .iter()
-            .filter(|s| {
-                problem
-                    .shapes
-                    .get(*s as usize)
-                    .is_some_and(|sh| sh.pool == pool)
-            })
-            .collect();
-        let l = Arc::new(CandList::new(problem, all, &price_order));
-        lists.insert(key, Arc::clone(&l));
-        (l, cap)
-    };
+    // A node's shapes: with NodePool limits, exactly the fitting ones within the cap (the
+    // reservation below counts the largest); without, the pool's shapes for the item's set,
+    // shared, with the cap applied through the node's compatible set (shapes above it that
+    // fit the opener are left out; those that do not fit it never fit the node).
+    let mut list_for =
+        |pool: u32, item: &PackItem, fitting: &[ShapeId], cap: f64| -> (Arc<CandList>, f64) {
+            let limited = problem
+                .pools
+                .get(pool as usize)
+                .is_some_and(|p| p.remaining.is_some());
+            if limited {
+                let ids = fitting
+                    .iter()
+                    .copied()
+                    .filter(|s| {
+                        problem
+                            .shapes
+                            .get(*s as usize)
+                            .is_some_and(|sh| sh.price <= cap)
+                    })
+                    .collect();
+                return (
+                    Arc::new(CandList::new(problem, ids, &price_order)),
+                    f64::INFINITY,
+                );
+            }
+            let key = (pool, item.shape_set);
+            if let Some(l) = lists.get(&key) {
+                return (Arc::clone(l), cap);
+            }
+            let all: Vec<ShapeId> = problem
+                .item_shapes(item)
+                .iter()
+                .filter(|s| {
+                    problem
+                        .shapes
+                        .get(*s as usize)
+                        .is_some_and(|sh| sh.pool == pool)
+                })
+                .collect();
+            let l = Arc::new(CandList::new(problem, all, &price_order));
+            lists.insert(key, Arc::clone(&l));
+            (l, cap)
+        };
 
     let any_limits = problem.pools.iter().any(|p| p.remaining.is_some());
     let mut launchables: LaunchableCache = HashMap::new();
@@ -603,15 +614,15 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
         };
         match pick {
             Ok((pool, fitting)) => {
-                let capped = policy.cap(problem, item, fitting.clone(), &demand);
+                let cap = policy.cap(problem, item, &fitting, &demand);
                 // The capped set may be too narrow (minValues); fall back to every fitting shape.
                 let mut n = {
-                    let (l, cap) = list_for(pool, item, capped);
+                    let (l, cap) = list_for(pool, item, &fitting, cap);
                     open_empty(pool, item, l, cap)
                 };
                 if let Err(first) = n.try_add(problem, id, item) {
                     n = {
-                        let (l, cap) = list_for(pool, item, fitting);
+                        let (l, cap) = list_for(pool, item, &fitting, f64::INFINITY);
                         open_empty(pool, item, l, cap)
                     };
                     if n.try_add(problem, id, item).is_err() {

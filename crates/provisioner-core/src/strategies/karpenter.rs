@@ -52,10 +52,10 @@ impl Policy for KarpenterPlanner {
         &self,
         _problem: &PackingProblem,
         _opener: &PackItem,
-        fitting: Vec<ShapeId>,
+        _fitting: &[ShapeId],
         _demand: &Demand,
-    ) -> Vec<ShapeId> {
-        fitting
+    ) -> f64 {
+        f64::INFINITY
     }
 }
 
