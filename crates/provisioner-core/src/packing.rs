@@ -223,6 +223,16 @@ impl ShapeSet {
             })
     }
 
+    /// Adds every member of `other`.
+    pub fn union_with(&mut self, other: &ShapeSet) {
+        if self.words.len() < other.words.len() {
+            self.words.resize(other.words.len(), 0);
+        }
+        for (w, o) in self.words.iter_mut().zip(&other.words) {
+            *w |= o;
+        }
+    }
+
     pub fn intersect_with(&mut self, other: &ShapeSet) {
         for (i, w) in self.words.iter_mut().enumerate() {
             *w &= other.words.get(i).copied().unwrap_or(0);
