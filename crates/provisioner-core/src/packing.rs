@@ -223,6 +223,14 @@ impl ShapeSet {
             })
     }
 
+    /// Whether every member is also in `other`.
+    pub fn is_subset(&self, other: &ShapeSet) -> bool {
+        self.words
+            .iter()
+            .enumerate()
+            .all(|(i, w)| w & !other.words.get(i).copied().unwrap_or(0) == 0)
+    }
+
     /// Adds every member of `other`.
     pub fn union_with(&mut self, other: &ShapeSet) {
         if self.words.len() < other.words.len() {

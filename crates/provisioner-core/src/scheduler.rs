@@ -1428,7 +1428,7 @@ impl<'a> Run<'a> {
                 arrival_limits: d.arrival.iter().map(|(k, v)| (*k, *v)).collect(),
             });
         }
-        let problem = PackingProblem {
+        let mut problem = PackingProblem {
             shapes: Arc::clone(&shp.shapes),
             by_size: Arc::clone(&shp.by_size),
             pools: shp.pools.clone(),
@@ -1505,6 +1505,10 @@ impl<'a> Run<'a> {
                 return;
             }
         }
+        // The plan is checked: NodeClaims are assembled from the drafts and shapes, so the
+        // packing items (a sixteenth of a 100,000-pod run's peak) go first.
+        problem.items = Vec::new();
+        problem.shape_sets = Vec::new();
         let pool_reqs: Vec<Requirements> = shp
             .pool_source
             .iter()
