@@ -318,6 +318,15 @@ pub struct PackingProblem {
     pub groups: u32,
 }
 
+/// Every shape id, cheapest first (ties: lower id): the order in which the cheapest shape
+/// that qualifies is the first one found.
+pub fn price_order(shapes: &[Shape]) -> Vec<ShapeId> {
+    let mut ids: Vec<ShapeId> = (0..shapes.len() as ShapeId).collect();
+    let price = |s: &ShapeId| shapes.get(*s as usize).map_or(f64::INFINITY, |sh| sh.price);
+    ids.sort_by(|a, b| price(a).total_cmp(&price(b)).then(a.cmp(b)));
+    ids
+}
+
 /// Shape ids largest first: CPU descending, then memory descending, then id.
 pub fn size_order(shapes: &[Shape]) -> Vec<ShapeId> {
     let mut ids: Vec<ShapeId> = (0..shapes.len() as ShapeId).collect();

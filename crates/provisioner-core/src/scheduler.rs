@@ -1284,17 +1284,13 @@ impl<'a> Run<'a> {
                 Some(m) => m.insert(sid as ShapeId),
                 None => none.insert(sid as ShapeId),
             }
-            if let Some(l) = by_price.get_mut(*v as usize) {
-                l.push(sid as ShapeId);
-            }
         }
-        let price = |s: &ShapeId| {
-            shp.shapes
-                .get(*s as usize)
-                .map_or(f64::INFINITY, |sh| sh.price)
-        };
-        for l in &mut by_price {
-            l.sort_by(|a, b| price(a).total_cmp(&price(b)).then(a.cmp(b)));
+        // Visited cheapest first, so each domain's list comes out in price order.
+        for sid in crate::packing::price_order(&shp.shapes) {
+            let v = of_shape.get(sid as usize).copied().unwrap_or(u32::MAX);
+            if let Some(l) = by_price.get_mut(v as usize) {
+                l.push(sid);
+            }
         }
         let d = std::sync::Arc::new(Domains {
             values,
