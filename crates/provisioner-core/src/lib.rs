@@ -46,7 +46,8 @@ pub mod topology;
 pub use model::*;
 pub use result::*;
 pub use scheduler::{
-    SchedulingOptions, schedule, schedule_capped, schedule_on, schedule_shared, schedule_with,
+    SchedulingOptions, schedule, schedule_capped, schedule_evicted, schedule_on, schedule_shared,
+    schedule_with,
 };
-pub use state::ClusterState;
+pub use state::{ClusterState, Evicted, PodSlot};
 pub use strategies::Strategy;

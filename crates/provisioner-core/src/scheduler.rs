@@ -27,7 +27,7 @@ use crate::packing::{
 use crate::requirements::{Requirements, ValueSet, term_matches, terms_match};
 use crate::resources::{format_amount, pod_requests};
 use crate::result::*;
-use crate::state::{ClusterState, node_domain, with_volumes};
+use crate::state::{ClusterState, PodSlot, node_domain, with_volumes};
 use crate::strategies::Strategy;
 use crate::taints::{first_untolerated, tolerates_all};
 use crate::topology::{Kind, owned_terms};
@@ -124,6 +124,31 @@ pub fn schedule_capped<P: Borrow<Pod> + Sync>(
     planner: &dyn LaunchPlanner,
     price_cap: Option<f64>,
 ) -> SchedulingResult {
+    schedule_in(state, pending, None, options, planner, price_cap)
+}
+
+/// [`schedule_capped`] for pods the state already holds ([`ClusterState::evict_nodes`]):
+/// `slots[i]` is where `pending[i]` is held, and a pod placed on an existing node keeps that
+/// slot instead of being copied into the state.
+pub fn schedule_evicted<P: Borrow<Pod> + Sync>(
+    state: &mut ClusterState,
+    pending: &[P],
+    slots: &[PodSlot],
+    options: &SchedulingOptions,
+    planner: &dyn LaunchPlanner,
+    price_cap: Option<f64>,
+) -> SchedulingResult {
+    schedule_in(state, pending, Some(slots), options, planner, price_cap)
+}
+
+fn schedule_in<P: Borrow<Pod> + Sync>(
+    state: &mut ClusterState,
+    pending: &[P],
+    slots: Option<&[PodSlot]>,
+    options: &SchedulingOptions,
+    planner: &dyn LaunchPlanner,
+    price_cap: Option<f64>,
+) -> SchedulingResult {
     let mut run = Run::new(state, options);
     run.price_cap = price_cap;
     // The Karpenter baseline builds its NodeClaims pod by pod, as Karpenter does (see
@@ -144,9 +169,7 @@ pub fn schedule_capped<P: Borrow<Pod> + Sync>(
         });
     }
     run.prepare_groups(pending);
-    // At most one draft per pod: reserved up front, so a large run neither copies its drafts
-    // while growing nor keeps up to twice the room they need.
-    run.drafts.reserve_exact(pending.len());
+    run.draft_room = pending.len();
     let order = pod_order(pending);
     let mut result = SchedulingResult {
         strategy: planner.name().to_string(),
@@ -160,6 +183,10 @@ pub fn schedule_capped<P: Borrow<Pod> + Sync>(
         let mut pod = std::borrow::Cow::Borrowed(original);
         let mut relaxed = Vec::new();
         loop {
+            // A relaxed copy differs from the pod in its slot, so it is placed as a new pod.
+            run.slot = slots
+                .filter(|_| relaxed.is_empty())
+                .and_then(|s| s.get(i).copied());
             match run.try_pod(&pod, i as u32) {
                 Ok(Some(node)) => {
                     result.existing_placements.push(Placement {
@@ -452,6 +479,13 @@ struct Run<'a> {
     /// The Karpenter baseline's NodeClaims, built while pods are scheduled; `None`: new
     /// nodes are planned by the planner after the pass.
     claims: Option<Claims>,
+    /// Where the state already holds the pod being tried, if it does ([`schedule_evicted`]).
+    slot: Option<PodSlot>,
+    /// At most one draft per pod: room for that many is reserved with the first draft, so a
+    /// large run neither copies its drafts while growing nor keeps up to twice the room they
+    /// need, and a run whose pods all fit on existing nodes (most consolidation simulations)
+    /// reserves nothing.
+    draft_room: usize,
 }
 
 impl<'a> Run<'a> {
@@ -472,6 +506,8 @@ impl<'a> Run<'a> {
             options,
             price_cap: None,
             claims: None,
+            slot: None,
+            draft_room: 0,
         }
     }
 
@@ -618,7 +654,10 @@ impl<'a> Run<'a> {
 
         // 1. Existing and in-flight nodes, first fit.
         if let Some(ni) = self.find_existing(pod, class, &requests, &owned, &inverse) {
-            self.state.place(pod, ni, &requests);
+            match self.slot.take() {
+                Some(slot) => self.state.place_evicted(slot, ni, &requests),
+                None => self.state.place(pod, ni, &requests),
+            }
             return Ok(self.state.node(ni).map(|n| n.name.clone()));
         }
 
@@ -833,7 +872,7 @@ impl<'a> Run<'a> {
         let di = self.drafts.len();
         let term = self.terms.id(term);
         let set = self.shared_set(&set);
-        self.drafts.push(Draft::of_one(
+        self.push_draft(Draft::of_one(
             index,
             requests,
             set,
@@ -848,6 +887,14 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// Adds a draft; see [`Run::draft_room`].
+    fn push_draft(&mut self, draft: Draft) {
+        if self.drafts.capacity() == 0 {
+            self.drafts.reserve_exact(self.draft_room);
+        }
+        self.drafts.push(draft);
+    }
+
     /// A new draft holding one pod (copies of what the caller keeps using); its index.
     fn open_draft(
         &mut self,
@@ -860,7 +907,7 @@ impl<'a> Run<'a> {
     ) -> usize {
         let term = self.terms.id(term);
         let shapes = self.shared_set(shapes);
-        self.drafts.push(Draft::of_one(
+        self.push_draft(Draft::of_one(
             pod,
             requests.clone(),
             shapes,

@@ -125,6 +125,32 @@ pub enum PodSlot {
     Extra(usize),
 }
 
+/// A pod that [`ClusterState::evict_nodes`] made pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evicted {
+    /// Where the state holds it.
+    pub slot: PodSlot,
+    /// The index of the node it left.
+    pub node: usize,
+}
+
+/// A pod in a slot, kept alive apart from the state's borrow.
+enum SlotPod {
+    Bound(Arc<Base>, usize),
+    Extra(Arc<Pod>),
+}
+
+impl std::ops::Deref for SlotPod {
+    type Target = Pod;
+
+    fn deref(&self) -> &Pod {
+        match self {
+            SlotPod::Bound(base, i) => &base.snapshot.pods[*i],
+            SlotPod::Extra(p) => p,
+        }
+    }
+}
+
 /// Scheduling state of a cluster.
 #[derive(Debug, Clone)]
 pub struct ClusterState {
@@ -371,9 +397,25 @@ impl ClusterState {
     }
 
     /// Removes nodes (by name) as consolidation candidates: they take no pods, their pods
-    /// leave the topology counts. Returns their pods that would need a new home (not
-    /// daemonset pods), as pending pods.
+    /// leave the topology counts. Returns copies of their pods that would need a new home (not
+    /// daemonset pods), as pending pods. [`ClusterState::evict_nodes`] returns where they are
+    /// instead of copies.
     pub fn remove_nodes(&mut self, names: &[&str]) -> Vec<Pod> {
+        self.evict_nodes(names)
+            .into_iter()
+            .filter_map(|e| self.pod(e.slot).cloned())
+            .map(|p| Pod {
+                node_name: None,
+                ..p
+            })
+            .collect()
+    }
+
+    /// [`ClusterState::remove_nodes`] without copying the pods: each evicted pod (not a
+    /// daemonset pod) by its slot, which [`ClusterState::place_evicted`] reuses. A settling
+    /// consolidation step moves 15,000 pods at once, and copying each out and copying it in
+    /// again was a quarter of the pass's peak memory.
+    pub fn evict_nodes(&mut self, names: &[&str]) -> Vec<Evicted> {
         let mut out = Vec::new();
         let base = Arc::clone(&self.base);
         // In node order, as a scan of the cluster would visit them.
@@ -397,21 +439,36 @@ impl ClusterState {
             }
             ns.removed = true;
             self.removed_nodes.push(ni);
-            let slots = ns.pods.clone();
+            let slots = std::mem::take(&mut ns.pods);
             for slot in slots {
-                let Some(p) = self.pod(slot).cloned() else {
+                let Some(p) = self.shared_pod(slot) else {
                     continue;
                 };
                 self.unrecord(&p, n);
                 if !p.is_daemonset_pod() {
-                    out.push(Pod {
-                        node_name: None,
-                        ..p
-                    });
+                    out.push(Evicted { slot, node: ni });
                 }
             }
         }
         out
+    }
+
+    /// The pod in a slot (a snapshot pod or one placed during a run).
+    pub fn pod_at(&self, slot: PodSlot) -> Option<&Pod> {
+        self.pod(slot)
+    }
+
+    /// The pod in a slot, held apart from the state so the state can change meanwhile.
+    fn shared_pod(&self, slot: PodSlot) -> Option<SlotPod> {
+        match slot {
+            PodSlot::Bound(i) => self
+                .base
+                .snapshot
+                .pods
+                .get(i)
+                .map(|_| SlotPod::Bound(Arc::clone(&self.base), i)),
+            PodSlot::Extra(i) => self.extra_pods.get(i).cloned().map(SlotPod::Extra),
+        }
     }
 
     fn unrecord(&mut self, pod: &Pod, node: &Node) {
@@ -492,7 +549,33 @@ impl ClusterState {
 
     /// Records a pod placed on an existing node.
     pub fn place(&mut self, pod: &Pod, node_index: usize, requests: &Resources) {
-        let Some(node) = self.base.snapshot.nodes.get(node_index) else {
+        if self.base.snapshot.nodes.get(node_index).is_none() {
+            return;
+        }
+        let slot = PodSlot::Extra(self.extra_pods.len());
+        self.extra_pods.push(Arc::new(Pod {
+            node_name: self.node(node_index).map(|n| n.name.clone()),
+            ..pod.clone()
+        }));
+        self.record(pod, slot, node_index, requests);
+    }
+
+    /// Places an evicted pod ([`ClusterState::evict_nodes`]) on an existing node under the
+    /// slot it already has, unchanged: nothing is copied. (A placed pod's `node_name` is not
+    /// read; the node's slot list says where it is.)
+    pub fn place_evicted(&mut self, slot: PodSlot, node_index: usize, requests: &Resources) {
+        if self.base.snapshot.nodes.get(node_index).is_none() {
+            return;
+        }
+        if let Some(p) = self.shared_pod(slot) {
+            self.record(&p, slot, node_index, requests);
+        }
+    }
+
+    /// Counts a placed pod in the topology groups and the node's usage.
+    fn record(&mut self, pod: &Pod, slot: PodSlot, node_index: usize, requests: &Resources) {
+        let base = Arc::clone(&self.base);
+        let Some(node) = base.snapshot.nodes.get(node_index) else {
             return;
         };
         for g in &mut self.groups {
@@ -512,11 +595,6 @@ impl ClusterState {
                 g.owners.add(d, 1);
             }
         }
-        let slot = PodSlot::Extra(self.extra_pods.len());
-        self.extra_pods.push(Arc::new(Pod {
-            node_name: Some(node.name.clone()),
-            ..pod.clone()
-        }));
         if let Some(ns) = self.nodes.get_mut(node_index) {
             ns.used.add_assign(requests);
             ns.ports.extend(pod.host_ports.iter().map(port_key));

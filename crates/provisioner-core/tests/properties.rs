@@ -19,6 +19,7 @@ use provisioner_core::{
     TolerationOperator, TopologySpreadConstraint, WeightedNodeSelectorTerm,
     WeightedPodAffinityTerm, WhenUnsatisfiable, labels, resources, schedule,
 };
+use provisioner_core::{ClusterState, PodSlot, schedule_evicted, schedule_on};
 
 const GIB: i64 = 1 << 30;
 const ZONES: [&str; 3] = ["z1", "z2", "z3"];
@@ -757,6 +758,47 @@ proptest! {
             check_allocatable(&case.snapshot, &r)?;
             check_existing_first(&case.snapshot, &r)?;
         }
+    }
+
+    /// Evicted pods placed again under their own slots (no copies, as consolidation's
+    /// simulations do) leave the same state as copies placed as new pods: the same result,
+    /// the same usage per node, and the same answer for pods scheduled afterwards (which reads
+    /// every topology count).
+    #[test]
+    fn evicted_pods_placed_in_their_slots_match_copies(case in arb_case(), drop_first in any::<bool>()) {
+        let opts = SchedulingOptions::default();
+        // Room on existing nodes in every zone, so evicted pods land on existing nodes.
+        let mut snapshot = case.snapshot.clone();
+        for (i, z) in ZONES.iter().enumerate() {
+            let mut r = Resources::with_pods(16_000, 64 * GIB, 110);
+            r.ephemeral_storage = 200 * GIB;
+            r.extended.insert(GPU.into(), 4);
+            snapshot.nodes.push(Node::new(&format!("big{i}"), z, r));
+        }
+        let case = Case { snapshot };
+        let mut base = ClusterState::new(&case.snapshot);
+        let _ = schedule_on(&mut base, &case.snapshot.pods, &opts);
+        let names: Vec<&str> = case.snapshot.nodes.iter().map(|n| n.name.as_str())
+            .filter(|n| drop_first || *n != "n0").take(2).collect();
+        let mut copied = base.clone();
+        let moved = copied.remove_nodes(&names);
+        let a = schedule_on(&mut copied, &moved, &opts);
+        let mut kept = base.clone();
+        let evicted = kept.evict_nodes(&names);
+        let pods: Vec<Pod> = evicted.iter().filter_map(|e| kept.pod_at(e.slot).cloned()).collect();
+        let slots: Vec<PodSlot> = evicted.iter().map(|e| e.slot).collect();
+        prop_assert_eq!(pods.len(), moved.len());
+        let planner = opts.strategy.planner();
+        let b = schedule_evicted(&mut kept, &pods, &slots, &opts, planner, None);
+        prop_assert_eq!(serde_json::to_string(&a).ok(), serde_json::to_string(&b).ok());
+        for i in 0..case.snapshot.nodes.len() {
+            prop_assert_eq!(&copied.nodes[i].used, &kept.nodes[i].used);
+            prop_assert_eq!(copied.nodes[i].pods.len(), kept.nodes[i].pods.len());
+        }
+        let probe: Vec<Pod> = case.snapshot.pods.iter().map(|p| Pod { name: format!("again-{}", p.name), ..p.clone() }).collect();
+        let a2 = schedule_on(&mut copied, &probe, &opts);
+        let b2 = schedule_on(&mut kept, &probe, &opts);
+        prop_assert_eq!(serde_json::to_string(&a2).ok(), serde_json::to_string(&b2).ok());
     }
 
     #[test]

@@ -60,7 +60,9 @@ use crate::result::PodRef;
 pub struct Evaluated {
     /// Indices into the eligible candidates, ascending.
     pub members: Vec<usize>,
-    pub moves: Vec<PodMove>,
+    /// `None` once it can no longer be the command ([`keep_moves_of_best`]); the winner's
+    /// are simulated again if they were let go.
+    pub moves: Option<Vec<PodMove>>,
     pub replacements: Vec<Replacement>,
     pub candidates_price: f64,
     pub saving: f64,
@@ -179,6 +181,23 @@ fn undominated(found: Vec<Evaluated>) -> Vec<Evaluated> {
         .zip(keep)
         .filter_map(|(e, k)| k.then_some(e))
         .collect()
+}
+
+/// Lets go of the pod moves of every command but the best so far: only the winner's moves
+/// make the command, and a 5,000-node pass finds about 5,000 valid ones (150,000 moves, 40 MB
+/// held through the later phases). A winner whose moves were let go (the best so far can
+/// still be dominated by a later subset, see [`undominated`]) is simulated again.
+fn keep_moves_of_best(found: &mut [Evaluated], names: &dyn Fn(&Evaluated) -> Vec<String>) {
+    let best = found
+        .iter()
+        .enumerate()
+        .min_by(|(_, a), (_, b)| better(a, b, names))
+        .map(|(i, _)| i);
+    for (i, e) in found.iter_mut().enumerate() {
+        if Some(i) != best {
+            e.moves = None;
+        }
+    }
 }
 
 /// Total order on evaluated commands: best first.
@@ -328,7 +347,7 @@ impl<'s, 'a> Search<'s, 'a> {
         members.sort_unstable();
         Ok(Evaluated {
             members,
-            moves,
+            moves: Some(moves),
             replacements: reps,
             candidates_price: price,
             saving: price - launch,
@@ -634,6 +653,7 @@ impl<'s, 'a> Search<'s, 'a> {
             })
             .collect();
         let singles = alone;
+        keep_moves_of_best(&mut found, &|e| self.names(&e.members));
 
         // Phase 2: greedy growth over delete-only candidates, several orderings.
         let deletable: Vec<usize> = singles
@@ -699,6 +719,7 @@ impl<'s, 'a> Search<'s, 'a> {
             .map(|e| e.members.clone())
             .unwrap_or_default();
         found.extend(settled.into_iter().flatten());
+        keep_moves_of_best(&mut found, &|e| self.names(&e.members));
 
         // Phase 3: repack with replacements: the emptiest nodes that cannot simply go, in
         // growing groups, alone and on top of the best delete set.
@@ -758,7 +779,24 @@ impl<'s, 'a> Search<'s, 'a> {
 
         found.sort_by(|a, b| better(a, b, &|e| self.names(&e.members)));
         found.dedup_by(|a, b| a.members == b.members);
-        let found = undominated(found);
+        let mut found = undominated(found);
+        keep_moves_of_best(&mut found, &|e| self.names(&e.members));
+        // The winner's moves, simulated again if they were let go. A reused single-node
+        // result (a session) may no longer hold; the next best is tried then.
+        while let Some(first) = found.first()
+            && first.moves.is_none()
+        {
+            match self.evaluate(&first.members, first.found_by) {
+                Ok(e) => {
+                    if let Some(f) = found.first_mut() {
+                        *f = e;
+                    }
+                }
+                Err(_) => {
+                    found.remove(0);
+                }
+            }
+        }
         (found, self.sim.runs() - start_runs + reused)
     }
 }
@@ -822,13 +860,18 @@ pub(crate) fn consolidation_in(
             0.0
         },
     };
-    let (found, sets) = search.run_in(session);
+    let (mut found, sets) = search.run_in(session);
     report.sets_evaluated = sets;
-    let Some(first) = found.first() else {
+    let Some(first) = found.first_mut() else {
         report.note = Some("no candidate set saves money with every pod placed".into());
         return (None, report);
     };
-    let mut best = first.clone();
+    // The moves move to the command; the rest of the entry is small.
+    let moves = first.moves.take();
+    let mut best = Evaluated {
+        moves,
+        ..first.clone()
+    };
     let mut planner: Option<String> = None;
     let mut lower_bound: Option<f64> = None;
     let mut optimised = String::new();
@@ -854,6 +897,7 @@ pub(crate) fn consolidation_in(
             planner = Some(opt.name().to_string());
         }
     }
+    let moves = best.moves.take().unwrap_or_default();
     let best = &best;
     let runner_up = found.get(1).map(|e| Alternative {
         candidates: search.names(&e.members),
@@ -910,7 +954,7 @@ pub(crate) fn consolidation_in(
         Method::Consolidation,
         &chosen,
         best.replacements.clone(),
-        best.moves.clone(),
+        moves,
         budget,
         Rationale {
             score: best.score,
@@ -926,4 +970,46 @@ pub(crate) fn consolidation_in(
     debug_assert!(cmd.moves.iter().all(|m| !matches!(&m.to, Destination::Existing(n) if cmd.candidates.iter().any(|c| &c.name == n))));
     report.produced_command = true;
     (Some(cmd), report)
+}
+
+#[cfg(test)]
+mod keep_moves_tests {
+    use super::*;
+    use crate::result::PodRef;
+
+    fn found(members: Vec<usize>, score: f64) -> Evaluated {
+        let pod = PodRef {
+            namespace: "ns".into(),
+            name: format!("p{}", members.first().copied().unwrap_or(0)),
+        };
+        Evaluated {
+            members,
+            moves: Some(vec![PodMove {
+                from: "n".into(),
+                pod,
+                to: Destination::Existing("m".into()),
+            }]),
+            replacements: Vec::new(),
+            candidates_price: 1.0,
+            saving: score,
+            worst_saving: score,
+            disruption: 0.0,
+            score,
+            found_by: "test",
+        }
+    }
+
+    #[test]
+    fn only_the_best_keeps_its_moves() {
+        let mut all = vec![
+            found(vec![0], 1.0),
+            found(vec![1], 3.0),
+            found(vec![2], 2.0),
+        ];
+        keep_moves_of_best(&mut all, &|e| {
+            e.members.iter().map(|m| m.to_string()).collect()
+        });
+        let kept: Vec<bool> = all.iter().map(|e| e.moves.is_some()).collect();
+        assert_eq!(kept, vec![false, true, false]);
+    }
 }

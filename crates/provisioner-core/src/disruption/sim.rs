@@ -9,6 +9,7 @@
 //! new NodeClaims (the replacements) come back exactly as provisioning would decide them, with
 //! every constraint the scheduler checks.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -18,8 +19,8 @@ use super::command::{Destination, PodMove};
 use crate::model::{Pod, Snapshot};
 use crate::packing::LaunchPlanner;
 use crate::result::{NewNodeClaim, PodRef, Unschedulable};
-use crate::scheduler::{SchedulingOptions, effective_term, schedule_capped, schedule_on};
-use crate::state::ClusterState;
+use crate::scheduler::{SchedulingOptions, effective_term, schedule_evicted, schedule_on};
+use crate::state::{Base, ClusterState, Evicted, PodSlot};
 use crate::topology::owned_terms;
 
 /// Where the candidates' pods went in one simulation.
@@ -58,13 +59,6 @@ pub struct Sim<'a> {
 thread_local! {
     /// Tests: Sims built on this thread run the unshared reference path.
     pub(crate) static UNSHARED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-pub(crate) fn pod_ref(p: &Pod) -> PodRef {
-    PodRef {
-        namespace: p.namespace.clone(),
-        name: p.name.clone(),
-    }
 }
 
 impl<'a> Sim<'a> {
@@ -177,27 +171,39 @@ impl<'a> Sim<'a> {
         #[cfg(not(test))]
         let mut state = from.clone();
         let names: Vec<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
-        let mut pods: Vec<Pod> = state
-            .remove_nodes(&names)
+        // The evicted pods stay where the state holds them (not copied out and in again).
+        let base = Arc::clone(&state.base);
+        let mut evicted: Vec<(Held, Evicted)> = state
+            .evict_nodes(&names)
             .into_iter()
-            .filter(is_reschedulable)
+            .filter_map(|e| Some((Held::of(&state, &base, e.slot)?, e)))
+            .filter(|(p, _)| is_reschedulable(p.borrow()))
             .collect();
-        pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        let mut from_node: BTreeMap<PodRef, String> = BTreeMap::new();
-        for c in candidates {
-            for &pi in &c.pods {
-                if let Some(p) = self.snapshot.pods.get(pi) {
-                    from_node.insert(pod_ref(p), c.name.clone());
-                }
-            }
-        }
+        evicted.sort_by(|(a, _), (b, _)| {
+            let (a, b): (&Pod, &Pod) = (a.borrow(), b.borrow());
+            (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name))
+        });
+        let slots: Vec<PodSlot> = evicted.iter().map(|(_, e)| e.slot).collect();
+        let left_nodes: Vec<usize> = evicted.iter().map(|(_, e)| e.node).collect();
+        let pods: Vec<Held> = evicted.into_iter().map(|(p, _)| p).collect();
         let planner = planner.unwrap_or_else(|| self.sched.strategy.planner());
-        let result = schedule_capped(&mut state, &pods, &self.sched, planner, price_cap);
+        let result = schedule_evicted(&mut state, &pods, &slots, &self.sched, planner, price_cap);
+        let left = |r: &PodRef| {
+            let i = pods
+                .binary_search_by(|p| {
+                    let p: &Pod = p.borrow();
+                    (p.namespace.as_str(), p.name.as_str())
+                        .cmp(&(r.namespace.as_str(), r.name.as_str()))
+                })
+                .ok()?;
+            let n = base.snapshot.nodes.get(*left_nodes.get(i)?)?;
+            Some(n.name.clone())
+        };
         let origin_of = |r: &PodRef| {
             origin
                 .get(r)
-                .or_else(|| from_node.get(r))
                 .cloned()
+                .or_else(|| left(r))
                 .unwrap_or_default()
         };
         // As Karpenter: a pod may only move to a node that is initialized, since the
@@ -244,5 +250,30 @@ impl<'a> Sim<'a> {
                 over_price_cap: result.over_price_cap,
             },
         )
+    }
+}
+
+/// A pending pod the simulation hands the scheduler without copying it: a snapshot pod by
+/// reference, or one placed by an earlier step, shared.
+enum Held<'b> {
+    Bound(&'b Pod),
+    Extra(Arc<Pod>),
+}
+
+impl<'b> Held<'b> {
+    fn of(state: &ClusterState, base: &'b Base, slot: PodSlot) -> Option<Held<'b>> {
+        match slot {
+            PodSlot::Bound(i) => base.snapshot.pods.get(i).map(Held::Bound),
+            PodSlot::Extra(i) => state.extra_pods.get(i).cloned().map(Held::Extra),
+        }
+    }
+}
+
+impl Borrow<Pod> for Held<'_> {
+    fn borrow(&self) -> &Pod {
+        match self {
+            Held::Bound(p) => p,
+            Held::Extra(p) => p,
+        }
     }
 }
