@@ -384,6 +384,18 @@ impl ClusterState {
         &self.removed_nodes
     }
 
+    /// Makes every topology count's private changes shared, before this state is cloned
+    /// once per simulation (see [`crate::topology::Counts::fold`]).
+    pub fn fold_counts(&mut self) {
+        for g in &mut self.groups {
+            if !g.counts.overlay_is_empty() || !g.owners.overlay_is_empty() {
+                let g = Arc::make_mut(g);
+                g.counts.fold();
+                g.owners.fold();
+            }
+        }
+    }
+
     /// The node objects.
     pub fn node(&self, i: usize) -> Option<&Node> {
         self.base.snapshot.nodes.get(i)

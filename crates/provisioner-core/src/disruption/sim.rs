@@ -117,6 +117,8 @@ impl<'a> Sim<'a> {
                 }
             }
         }
+        // Every simulation clones this state.
+        base.fold_counts();
         let uninitialized = snapshot
             .nodes
             .iter()
