@@ -27,6 +27,7 @@ pub mod anticipate;
 pub mod builders;
 pub mod disruption;
 pub mod filter;
+mod free_room;
 mod interner;
 pub mod model;
 pub mod optimize;

@@ -682,7 +682,14 @@ impl<'a> Run<'a> {
     ) -> Option<usize> {
         let c = self.classes.get(class)?;
         let base = &self.state.base;
-        'nodes: for &ni in &base.node_order {
+        let mut pos = 0;
+        'nodes: while let Some(&ni) = base.node_order.get(pos) {
+            // Whole blocks of nodes without the room are skipped (the first fit is the same).
+            if pos % crate::free_room::BLOCK == 0 && !self.state.block_may_fit(pos, requests) {
+                pos += crate::free_room::BLOCK;
+                continue;
+            }
+            pos += 1;
             if !c.nodes_ok.get(ni).copied().unwrap_or(false) {
                 continue;
             }

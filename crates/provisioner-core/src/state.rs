@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use crate::free_room::FreeRoom;
 use crate::model::{HostPort, Node, Pod, Protocol, Resources, Snapshot, labels};
 use crate::resources::pod_requests;
 use crate::shapes::{Shapes, csi_resource};
@@ -23,6 +24,8 @@ pub struct Base {
     pub shapes: Arc<Shapes>,
     /// Node indices in Karpenter's order: initialized first, then by name.
     pub node_order: Vec<usize>,
+    /// Each node's position in `node_order`.
+    pub order_pos: Vec<usize>,
     /// Requests of every snapshot pod (same indices as `snapshot.pods`).
     pub requests: Vec<Resources>,
     /// Node indices by name, so removing candidates does not scan the cluster.
@@ -168,6 +171,8 @@ pub struct ClusterState {
     /// Indices of the removed nodes (marked for deletion or removed as candidates), so that
     /// a simulation can correct shared per-cluster facts without scanning every node.
     removed_nodes: Vec<usize>,
+    /// Free room per block of `node_order`, for the first-fit scan.
+    free_room: FreeRoom,
 }
 
 /// A pod pinned to domains on a new node: only what group selection and ownership read (a
@@ -295,6 +300,15 @@ impl ClusterState {
                 _ => a.cmp(b),
             }
         });
+        let free_room = FreeRoom::build(node_order.len(), |pos| {
+            node_order.get(pos).and_then(|ni| nodes.get(*ni))
+        });
+        let mut order_pos = vec![0; node_order.len()];
+        for (pos, ni) in node_order.iter().enumerate() {
+            if let Some(slot) = order_pos.get_mut(*ni) {
+                *slot = pos;
+            }
+        }
         let nodes = Nodes::from_vec(nodes);
         let mut index_by_name: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, n) in snapshot.nodes.iter().enumerate() {
@@ -313,6 +327,7 @@ impl ClusterState {
             snapshot,
             shapes,
             node_order,
+            order_pos,
             requests,
         });
         let mut state = ClusterState {
@@ -323,6 +338,7 @@ impl ClusterState {
             extra_pods: Chunked::default(),
             pinned: Vec::new(),
             removed_nodes,
+            free_room,
         };
         // Inverse anti-affinity: required anti-affinity terms of bound pods.
         let snap = Arc::clone(&state.base);
@@ -358,6 +374,7 @@ impl ClusterState {
             snapshot: Arc::new((*b.snapshot).clone()),
             shapes: Arc::clone(&b.shapes),
             node_order: b.node_order.clone(),
+            order_pos: b.order_pos.clone(),
             requests: b.requests.clone(),
             by_name: b.by_name.clone(),
             memo: crate::scheduler::Memo::default(),
@@ -376,6 +393,7 @@ impl ClusterState {
             ),
             pinned: self.pinned.clone(),
             removed_nodes: self.removed_nodes.clone(),
+            free_room: self.free_room.clone(),
         }
     }
 
@@ -612,6 +630,19 @@ impl ClusterState {
             ns.ports.extend(pod.host_ports.iter().map(port_key));
             ns.pods.push(slot);
         }
+        if let Some(&pos) = base.order_pos.get(node_index) {
+            let nodes = &self.nodes;
+            let order = &base.node_order;
+            self.free_room.refresh(pos, order.len(), |p| {
+                order.get(p).and_then(|ni| nodes.get(*ni))
+            });
+        }
+    }
+
+    /// Whether some node in the block of the node order that starts at `pos` may have room
+    /// for `requests` ([`FreeRoom`]); `false` means the first-fit scan can skip the block.
+    pub fn block_may_fit(&self, pos: usize, requests: &Resources) -> bool {
+        self.free_room.may_fit(pos, requests)
     }
 
     /// Records a pod pinned to domains on a new node (hostname is not known yet).

@@ -801,6 +801,47 @@ proptest! {
         prop_assert_eq!(serde_json::to_string(&a2).ok(), serde_json::to_string(&b2).ok());
     }
 
+    /// Pods land on the first node in Karpenter's order with room, also when whole blocks of
+    /// full nodes are skipped (`free_room`): checked against a plain first-fit scan over
+    /// clusters of several blocks, with the room spread at random.
+    #[test]
+    fn first_fit_skips_no_node_with_room(
+        free in prop::collection::vec(prop::sample::select(vec![0i64, 0, 0, 0, 100, 300, 700, 1500]), 130..260),
+        pods in prop::collection::vec(prop::sample::select(vec![50i64, 100, 250, 500, 1000, 2000]), 1..60),
+    ) {
+        let mut snapshot = Snapshot::default();
+        for (i, f) in free.iter().enumerate() {
+            let name = format!("n{i:03}");
+            snapshot.nodes.push(Node::new(&name, ZONES[i % 3], Resources::with_pods(2000, 64 * GIB, 110)));
+            if *f < 2000 {
+                let mut p = Pod::new("ns", &format!("bound{i}"), 2000 - f, GIB).on(&name);
+                p.owner_kind = Some("ReplicaSet".into());
+                snapshot.pods.push(p);
+            }
+        }
+        let pending: Vec<Pod> = pods.iter().enumerate()
+            .map(|(i, cpu)| Pod::new("ns", &format!("p{i:02}"), *cpu, GIB))
+            .collect();
+        let mut state = ClusterState::new(&snapshot);
+        let r = schedule_on(&mut state, &pending, &SchedulingOptions::default());
+        // The plain scan, in the scheduler's pod order (CPU, then memory, descending; name).
+        let mut room: Vec<i64> = free.clone();
+        let mut order: Vec<&Pod> = pending.iter().collect();
+        order.sort_by(|a, b| b.containers[0].cpu_milli.cmp(&a.containers[0].cpu_milli).then(a.name.cmp(&b.name)));
+        let mut want: BTreeMap<String, String> = BTreeMap::new();
+        for p in order {
+            let cpu = p.containers[0].cpu_milli;
+            if let Some(i) = room.iter().position(|f| *f >= cpu) {
+                room[i] -= cpu;
+                want.insert(p.name.clone(), format!("n{i:03}"));
+            }
+        }
+        let got: BTreeMap<String, String> = r.existing_placements.iter()
+            .map(|pl| (pl.pod.name.clone(), pl.node.clone()))
+            .collect();
+        prop_assert_eq!(got, want);
+    }
+
     #[test]
     fn deterministic_across_thread_counts(case in arb_case()) {
         let run = |threads: usize| -> String {
