@@ -474,6 +474,8 @@ impl<'s, 'a> Search<'s, 'a> {
             if out.feasible() && out.claims.is_empty() {
                 misses = 0;
                 state = trial;
+                // The next step clones this state: keep its topology overlays empty.
+                state.fold_counts();
                 members.push(i);
                 for m in out.moves {
                     origin.entry(m.pod).or_insert(m.from);
