@@ -515,14 +515,16 @@ impl<'a> Run<'a> {
     /// early already sees the anti-affinity of pods processed later.
     fn prepare_groups<P: Borrow<Pod> + Sync>(&mut self, pending: &[P]) {
         let mut seen = BTreeSet::new();
+        let mut terms = Vec::new();
         for p in pending.iter().map(Borrow::borrow) {
             let term = effective_term(p);
             for t in owned_terms(p, &self.state.base.snapshot.namespaces, &[term]) {
                 if seen.insert(t.key.clone()) {
-                    self.state.group(&t);
+                    terms.push(t);
                 }
             }
         }
+        self.state.create_groups(&terms);
     }
 
     fn class(&mut self, pod: &Pod) -> usize {

@@ -342,6 +342,7 @@ impl ClusterState {
         };
         // Inverse anti-affinity: required anti-affinity terms of bound pods.
         let snap = Arc::clone(&state.base);
+        let mut terms = Vec::new();
         for p in snap
             .snapshot
             .pods
@@ -358,10 +359,13 @@ impl ClusterState {
             let mut owner = reduced;
             owner.namespace = p.namespace.clone();
             owner.labels = p.labels.clone();
-            for t in crate::topology::owned_terms(&owner, &snap.snapshot.namespaces, &[]) {
-                state.group(&t);
-            }
+            terms.extend(crate::topology::owned_terms(
+                &owner,
+                &snap.snapshot.namespaces,
+                &[],
+            ));
         }
+        state.create_groups(&terms);
         state
     }
 
@@ -526,55 +530,114 @@ impl ClusterState {
         if let Some(i) = self.group_index.get(&term.key) {
             return *i;
         }
-        let mut g = Group::new(term);
-        let mut domains = BTreeSet::new();
-        for (ni, n) in self.base.snapshot.nodes.iter().enumerate() {
+        self.create_groups(std::slice::from_ref(term));
+        self.group_index.get(&term.key).copied().unwrap_or(0)
+    }
+
+    /// Creates the groups of `terms` that do not exist yet, in their order, counting them all
+    /// in one pass over the cluster. Each pod is tested only against the groups whose
+    /// selector could select it (by one of its `matchLabels`, or every group without any):
+    /// a consolidation pass makes every group its bound pods take part in up front, and
+    /// testing every pod against every group was a sixth of a 10,000-node pass.
+    pub fn create_groups(&mut self, terms: &[OwnedTerm]) {
+        let mut made: Vec<Group> = Vec::new();
+        let mut sources: Vec<&OwnedTerm> = Vec::new();
+        for t in terms {
+            if !self.group_index.contains_key(&t.key) && !sources.iter().any(|s| s.key == t.key) {
+                made.push(Group::new(t));
+                sources.push(t);
+            }
+        }
+        if made.is_empty() {
+            return;
+        }
+        let mut by_label: HashMap<&str, Vec<(&str, usize)>> = HashMap::new();
+        let mut always: Vec<usize> = Vec::new();
+        for (gi, t) in sources.iter().enumerate() {
+            match t.selector.match_labels.iter().next() {
+                Some((k, v)) => by_label
+                    .entry(k.as_str())
+                    .or_default()
+                    .push((v.as_str(), gi)),
+                None => always.push(gi),
+            }
+        }
+        let anti: Vec<usize> = (0..made.len())
+            .filter(|gi| made.get(*gi).is_some_and(|g| g.kind == Kind::AntiAffinity))
+            .collect();
+        let mut domains: Vec<BTreeSet<String>> = vec![BTreeSet::new(); made.len()];
+        let mut maybe: Vec<usize> = Vec::new();
+        let base = Arc::clone(&self.base);
+        for (ni, n) in base.snapshot.nodes.iter().enumerate() {
             let Some(ns) = self.nodes.get(ni) else {
                 continue;
             };
             if ns.removed {
                 continue;
             }
-            if g.kind == Kind::Spread
-                && g.filter.admits(&n.labels, &n.taints)
-                && let Some(d) = node_domain(n, &g.key)
-            {
-                domains.insert(d.to_string());
+            for (g, set) in made.iter().zip(domains.iter_mut()) {
+                if g.kind == Kind::Spread
+                    && g.filter.admits(&n.labels, &n.taints)
+                    && let Some(d) = node_domain(n, &g.key)
+                {
+                    set.insert(d.to_string());
+                }
             }
-            let Some(d) = node_domain(n, &g.key) else {
-                continue;
-            };
             for slot in &ns.pods {
                 let Some(p) = self.pod(*slot) else { continue };
-                if g.selects(p) && g.counts_node(&n.labels, &n.taints) {
-                    g.counts.add(d, 1);
+                maybe.clear();
+                maybe.extend_from_slice(&always);
+                for (k, v) in p.labels.iter() {
+                    if let Some(list) = by_label.get(k.as_str()) {
+                        maybe.extend(list.iter().filter(|(gv, _)| *gv == v).map(|(_, gi)| *gi));
+                    }
                 }
-                if g.kind == Kind::AntiAffinity && owns(p, &g) {
-                    g.owners.add(d, 1);
+                for &gi in &maybe {
+                    if let Some(g) = made.get_mut(gi)
+                        && let Some(d) = node_domain(n, &g.key)
+                        && g.selects(p)
+                        && g.counts_node(&n.labels, &n.taints)
+                    {
+                        g.counts.add(d, 1);
+                    }
+                }
+                let anti_terms = &p.pod_anti_affinity;
+                if anti_terms.required.is_empty() && anti_terms.preferred.is_empty() {
+                    continue;
+                }
+                for &gi in &anti {
+                    if let Some(g) = made.get_mut(gi)
+                        && let Some(d) = node_domain(n, &g.key)
+                        && owns(p, g)
+                    {
+                        g.owners.add(d, 1);
+                    }
                 }
             }
         }
-        for p in &self.pinned {
-            if let Some(d) = p.pin(&g.key) {
-                let pod_labels = &p.who.labels;
-                if g.scope.contains(&p.who.namespace) && g.selector.matches(pod_labels) {
-                    g.counts.add(d, 1);
-                }
-                if g.kind == Kind::AntiAffinity
-                    && p.who
-                        .terms
-                        .as_deref()
-                        .is_some_and(|(a, anti)| owns_terms(a, anti, pod_labels, &g))
-                {
-                    g.owners.add(d, 1);
+        for g in &mut made {
+            for p in &self.pinned {
+                if let Some(d) = p.pin(&g.key) {
+                    let pod_labels = &p.who.labels;
+                    if g.scope.contains(&p.who.namespace) && g.selector.matches(pod_labels) {
+                        g.counts.add(d, 1);
+                    }
+                    if g.kind == Kind::AntiAffinity
+                        && p.who
+                            .terms
+                            .as_deref()
+                            .is_some_and(|(a, anti)| owns_terms(a, anti, pod_labels, g))
+                    {
+                        g.owners.add(d, 1);
+                    }
                 }
             }
         }
-        g.domains = Arc::new(domains);
-        let i = self.groups.len();
-        self.groups.push(Arc::new(g));
-        self.group_index.insert(term.key.clone(), i);
-        i
+        for ((mut g, set), t) in made.into_iter().zip(domains).zip(sources) {
+            g.domains = Arc::new(set);
+            self.group_index.insert(t.key.clone(), self.groups.len());
+            self.groups.push(Arc::new(g));
+        }
     }
 
     /// Records a pod placed on an existing node.

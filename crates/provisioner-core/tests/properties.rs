@@ -842,6 +842,61 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 
+    /// Topology groups made in one pass over the cluster (each pod tested only against the
+    /// groups its labels could select) count exactly what testing every pod against every
+    /// group counts, for groups made before pods were placed and after.
+    #[test]
+    fn groups_count_every_selected_pod(case in arb_case()) {
+        use provisioner_core::state::{node_domain, owns};
+        let mut snapshot = case.snapshot.clone();
+        for (i, z) in ZONES.iter().enumerate() {
+            snapshot.nodes.push(Node::new(&format!("big{i}"), z, Resources::with_pods(16_000, 64 * GIB, 110)));
+        }
+        // Existing nodes only: pods pinned to new nodes' domains are counted too, and this
+        // reference cannot see them.
+        snapshot.instance_types.clear();
+        let opts = SchedulingOptions::default();
+        let mut state = ClusterState::new(&snapshot);
+        let _ = schedule_on(&mut state, &snapshot.pods, &opts);
+        // Groups made after the placements: the same terms under new keys.
+        let mut later = Vec::new();
+        for p in &snapshot.pods {
+            for mut t in provisioner_core::topology::owned_terms(p, &snapshot.namespaces, &[provisioner_core::scheduler::effective_term(p)]) {
+                t.key.max_skew += 7;
+                later.push(t);
+            }
+        }
+        state.create_groups(&later);
+        for g in &state.groups {
+            let mut counts: BTreeMap<String, i32> = BTreeMap::new();
+            let mut owners: BTreeMap<String, i32> = BTreeMap::new();
+            for (ni, n) in snapshot.nodes.iter().enumerate() {
+                let ns = &state.nodes[ni];
+                let Some(d) = node_domain(n, &g.key) else { continue };
+                if ns.removed { continue; }
+                for slot in &ns.pods {
+                    let Some(p) = state.pod_at(*slot) else { continue };
+                    if g.selects(p) && g.counts_node(&n.labels, &n.taints) {
+                        *counts.entry(d.to_string()).or_default() += 1;
+                    }
+                    if owns(p, g) {
+                        *owners.entry(d.to_string()).or_default() += 1;
+                    }
+                }
+            }
+            counts.retain(|_, v| *v != 0);
+            owners.retain(|_, v| *v != 0);
+            let mut got = g.counts.to_map();
+            got.retain(|_, v| *v != 0);
+            let mut got_owners = g.owners.to_map();
+            got_owners.retain(|_, v| *v != 0);
+            prop_assert_eq!(got, counts);
+            if g.kind == provisioner_core::topology::Kind::AntiAffinity {
+                prop_assert_eq!(got_owners, owners);
+            }
+        }
+    }
+
     #[test]
     fn deterministic_across_thread_counts(case in arb_case()) {
         let run = |threads: usize| -> String {

@@ -106,6 +106,7 @@ impl<'a> Sim<'a> {
         // creates a group on first use by counting over the whole cluster, and on a clone
         // that work would be redone by every simulation.
         let mut seen = BTreeSet::new();
+        let mut terms = Vec::new();
         for p in snapshot
             .pods
             .iter()
@@ -113,10 +114,11 @@ impl<'a> Sim<'a> {
         {
             for t in owned_terms(p, &snapshot.namespaces, &[effective_term(p)]) {
                 if seen.insert(t.key.clone()) {
-                    base.group(&t);
+                    terms.push(t);
                 }
             }
         }
+        base.create_groups(&terms);
         // Every simulation clones this state.
         base.fold_counts();
         let uninitialized = snapshot
