@@ -169,7 +169,11 @@ fn schedule_in<P: Borrow<Pod> + Sync>(
         });
     }
     run.prepare_groups(pending);
-    run.draft_room = pending.len();
+    // At most one draft per pod: reserved up front, so a large run neither copies its drafts
+    // while growing nor keeps up to twice the room they need. (Reserving it with the first
+    // draft instead saved no resident memory in consolidation and made the 100,000-pod run
+    // 10% slower.)
+    run.drafts.reserve_exact(pending.len());
     let order = pod_order(pending);
     let mut result = SchedulingResult {
         strategy: planner.name().to_string(),
@@ -481,11 +485,6 @@ struct Run<'a> {
     claims: Option<Claims>,
     /// Where the state already holds the pod being tried, if it does ([`schedule_evicted`]).
     slot: Option<PodSlot>,
-    /// At most one draft per pod: room for that many is reserved with the first draft, so a
-    /// large run neither copies its drafts while growing nor keeps up to twice the room they
-    /// need, and a run whose pods all fit on existing nodes (most consolidation simulations)
-    /// reserves nothing.
-    draft_room: usize,
 }
 
 impl<'a> Run<'a> {
@@ -507,7 +506,6 @@ impl<'a> Run<'a> {
             price_cap: None,
             claims: None,
             slot: None,
-            draft_room: 0,
         }
     }
 
@@ -881,7 +879,7 @@ impl<'a> Run<'a> {
         let di = self.drafts.len();
         let term = self.terms.id(term);
         let set = self.shared_set(&set);
-        self.push_draft(Draft::of_one(
+        self.drafts.push(Draft::of_one(
             index,
             requests,
             set,
@@ -896,14 +894,6 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Adds a draft; see [`Run::draft_room`].
-    fn push_draft(&mut self, draft: Draft) {
-        if self.drafts.capacity() == 0 {
-            self.drafts.reserve_exact(self.draft_room);
-        }
-        self.drafts.push(draft);
-    }
-
     /// A new draft holding one pod (copies of what the caller keeps using); its index.
     fn open_draft(
         &mut self,
@@ -916,7 +906,7 @@ impl<'a> Run<'a> {
     ) -> usize {
         let term = self.terms.id(term);
         let shapes = self.shared_set(shapes);
-        self.push_draft(Draft::of_one(
+        self.drafts.push(Draft::of_one(
             pod,
             requests.clone(),
             shapes,
