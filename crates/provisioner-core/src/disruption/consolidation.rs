@@ -183,6 +183,34 @@ fn undominated(found: Vec<Evaluated>) -> Vec<Evaluated> {
         .collect()
 }
 
+/// What budgets, PDBs and the headroom rule read of a candidate set: nodes per NodePool,
+/// evictions per PDB, room the set's pods take.
+#[derive(Debug, Clone, Default)]
+struct Tally<'c> {
+    per_pool: BTreeMap<&'c str, u32>,
+    per_pdb: BTreeMap<usize, u32>,
+    taken: Room,
+}
+
+impl<'c> Tally<'c> {
+    /// Adds candidate `m`; `false` if there is no such candidate.
+    fn add(&mut self, search: &Search<'c, '_>, m: usize) -> bool {
+        let Some(c) = search.cands.get(m) else {
+            return false;
+        };
+        *self.per_pool.entry(c.nodepool.as_str()).or_default() += 1;
+        for (pdb, n) in &c.pdb_evictions {
+            *self.per_pdb.entry(*pdb).or_default() += n;
+        }
+        if let Some((_, taken)) = &search.room
+            && let Some(r) = taken.get(m)
+        {
+            self.taken = (self.taken.0 + r.0, self.taken.1 + r.1);
+        }
+        true
+    }
+}
+
 /// Lets go of the pod moves of every command but the best so far: only the winner's moves
 /// make the command, and a 5,000-node pass finds about 5,000 valid ones (150,000 moves, 40 MB
 /// held through the later phases). A winner whose moves were let go (the best so far can
@@ -227,22 +255,18 @@ impl<'s, 'a> Search<'s, 'a> {
 
     /// Whether budgets (and, with `pdb_per_command`, PDBs) allow disrupting all `members`.
     pub fn allowed(&self, members: &[usize]) -> bool {
-        let mut per_pool: BTreeMap<&str, u32> = BTreeMap::new();
-        let mut per_pdb: BTreeMap<usize, u32> = BTreeMap::new();
-        for &m in members {
-            let Some(c) = self.cands.get(m) else {
-                return false;
-            };
-            *per_pool.entry(c.nodepool.as_str()).or_default() += 1;
-            for (pdb, n) in &c.pdb_evictions {
-                *per_pdb.entry(*pdb).or_default() += n;
-            }
-        }
-        per_pool
+        let mut tally = Tally::default();
+        members.iter().all(|&m| tally.add(self, m)) && self.tally_allowed(&tally)
+    }
+
+    /// Whether budgets and PDBs allow a set with this tally.
+    fn tally_allowed(&self, tally: &Tally) -> bool {
+        tally
+            .per_pool
             .iter()
             .all(|(p, n)| *n <= self.budgets.allowed(p, self.reason()))
             && (!self.options.pdb_per_command
-                || per_pdb.iter().all(|(i, n)| {
+                || tally.per_pdb.iter().all(|(i, n)| {
                     self.sim
                         .snapshot
                         .pdbs
@@ -254,14 +278,18 @@ impl<'s, 'a> Search<'s, 'a> {
     /// Whether the headroom rule lets `members` go, their pods on replacements giving `given`
     /// room back.
     fn room_allows(&self, members: &[usize], given: Room) -> bool {
-        let Some((guard, taken)) = &self.room else {
-            return true;
-        };
-        let t = members
-            .iter()
-            .filter_map(|m| taken.get(*m))
-            .fold((0i64, 0i64), |a, r| (a.0 + r.0, a.1 + r.1));
-        guard.allows(t, given)
+        let mut tally = Tally::default();
+        for &m in members {
+            tally.add(self, m);
+        }
+        self.room_allows_tally(&tally, given)
+    }
+
+    fn room_allows_tally(&self, tally: &Tally, given: Room) -> bool {
+        match &self.room {
+            Some((guard, _)) => guard.allows(tally.taken, given),
+            None => true,
+        }
     }
 
     fn names(&self, members: &[usize]) -> Vec<String> {
@@ -456,6 +484,9 @@ impl<'s, 'a> Search<'s, 'a> {
     fn greedy(&self, order: &[usize], max_sims: usize) -> Vec<usize> {
         let mut state = self.sim.base.clone();
         let mut members: Vec<usize> = Vec::new();
+        // What budgets, PDBs and the headroom rule read of `members`, kept as it grows (a
+        // recount per step made the growth quadratic in the set's size).
+        let mut tally = Tally::default();
         let mut origin: BTreeMap<PodRef, String> = BTreeMap::new();
         let mut sims = 0usize;
         let mut misses = 0usize;
@@ -463,9 +494,11 @@ impl<'s, 'a> Search<'s, 'a> {
             if sims >= max_sims || misses >= self.options.greedy_patience {
                 break;
             }
-            let mut trial_members = members.clone();
-            trial_members.push(i);
-            if !self.allowed(&trial_members) || !self.room_allows(&trial_members, (0, 0)) {
+            let mut trial_tally = tally.clone();
+            if !trial_tally.add(self, i)
+                || !self.tally_allowed(&trial_tally)
+                || !self.room_allows_tally(&trial_tally, (0, 0))
+            {
                 continue;
             }
             let Some(c) = self.cands.get(i) else { continue };
@@ -473,6 +506,7 @@ impl<'s, 'a> Search<'s, 'a> {
             let (trial, out) = self.sim.remove(&state, &[c], &origin);
             if out.feasible() && out.claims.is_empty() {
                 misses = 0;
+                tally = trial_tally;
                 state = trial;
                 // The next step clones this state: keep its topology overlays empty.
                 state.fold_counts();
