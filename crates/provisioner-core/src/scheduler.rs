@@ -255,6 +255,24 @@ fn pod_ref(p: &Pod) -> PodRef {
     }
 }
 
+/// The topology terms `pods` own (under their effective node requirements), each distinct
+/// one once, in first-seen order: what [`ClusterState::create_groups`] makes groups of.
+pub(crate) fn distinct_terms<'p>(
+    pods: impl IntoIterator<Item = &'p Pod>,
+    namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Vec<crate::topology::OwnedTerm> {
+    let mut seen = BTreeSet::new();
+    let mut terms = Vec::new();
+    for p in pods {
+        for t in owned_terms(p, namespaces, &[effective_term(p)]) {
+            if seen.insert(t.key.clone()) {
+                terms.push(t);
+            }
+        }
+    }
+    terms
+}
+
 /// The node requirements a pod is held to now: nodeSelector, its heaviest preferred
 /// node-affinity term (until relaxed) and its first required term (Karpenter's reading).
 pub fn effective_term(pod: &Pod) -> NodeSelectorTerm {
@@ -512,16 +530,10 @@ impl<'a> Run<'a> {
     /// Creates the groups of every pending pod's terms up front, so that a pod processed
     /// early already sees the anti-affinity of pods processed later.
     fn prepare_groups<P: Borrow<Pod> + Sync>(&mut self, pending: &[P]) {
-        let mut seen = BTreeSet::new();
-        let mut terms = Vec::new();
-        for p in pending.iter().map(Borrow::borrow) {
-            let term = effective_term(p);
-            for t in owned_terms(p, &self.state.base.snapshot.namespaces, &[term]) {
-                if seen.insert(t.key.clone()) {
-                    terms.push(t);
-                }
-            }
-        }
+        let terms = distinct_terms(
+            pending.iter().map(Borrow::borrow),
+            &self.state.base.snapshot.namespaces,
+        );
         self.state.create_groups(&terms);
     }
 

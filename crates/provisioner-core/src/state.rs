@@ -137,8 +137,10 @@ pub struct Evicted {
     pub node: usize,
 }
 
-/// A pod in a slot, kept alive apart from the state's borrow.
-enum SlotPod {
+/// A pod in a slot, held apart from the state (the state can change meanwhile): a
+/// consolidation simulation hands evicted pods to the scheduler this way, without copies.
+#[derive(Debug)]
+pub enum SlotPod {
     Bound(Arc<Base>, usize),
     Extra(Arc<Pod>),
 }
@@ -151,6 +153,12 @@ impl std::ops::Deref for SlotPod {
             SlotPod::Bound(base, i) => &base.snapshot.pods[*i],
             SlotPod::Extra(p) => p,
         }
+    }
+}
+
+impl std::borrow::Borrow<Pod> for SlotPod {
+    fn borrow(&self) -> &Pod {
+        self
     }
 }
 
@@ -423,7 +431,8 @@ impl ClusterState {
         self.base.snapshot.nodes.get(i)
     }
 
-    fn pod(&self, slot: PodSlot) -> Option<&Pod> {
+    /// The pod in a slot (a snapshot pod or one placed during a run).
+    pub fn pod_at(&self, slot: PodSlot) -> Option<&Pod> {
         match slot {
             PodSlot::Bound(i) => self.base.snapshot.pods.get(i),
             PodSlot::Extra(i) => self.extra_pods.get(i).map(|p| &**p),
@@ -437,7 +446,7 @@ impl ClusterState {
     pub fn remove_nodes(&mut self, names: &[&str]) -> Vec<Pod> {
         self.evict_nodes(names)
             .into_iter()
-            .filter_map(|e| self.pod(e.slot).cloned())
+            .filter_map(|e| self.pod_at(e.slot).cloned())
             .map(|p| Pod {
                 node_name: None,
                 ..p
@@ -487,13 +496,8 @@ impl ClusterState {
         out
     }
 
-    /// The pod in a slot (a snapshot pod or one placed during a run).
-    pub fn pod_at(&self, slot: PodSlot) -> Option<&Pod> {
-        self.pod(slot)
-    }
-
     /// The pod in a slot, held apart from the state so the state can change meanwhile.
-    fn shared_pod(&self, slot: PodSlot) -> Option<SlotPod> {
+    pub fn shared_pod(&self, slot: PodSlot) -> Option<SlotPod> {
         match slot {
             PodSlot::Bound(i) => self
                 .base
@@ -542,8 +546,9 @@ impl ClusterState {
     pub fn create_groups(&mut self, terms: &[OwnedTerm]) {
         let mut made: Vec<Group> = Vec::new();
         let mut sources: Vec<&OwnedTerm> = Vec::new();
+        let mut seen: BTreeSet<&GroupKey> = BTreeSet::new();
         for t in terms {
-            if !self.group_index.contains_key(&t.key) && !sources.iter().any(|s| s.key == t.key) {
+            if !self.group_index.contains_key(&t.key) && seen.insert(&t.key) {
                 made.push(Group::new(t));
                 sources.push(t);
             }
@@ -584,7 +589,9 @@ impl ClusterState {
                 }
             }
             for slot in &ns.pods {
-                let Some(p) = self.pod(*slot) else { continue };
+                let Some(p) = self.pod_at(*slot) else {
+                    continue;
+                };
                 maybe.clear();
                 maybe.extend_from_slice(&always);
                 for (k, v) in p.labels.iter() {

@@ -19,9 +19,8 @@ use super::command::{Destination, PodMove};
 use crate::model::{Pod, Snapshot};
 use crate::packing::LaunchPlanner;
 use crate::result::{NewNodeClaim, PodRef, Unschedulable};
-use crate::scheduler::{SchedulingOptions, effective_term, schedule_evicted, schedule_on};
-use crate::state::{Base, ClusterState, Evicted, PodSlot};
-use crate::topology::owned_terms;
+use crate::scheduler::{SchedulingOptions, distinct_terms, schedule_evicted, schedule_on};
+use crate::state::{ClusterState, Evicted, PodSlot, SlotPod};
 
 /// Where the candidates' pods went in one simulation.
 #[derive(Debug, Clone, Default)]
@@ -105,19 +104,13 @@ impl<'a> Sim<'a> {
         // Create every topology group the bound pods take part in once, here: the scheduler
         // creates a group on first use by counting over the whole cluster, and on a clone
         // that work would be redone by every simulation.
-        let mut seen = BTreeSet::new();
-        let mut terms = Vec::new();
-        for p in snapshot
-            .pods
-            .iter()
-            .filter(|p| p.node_name.is_some() && is_reschedulable(p))
-        {
-            for t in owned_terms(p, &snapshot.namespaces, &[effective_term(p)]) {
-                if seen.insert(t.key.clone()) {
-                    terms.push(t);
-                }
-            }
-        }
+        let terms = distinct_terms(
+            snapshot
+                .pods
+                .iter()
+                .filter(|p| p.node_name.is_some() && is_reschedulable(p)),
+            &snapshot.namespaces,
+        );
         base.create_groups(&terms);
         // Every simulation clones this state.
         base.fold_counts();
@@ -177,10 +170,10 @@ impl<'a> Sim<'a> {
         let names: Vec<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
         // The evicted pods stay where the state holds them (not copied out and in again).
         let base = Arc::clone(&state.base);
-        let mut evicted: Vec<(Held, Evicted)> = state
+        let mut evicted: Vec<(SlotPod, Evicted)> = state
             .evict_nodes(&names)
             .into_iter()
-            .filter_map(|e| Some((Held::of(&state, &base, e.slot)?, e)))
+            .filter_map(|e| Some((state.shared_pod(e.slot)?, e)))
             .filter(|(p, _)| is_reschedulable(p.borrow()))
             .collect();
         evicted.sort_by(|(a, _), (b, _)| {
@@ -189,7 +182,7 @@ impl<'a> Sim<'a> {
         });
         let slots: Vec<PodSlot> = evicted.iter().map(|(_, e)| e.slot).collect();
         let left_nodes: Vec<usize> = evicted.iter().map(|(_, e)| e.node).collect();
-        let pods: Vec<Held> = evicted.into_iter().map(|(p, _)| p).collect();
+        let pods: Vec<SlotPod> = evicted.into_iter().map(|(p, _)| p).collect();
         let planner = planner.unwrap_or_else(|| self.sched.strategy.planner());
         let result = schedule_evicted(&mut state, &pods, &slots, &self.sched, planner, price_cap);
         let left = |r: &PodRef| {
@@ -254,30 +247,5 @@ impl<'a> Sim<'a> {
                 over_price_cap: result.over_price_cap,
             },
         )
-    }
-}
-
-/// A pending pod the simulation hands the scheduler without copying it: a snapshot pod by
-/// reference, or one placed by an earlier step, shared.
-enum Held<'b> {
-    Bound(&'b Pod),
-    Extra(Arc<Pod>),
-}
-
-impl<'b> Held<'b> {
-    fn of(state: &ClusterState, base: &'b Base, slot: PodSlot) -> Option<Held<'b>> {
-        match slot {
-            PodSlot::Bound(i) => base.snapshot.pods.get(i).map(Held::Bound),
-            PodSlot::Extra(i) => state.extra_pods.get(i).cloned().map(Held::Extra),
-        }
-    }
-}
-
-impl Borrow<Pod> for Held<'_> {
-    fn borrow(&self) -> &Pod {
-        match self {
-            Held::Bound(p) => p,
-            Held::Extra(p) => p,
-        }
     }
 }
