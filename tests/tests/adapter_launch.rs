@@ -273,7 +273,9 @@ async fn max_size_caps_launches() {
     // other claim's target is recorded: both are then told to wait, and the next launch
     // round (the lifecycle retries) tells the newer one. Either way, never above the max.
     assert!(
-        first.iter().all(|l| matches!(l, Launch::Waiting | Launch::AtMaxSize))
+        first
+            .iter()
+            .all(|l| matches!(l, Launch::Waiting | Launch::AtMaxSize))
             && first.iter().filter(|l| **l == Launch::AtMaxSize).count() <= 1,
         "{first:?}"
     );

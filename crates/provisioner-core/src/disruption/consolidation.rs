@@ -228,6 +228,26 @@ fn keep_moves_of_best(found: &mut [Evaluated], names: &dyn Fn(&Evaluated) -> Vec
     }
 }
 
+/// Makes sure the first command of `found` (best first) carries its pod moves: a winner
+/// whose moves were let go ([`keep_moves_of_best`]) is simulated again with `evaluate`. A
+/// reused single-node result (a session) may no longer hold; it is dropped and the next
+/// best is tried.
+fn winner_with_moves(
+    found: &mut Vec<Evaluated>,
+    evaluate: &dyn Fn(&Evaluated) -> Result<Evaluated, Miss>,
+) {
+    while let Some(first) = found.first()
+        && first.moves.is_none()
+    {
+        match evaluate(first) {
+            Ok(e) => found[0] = e,
+            Err(_) => {
+                found.remove(0);
+            }
+        }
+    }
+}
+
 /// Total order on evaluated commands: best first.
 fn better(
     a: &Evaluated,
@@ -817,22 +837,7 @@ impl<'s, 'a> Search<'s, 'a> {
         found.dedup_by(|a, b| a.members == b.members);
         let mut found = undominated(found);
         keep_moves_of_best(&mut found, &|e| self.names(&e.members));
-        // The winner's moves, simulated again if they were let go. A reused single-node
-        // result (a session) may no longer hold; the next best is tried then.
-        while let Some(first) = found.first()
-            && first.moves.is_none()
-        {
-            match self.evaluate(&first.members, first.found_by) {
-                Ok(e) => {
-                    if let Some(f) = found.first_mut() {
-                        *f = e;
-                    }
-                }
-                Err(_) => {
-                    found.remove(0);
-                }
-            }
-        }
+        winner_with_moves(&mut found, &|e| self.evaluate(&e.members, e.found_by));
         (found, self.sim.runs() - start_runs + reused)
     }
 }
@@ -1047,5 +1052,39 @@ mod keep_moves_tests {
         });
         let kept: Vec<bool> = all.iter().map(|e| e.moves.is_some()).collect();
         assert_eq!(kept, vec![false, true, false]);
+    }
+
+    /// The best-so-far can be dropped as dominated after the others let their moves go; the
+    /// new winner is then simulated again, and one that no longer holds gives way.
+    #[test]
+    fn a_winner_without_moves_is_simulated_again() {
+        let mut all = vec![
+            found(vec![3], 3.0),
+            found(vec![1], 2.0),
+            found(vec![2], 1.0),
+        ];
+        for e in &mut all {
+            e.moves = None;
+        }
+        let calls = std::cell::RefCell::new(Vec::new());
+        winner_with_moves(&mut all, &|e| {
+            calls.borrow_mut().push(e.members.clone());
+            if e.members == vec![3] {
+                // It no longer holds (a reused result in a session).
+                Err(Miss::Infeasible)
+            } else {
+                Ok(Evaluated {
+                    moves: Some(Vec::new()),
+                    ..e.clone()
+                })
+            }
+        });
+        assert_eq!(calls.into_inner(), vec![vec![3], vec![1]]);
+        let members: Vec<Vec<usize>> = all.iter().map(|e| e.members.clone()).collect();
+        assert_eq!(members, vec![vec![1], vec![2]]);
+        assert!(all[0].moves.is_some());
+        assert!(all[1].moves.is_none());
+        // A winner that kept its moves is not simulated again.
+        winner_with_moves(&mut all, &|_| panic!("simulated again"));
     }
 }
