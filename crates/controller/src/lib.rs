@@ -18,8 +18,13 @@
 //! - [`events`]: events queued, deduplicated and published off the decision path.
 //! - [`leader`], [`metrics`], [`server`], [`replay`]; [`runtime`] wires them.
 //!
+//! - [`lifetimes`]: how long pods ran before they ended, from the pod watch (the payback
+//!   rule's horizon).
+//!
 //! Nothing here is needed after a restart except what is in the API: every loop rebuilds
-//! from the reflectors, and launches and deletes are idempotent plans.
+//! from the reflectors, and launches and deletes are idempotent plans. The one thing a
+//! restart loses is [`lifetimes`]' memory of ended pods; the core then assumes Lindy
+//! lifetimes until enough pods end again.
 
 pub mod catalogs;
 pub mod claim_disruption;
@@ -31,6 +36,7 @@ pub mod events;
 pub mod gc;
 pub mod leader;
 pub mod lifecycle;
+pub mod lifetimes;
 pub mod metrics;
 pub mod nodeclaims;
 pub mod options;

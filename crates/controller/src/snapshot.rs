@@ -39,5 +39,7 @@ pub fn build(ctx: &Context, catalogs: &Catalogs, now: i64) -> Built {
         nodepool_instance_types: catalogs.nodepool_types(&nodepools),
         all_pending: false,
     };
-    kcapi_snapshot::build(&objects)
+    let mut built = kcapi_snapshot::build(&objects);
+    built.snapshot.ended_pod_lifetimes = state.lifetimes.recent();
+    built
 }

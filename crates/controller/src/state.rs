@@ -25,6 +25,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
+use crate::lifetimes::{Change, PodLifetimes};
 use crate::tasks::Tasks;
 
 /// A store and whether its initial list has completed.
@@ -105,13 +106,14 @@ metadata_only!(
     CSINode
 );
 
-/// Starts a reflector for `api`; `on_change` runs for every object the watch delivers.
+/// Starts a reflector for `api`; `on_change` runs for every object the watch delivers, with
+/// what happened to it.
 fn reflect<K>(
     tasks: &Tasks,
     api: Api<K>,
     config: watcher::Config,
     kind: &'static str,
-    on_change: impl Fn(&K) + Send + 'static,
+    on_change: impl Fn(&K, Change) + Send + 'static,
 ) -> Reflected<K>
 where
     K: Resource + Slim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -133,9 +135,9 @@ where
                     flag.store(true, Ordering::Release);
                     tracing::debug!(kind, "synced");
                 }
-                Ok(Event::Apply(o)) | Ok(Event::Delete(o)) | Ok(Event::InitApply(o)) => {
-                    on_change(&o)
-                }
+                Ok(Event::Apply(o)) => on_change(&o, Change::Applied),
+                Ok(Event::Delete(o)) => on_change(&o, Change::Deleted),
+                Ok(Event::InitApply(o)) => on_change(&o, Change::Listed),
                 Err(e) => tracing::warn!(kind, error = %e, "watch failed; retrying with back-off"),
             }
         }
@@ -148,7 +150,7 @@ where
 }
 
 /// For kinds whose changes wake nothing.
-fn ignore<K>(_: &K) {}
+fn ignore<K>(_: &K, _: Change) {}
 
 /// Every store the controller decides from.
 #[derive(Clone, Debug)]
@@ -169,6 +171,8 @@ pub struct ClusterState {
     pub pending_pods: Arc<Notify>,
     /// Woken when a NodeClaim or Node changes (the lifecycle and disruption wait on it).
     pub nodes_changed: Arc<Notify>,
+    /// How long recent pods ran before they ended on their own.
+    pub lifetimes: PodLifetimes,
 }
 
 impl ClusterState {
@@ -178,25 +182,34 @@ impl ClusterState {
         let pending_pods = Arc::new(Notify::new());
         let nodes_changed = Arc::new(Notify::new());
         let cfg = watcher::Config::default;
-        let pp = pending_pods.clone();
-        let pods = reflect(
-            &tasks,
-            Api::<Pod>::all(client.clone()),
-            cfg(),
-            "Pod",
-            move |p: &Pod| {
-                if kcapi_snapshot::pod::is_provisionable(p) {
-                    pp.notify_one();
-                }
-            },
-        );
         let nc = nodes_changed.clone();
         let nodes = reflect(
             &tasks,
             Api::<Node>::all(client.clone()),
             cfg(),
             "Node",
-            move |_| nc.notify_waiters(),
+            move |_, _| nc.notify_waiters(),
+        );
+        let pp = pending_pods.clone();
+        let lifetimes = PodLifetimes::default();
+        let (ended, node_store) = (lifetimes.clone(), nodes.store.clone());
+        let pods = reflect(
+            &tasks,
+            Api::<Pod>::all(client.clone()),
+            cfg(),
+            "Pod",
+            move |p: &Pod, change| {
+                if change != Change::Deleted && kcapi_snapshot::pod::is_provisionable(p) {
+                    pp.notify_one();
+                }
+                let node = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_deref())
+                    .filter(|n| !n.is_empty())
+                    .and_then(|n| node_store.get(&reflector::ObjectRef::new(n)));
+                ended.observe(p, change, node.as_deref(), crate::context::Context::now());
+            },
         );
         let nc = nodes_changed.clone();
         let nodeclaims = reflect(
@@ -204,7 +217,7 @@ impl ClusterState {
             Api::<NodeClaim>::all(client.clone()),
             cfg(),
             "NodeClaim",
-            move |_| nc.notify_waiters(),
+            move |_, _| nc.notify_waiters(),
         );
         ClusterState {
             pods,
@@ -251,6 +264,7 @@ impl ClusterState {
             csinodes: reflect(&tasks, Api::all(client.clone()), cfg(), "CSINode", ignore),
             pending_pods,
             nodes_changed,
+            lifetimes,
         }
     }
 

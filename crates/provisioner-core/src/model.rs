@@ -557,4 +557,8 @@ pub struct Snapshot {
     pub pdbs: Vec<PodDisruptionBudget>,
     /// Namespace labels, for namespace selectors in pod affinity terms.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// Lifetimes (seconds from creation to deletion) of recent pods that ended on their own,
+    /// not by an autoscaler's eviction: the payback rule learns how long pods run from them
+    /// ([`crate::disruption::lifetime`]). Producers keep a bounded recent window.
+    pub ended_pod_lifetimes: Vec<i64>,
 }

@@ -298,7 +298,15 @@ struct Sim<'w> {
     monotone: bool,
     /// Namespace labels of every namespace the pods use (the API server's name label).
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// Lifetimes of the most recent pods that left on their own (evictions are not endings:
+    /// the pod goes on elsewhere), at most [`ENDED_LIFETIMES_KEPT`]; the snapshot's
+    /// `ended_pod_lifetimes`.
+    ended: std::collections::VecDeque<i64>,
 }
+
+/// How many ended pod lifetimes the snapshot carries, as a controller would keep: enough for
+/// a survival estimate, bounded so snapshots stay small.
+const ENDED_LIFETIMES_KEPT: usize = 4096;
 
 fn pref(p: &core::Pod) -> (String, String) {
     (p.namespace.clone(), p.name.clone())
@@ -379,6 +387,7 @@ impl<'w> Sim<'w> {
             namespaces: provisioner_core::filter::default_namespace_labels(
                 w.arrivals.iter().map(|a| a.pod.namespace.as_str()),
             ),
+            ended: std::collections::VecDeque::new(),
         }
     }
 
@@ -880,6 +889,7 @@ impl<'w> Sim<'w> {
             instance_types: self.w.instance_types.clone(),
             pdbs: Vec::new(),
             namespaces: self.namespaces.clone(),
+            ended_pod_lifetimes: self.ended.iter().copied().collect(),
         }
     }
 
@@ -1269,6 +1279,11 @@ impl Sim<'_> {
                         };
                         self.unbind(pi);
                         self.pending.remove(&pi);
+                        if self.ended.len() == ENDED_LIFETIMES_KEPT {
+                            self.ended.pop_front();
+                        }
+                        self.ended
+                            .push_back(self.now - self.w.arrivals[pi].pod.created_at);
                         if self.pods[pi].evicted_at.take().is_some() {
                             self.evicted_pending = self.evicted_pending.saturating_sub(1);
                         }

@@ -239,6 +239,9 @@ pub struct PaybackSettings {
     pub eviction_pod_hours: f64,
     /// Seconds both candidates and replacements are billed.
     pub replacement_ready_seconds: i64,
+    /// Ended pod lifetimes needed before the horizon is learnt from them instead of assumed
+    /// (Lindy); a number above the run's pod count keeps Lindy.
+    pub min_ended_lifetimes: usize,
 }
 
 impl Default for PaybackSettings {
@@ -248,6 +251,7 @@ impl Default for PaybackSettings {
             horizon_cap_hours: d.horizon_cap_hours,
             eviction_pod_hours: d.eviction_pod_hours,
             replacement_ready_seconds: d.replacement_ready_seconds,
+            min_ended_lifetimes: d.min_ended_lifetimes,
         }
     }
 }
@@ -258,6 +262,7 @@ impl PaybackSettings {
             horizon_cap_hours: self.horizon_cap_hours,
             eviction_pod_hours: self.eviction_pod_hours,
             replacement_ready_seconds: self.replacement_ready_seconds,
+            min_ended_lifetimes: self.min_ended_lifetimes,
         }
     }
 }
@@ -273,6 +278,7 @@ impl Default for CoreDisruptionSettings {
                 horizon_cap_hours: p.horizon_cap_hours,
                 eviction_pod_hours: p.eviction_pod_hours,
                 replacement_ready_seconds: p.replacement_ready_seconds,
+                min_ended_lifetimes: p.min_ended_lifetimes,
             }),
             headroom: d.headroom.map(|h| HeadroomSettings {
                 window_seconds: h.window_seconds,

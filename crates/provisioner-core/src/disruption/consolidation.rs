@@ -126,6 +126,8 @@ pub struct Search<'s, 'a> {
     pub room: Option<(Guard, Vec<Room>)>,
     /// The payback rule's floor on a pod's price: the cluster's average price per pod.
     pub pod_price_floor: f64,
+    /// The payback rule's horizon: how long each pod is expected to keep running.
+    pub life: super::lifetime::RemainingLife,
 }
 
 impl std::fmt::Debug for Search<'_, '_> {
@@ -380,7 +382,7 @@ impl<'s, 'a> Search<'s, 'a> {
                     worst_saving,
                     worst,
                     pods,
-                    snap.now,
+                    &self.life,
                     self.pod_price_floor,
                     knobs,
                 )
@@ -609,7 +611,7 @@ impl<'s, 'a> Search<'s, 'a> {
                 };
                 for p in c.pods.iter().filter_map(|&pi| snap.pods.get(pi)) {
                     m.need.add_assign(&crate::resources::pod_requests(p));
-                    m.ages.push(snap.now - p.created_at);
+                    m.remaining.push(self.life.hours(p.created_at));
                     if let Some(k) = &self.options.payback {
                         m.eviction += super::payback::pod_eviction_value(
                             p,
@@ -900,6 +902,7 @@ pub(crate) fn consolidation_in(
         } else {
             0.0
         },
+        life: remaining_life(sim.snapshot, options),
     };
     let (mut found, sets) = search.run_in(session);
     report.sets_evaluated = sets;
@@ -1011,6 +1014,22 @@ pub(crate) fn consolidation_in(
     debug_assert!(cmd.moves.iter().all(|m| !matches!(&m.to, Destination::Existing(n) if cmd.candidates.iter().any(|c| &c.name == n))));
     report.produced_command = true;
     (Some(cmd), report)
+}
+
+/// The payback rule's remaining-life estimate for this snapshot (Lindy with the rule off: it
+/// is then never read).
+fn remaining_life(
+    snapshot: &Snapshot,
+    options: &DisruptionOptions,
+) -> super::lifetime::RemainingLife {
+    match &options.payback {
+        Some(k) => super::lifetime::RemainingLife::from_snapshot(
+            snapshot,
+            k.horizon_cap_hours,
+            k.min_ended_lifetimes,
+        ),
+        None => super::lifetime::RemainingLife::lindy(snapshot.now, 0.0),
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! This module estimates a merge's net value without a scheduling simulation: the cheapest
 //! single instance type whose allocatable holds the group's pods plus the daemonset overhead
 //! (priced at its dearest available offering, the worst case the price rule uses), the
-//! group's eviction value and Lindy horizon as the payback rule computes them. From every
+//! group's eviction value and horizon as the payback rule computes them. From every
 //! seed among the most promising candidates a group grows greedily by the candidate that
 //! raises the estimated net value most, while it rises. The best distinct groups are then
 //! simulated for real by the caller, which decides: the estimate only chooses what to
@@ -30,8 +30,8 @@ pub struct Member {
     pub need: Resources,
     /// What evicting its pods costs under the payback rule (0 without the rule).
     pub eviction: f64,
-    /// Ages (seconds) of the pods that would move.
-    pub ages: Vec<i64>,
+    /// Expected remaining hours of the pods that would move ([`super::lifetime`]).
+    pub remaining: Vec<f64>,
     /// Karpenter's disruption cost (used when the payback rule is off).
     pub disruption_cost: f64,
 }
@@ -101,14 +101,14 @@ pub fn estimate(
     let mut price = 0.0;
     let mut eviction = 0.0;
     let mut disruption = 0.0;
-    let mut ages: Vec<i64> = Vec::new();
+    let mut remaining: Vec<f64> = Vec::new();
     for &i in group {
         let m = members.get(i)?;
         need.add_assign(&m.need);
         price += m.price;
         eviction += m.eviction;
         disruption += m.disruption_cost;
-        ages.extend_from_slice(&m.ages);
+        remaining.extend_from_slice(&m.remaining);
     }
     let replacement = cheapest_fit(shapes, &need)?;
     let saving = price - replacement;
@@ -117,7 +117,7 @@ pub fn estimate(
             horizon_cap_hours,
             replacement_ready_seconds,
         } => {
-            let horizon = super::payback::horizon_hours(&mut ages, *horizon_cap_hours);
+            let horizon = super::lifetime::median_hours(&mut remaining, *horizon_cap_hours);
             saving * horizon
                 - eviction
                 - replacement * (*replacement_ready_seconds).max(0) as f64 / 3600.0
@@ -253,12 +253,13 @@ mod tests {
         }
     }
 
-    fn member(price: f64, cpu: i64, mem_gi: i64, pods: usize, age: i64) -> Member {
+    /// `remaining`: the pods' expected remaining life in seconds.
+    fn member(price: f64, cpu: i64, mem_gi: i64, pods: usize, remaining: i64) -> Member {
         Member {
             price,
             need: need(cpu, mem_gi, pods as i64),
             eviction: 0.01 * pods as f64,
-            ages: vec![age; pods],
+            remaining: vec![remaining as f64 / 3600.0; pods],
             disruption_cost: pods as f64,
         }
     }
@@ -292,7 +293,7 @@ mod tests {
 
     #[test]
     fn young_pods_make_merges_worthless() {
-        // Same nodes, pods a minute old: the horizon is a minute, evictions cost more.
+        // Same nodes, pods expected to leave in a minute: the saving lasts a minute.
         let members: Vec<Member> = (0..4).map(|_| member(0.4, 2000, 8, 2, 60)).collect();
         let g = groups(&members, &shapes(), &knobs(), 4, &|_| true);
         assert!(g.is_empty(), "{g:?}");

@@ -43,6 +43,7 @@ pub mod duration;
 pub mod emptiness;
 pub mod headroom;
 pub mod karpenter_baseline;
+pub mod lifetime;
 pub mod merge;
 pub mod payback;
 pub mod protect;

@@ -10,10 +10,11 @@
 //!       -  replacements' price/h x replacement_ready_seconds / 3600
 //! ```
 //!
-//! - **horizon**: how long the saving lasts, estimated from the evicted pods' ages (the
-//!   Lindy estimate: a workload that has run for `a` is, as a median, expected to run about
-//!   `a` more; for memoryless lifetimes the age still estimates the mean), capped at
-//!   [`Payback::horizon_cap_hours`]. This is also the hysteresis between provisioning and
+//! - **horizon**: how long the saving lasts: the median over the evicted pods of their
+//!   expected remaining life ([`super::lifetime`]), capped at [`Payback::horizon_cap_hours`].
+//!   It is learnt from the lifetimes of pods that ended in this cluster; until enough have
+//!   ended it is the Lindy estimate (a workload that has run for `a` is, as a median,
+//!   expected to run about `a` more). This is also the hysteresis between provisioning and
 //!   consolidation: pods that provisioning just placed are young, so their node's saving has
 //!   a short horizon and must be large to pay for moving them; the same node with pods that
 //!   have run for hours is consolidated as before.
@@ -33,6 +34,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::cost::eviction_cost;
+use super::lifetime::{RemainingLife, median_hours};
 use crate::model::{Node, Pod, Resources};
 use crate::resources::pod_requests;
 
@@ -49,6 +51,10 @@ pub struct Payback {
     /// Seconds a replacement takes to be ready (launch plus registration): the time both the
     /// candidates and their replacements are billed.
     pub replacement_ready_seconds: i64,
+    /// Ended pod lifetimes needed before the horizon is learnt from them
+    /// ([`super::lifetime`]) instead of assumed (Lindy). Few endings say little about a
+    /// workload; a number above any cluster's keeps the Lindy estimate.
+    pub min_ended_lifetimes: usize,
 }
 
 impl Default for Payback {
@@ -57,6 +63,7 @@ impl Default for Payback {
             horizon_cap_hours: 4.0,
             eviction_pod_hours: 1.0,
             replacement_ready_seconds: 90,
+            min_ended_lifetimes: 30,
         }
     }
 }
@@ -126,40 +133,23 @@ pub fn average_pod_price(snapshot: &crate::model::Snapshot) -> f64 {
     if pods == 0 { 0.0 } else { price / pods as f64 }
 }
 
-/// The Lindy horizon: the median age of the pods to move (hours), capped; the cap when there
-/// are none (nothing to move, nothing to wait for).
-pub fn horizon_hours(ages_secs: &mut [i64], cap_hours: f64) -> f64 {
-    let cap = cap_hours.max(0.0);
-    if ages_secs.is_empty() {
-        return cap;
-    }
-    ages_secs.sort_unstable();
-    let mid = ages_secs.len() / 2;
-    let median = if ages_secs.len() % 2 == 1 {
-        ages_secs[mid] as f64
-    } else {
-        (ages_secs[mid - 1] as f64 + ages_secs[mid] as f64) / 2.0
-    };
-    (median.max(0.0) / 3600.0).min(cap)
-}
-
 /// The command's value: `worst_saving_per_hour` over the horizon, less evictions and overlap.
 /// `pods` are the evicted pods with their node and its price.
 pub fn value<'a>(
     worst_saving_per_hour: f64,
     replacements_price_per_hour: f64,
     pods: impl IntoIterator<Item = (&'a Pod, &'a Node, f64)>,
-    now: i64,
+    life: &RemainingLife,
     floor: f64,
     knobs: &Payback,
 ) -> Value {
-    let mut ages = Vec::new();
+    let mut remaining = Vec::new();
     let mut eviction = 0.0;
     for (pod, node, price) in pods {
-        ages.push(now - pod.created_at);
+        remaining.push(life.hours(pod.created_at));
         eviction += pod_eviction_value(pod, node, price, floor, knobs);
     }
-    let horizon = horizon_hours(&mut ages, knobs.horizon_cap_hours);
+    let horizon = median_hours(&mut remaining, knobs.horizon_cap_hours.max(0.0));
     let saving = worst_saving_per_hour * horizon;
     let overlap = replacements_price_per_hour.max(0.0)
         * knobs.replacement_ready_seconds.max(0) as f64
@@ -207,24 +197,56 @@ mod tests {
         let knobs = Payback::default();
         // Half the node's CPU, 1/h node: evicting costs 0.5 x 1 h = 0.5.
         let p = pod(2000, 1 << 30, 1000 - 600);
-        let young = value(0.2, 0.0, [(&p, &n, 1.0)], 1000, 0.0, &knobs);
+        let young = value(
+            0.2,
+            0.0,
+            [(&p, &n, 1.0)],
+            &RemainingLife::lindy(1000, 4.0),
+            0.0,
+            &knobs,
+        );
         assert!((young.horizon_hours - 600.0 / 3600.0).abs() < 1e-12);
         assert!((young.eviction - 0.5).abs() < 1e-12);
         assert!(young.net < 0.0);
         // The same pod after three hours: 0.2/h x 3 h = 0.6 > 0.5.
         let old = pod(2000, 1 << 30, 1000 - 3 * 3600);
-        let v = value(0.2, 0.0, [(&old, &n, 1.0)], 1000, 0.0, &knobs);
+        let v = value(
+            0.2,
+            0.0,
+            [(&old, &n, 1.0)],
+            &RemainingLife::lindy(1000, 4.0),
+            0.0,
+            &knobs,
+        );
         assert!((v.net - 0.1).abs() < 1e-9, "{v:?}");
     }
 
     #[test]
-    fn horizon_is_capped_and_empty_sets_get_the_cap() {
-        assert_eq!(horizon_hours(&mut [], 4.0), 4.0);
-        assert_eq!(horizon_hours(&mut [100 * 3600], 4.0), 4.0);
-        assert_eq!(horizon_hours(&mut [3600, 7200, 0], 4.0), 1.0);
-        assert_eq!(horizon_hours(&mut [3600, 7200], 4.0), 1.5);
+    fn lindy_horizon_is_the_capped_median_age() {
+        let n = node(4000, 16 << 30);
+        let knobs = Payback::default();
+        let at = |ages: &[i64]| {
+            let pods: Vec<Pod> = ages
+                .iter()
+                .map(|a| pod(100, 1 << 20, 100_000 - a))
+                .collect();
+            let life = RemainingLife::lindy(100_000, knobs.horizon_cap_hours);
+            value(
+                0.0,
+                0.0,
+                pods.iter().map(|p| (p, &n, 1.0)),
+                &life,
+                0.0,
+                &knobs,
+            )
+            .horizon_hours
+        };
+        assert_eq!(at(&[]), 4.0);
+        assert_eq!(at(&[100 * 3600]), 4.0);
+        assert_eq!(at(&[3600, 7200, 0]), 1.0);
+        assert_eq!(at(&[3600, 7200]), 1.5);
         // A clock behind a pod's creation is not a negative horizon.
-        assert_eq!(horizon_hours(&mut [-50], 4.0), 0.0);
+        assert_eq!(at(&[-50]), 0.0);
     }
 
     #[test]
@@ -233,16 +255,37 @@ mod tests {
         let knobs = Payback::default();
         let tiny = pod(10, 1 << 20, 0);
         // Share alone: 1.0/h x 10m/4000m = 0.0025.
-        let v = value(0.0, 0.0, [(&tiny, &n, 1.0)], 3600, 0.0, &knobs);
+        let v = value(
+            0.0,
+            0.0,
+            [(&tiny, &n, 1.0)],
+            &RemainingLife::lindy(3600, 4.0),
+            0.0,
+            &knobs,
+        );
         assert!((v.eviction - 0.0025).abs() < 1e-12);
-        let v = value(0.0, 0.0, [(&tiny, &n, 1.0)], 3600, 0.1, &knobs);
+        let v = value(
+            0.0,
+            0.0,
+            [(&tiny, &n, 1.0)],
+            &RemainingLife::lindy(3600, 4.0),
+            0.1,
+            &knobs,
+        );
         assert!((v.eviction - 0.1).abs() < 1e-12);
     }
 
     #[test]
     fn replacements_overlap_is_charged() {
         let knobs = Payback::default();
-        let v = value(1.0, 2.0, std::iter::empty(), 0, 0.0, &knobs);
+        let v = value(
+            1.0,
+            2.0,
+            std::iter::empty(),
+            &RemainingLife::lindy(0, 4.0),
+            0.0,
+            &knobs,
+        );
         assert!((v.overlap - 2.0 * 90.0 / 3600.0).abs() < 1e-12);
         assert!((v.net - (4.0 - v.overlap)).abs() < 1e-12);
     }
@@ -255,9 +298,9 @@ mod tests {
             let knobs = Payback::default();
             let p = pod(cpu, 1 << 20, 200_000 - age);
             let q = pod(cpu, 1 << 20, 200_000 - age);
-            let one = value(saving, 0.0, [(&p, &n, 1.0)], 200_000, 0.0, &knobs);
-            let more = value(saving + extra, 0.0, [(&p, &n, 1.0)], 200_000, 0.0, &knobs);
-            let two = value(saving, 0.0, [(&p, &n, 1.0), (&q, &n, 1.0)], 200_000, 0.0, &knobs);
+            let one = value(saving, 0.0, [(&p, &n, 1.0)], &RemainingLife::lindy(200_000, 4.0), 0.0, &knobs);
+            let more = value(saving + extra, 0.0, [(&p, &n, 1.0)], &RemainingLife::lindy(200_000, 4.0), 0.0, &knobs);
+            let two = value(saving, 0.0, [(&p, &n, 1.0), (&q, &n, 1.0)], &RemainingLife::lindy(200_000, 4.0), 0.0, &knobs);
             prop_assert!(more.net >= one.net - 1e-12);
             prop_assert!(two.net <= one.net + 1e-12);
             prop_assert!(one.horizon_hours >= 0.0 && one.horizon_hours <= knobs.horizon_cap_hours);

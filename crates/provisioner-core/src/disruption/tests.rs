@@ -1355,7 +1355,11 @@ proptest! {
             cmd.worst_case_saving_per_hour,
             cmd.replacements_worst_case_price,
             pods,
-            s.now,
+            &super::lifetime::RemainingLife::from_snapshot(
+                &s,
+                knobs.horizon_cap_hours,
+                knobs.min_ended_lifetimes,
+            ),
             payback::average_pod_price(&s),
             &knobs,
         );

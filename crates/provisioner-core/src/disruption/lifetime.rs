@@ -1,0 +1,267 @@
+//! How long a running pod is expected to keep running: the payback rule's horizon, learnt from
+//! the pods this cluster has seen end.
+//!
+//! Without observations the payback rule assumes Lindy (a pod that has run for `a` runs about
+//! `a` more). That is right for heavy-tailed lifetimes and wrong for the two shapes clusters
+//! are full of: memoryless ones (a pod of a minute is as likely to stay an hour as one of an
+//! hour) and fixed ones (batch pods that run an hour each, where the young pod has the most
+//! time left, not the least). Lindy then refuses to move young pods on memoryless workloads,
+//! so nodes launched for trickling replicas stay fragmented, and happily moves batch pods
+//! that are about to finish.
+//!
+//! Once enough pods have ended on their own, their lifetimes, with the running pods' ages as
+//! lifetimes not yet over (censored), give a Kaplan-Meier estimate of the survival function
+//! `S`. A pod of age `a` is then expected to run
+//!
+//! ```text
+//! R(a) = (integral of S from a to a + cap) / S(a)
+//! ```
+//!
+//! more, capped like the Lindy horizon. Beyond the longest lifetime observed, `S` is taken as
+//! flat (the evidence says nothing about the tail), so such a pod gets the cap.
+//!
+//! Pods the autoscaler evicted are not endings: their workload goes on elsewhere. Producers of
+//! [`crate::model::Snapshot::ended_pod_lifetimes`] leave them out.
+
+use crate::model::Snapshot;
+
+/// Expected remaining life of a pod by its age, from the snapshot's ended lifetimes when there
+/// are at least `min_ended`, from Lindy otherwise. Built once per decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemainingLife {
+    now: i64,
+    cap_secs: f64,
+    survival: Option<Survival>,
+}
+
+/// A right-continuous step function: `S(t) = level[k]` on `[time[k], time[k + 1])`, 1 before
+/// `time[0]`; `area[k]` is the integral of `S` from 0 to `time[k]`.
+#[derive(Debug, Clone, PartialEq)]
+struct Survival {
+    time: Vec<f64>,
+    level: Vec<f64>,
+    area: Vec<f64>,
+}
+
+impl Survival {
+    /// Kaplan-Meier from `(lifetime seconds, ended)` pairs; `None` when nothing ended.
+    fn estimate(mut observations: Vec<(i64, bool)>) -> Option<Survival> {
+        // At equal times endings come first: a pod seen alive at `t` was at risk at `t`.
+        observations.sort_unstable_by_key(|&(t, ended)| (t.max(0), !ended));
+        let mut at_risk = observations.len() as f64;
+        let (mut time, mut level, mut area) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut s, mut last_t, mut acc) = (1.0f64, 0.0f64, 0.0f64);
+        let mut i = 0;
+        while i < observations.len() {
+            let t = observations[i].0.max(0);
+            let (mut ended, mut seen) = (0usize, 0usize);
+            while i < observations.len() && observations[i].0.max(0) == t {
+                ended += usize::from(observations[i].1);
+                seen += 1;
+                i += 1;
+            }
+            if ended > 0 && at_risk > 0.0 {
+                let tf = t as f64;
+                acc += s * (tf - last_t);
+                s *= 1.0 - ended as f64 / at_risk;
+                time.push(tf);
+                level.push(s);
+                area.push(acc);
+                last_t = tf;
+            }
+            at_risk -= seen as f64;
+        }
+        (!time.is_empty()).then_some(Survival { time, level, area })
+    }
+
+    /// `S(t)`.
+    fn at(&self, t: f64) -> f64 {
+        match self.time.partition_point(|&x| x <= t) {
+            0 => 1.0,
+            k => self.level[k - 1],
+        }
+    }
+
+    /// The integral of `S` from 0 to `t`.
+    fn integral(&self, t: f64) -> f64 {
+        let t = t.max(0.0);
+        match self.time.partition_point(|&x| x <= t) {
+            0 => t,
+            k => self.area[k - 1] + self.level[k - 1] * (t - self.time[k - 1]),
+        }
+    }
+}
+
+impl RemainingLife {
+    /// Learns from `snapshot.ended_pod_lifetimes` and the ages of its pods that are not
+    /// daemons, when at least `min_ended` lifetimes ended.
+    pub fn from_snapshot(snapshot: &Snapshot, cap_hours: f64, min_ended: usize) -> Self {
+        let cap_secs = cap_hours.max(0.0) * 3600.0;
+        let ended = &snapshot.ended_pod_lifetimes;
+        let survival = if ended.is_empty() || ended.len() < min_ended {
+            None
+        } else {
+            let running = snapshot
+                .pods
+                .iter()
+                .filter(|p| !super::candidates::is_daemon(p))
+                .map(|p| (snapshot.now - p.created_at, false));
+            Survival::estimate(ended.iter().map(|&t| (t, true)).chain(running).collect())
+        };
+        RemainingLife {
+            now: snapshot.now,
+            cap_secs,
+            survival,
+        }
+    }
+
+    /// The Lindy estimate only (no observations), as before lifetimes were learnt.
+    pub fn lindy(now: i64, cap_hours: f64) -> Self {
+        RemainingLife {
+            now,
+            cap_secs: cap_hours.max(0.0) * 3600.0,
+            survival: None,
+        }
+    }
+
+    /// Whether the estimate comes from observed lifetimes.
+    pub fn learnt(&self) -> bool {
+        self.survival.is_some()
+    }
+
+    /// Expected remaining hours of a pod created at `created_at`, at most the cap.
+    pub fn hours(&self, created_at: i64) -> f64 {
+        let age = (self.now - created_at).max(0) as f64;
+        let secs = match &self.survival {
+            Some(s) => {
+                let alive = s.at(age);
+                if alive > 1e-12 {
+                    (s.integral(age + self.cap_secs) - s.integral(age)) / alive
+                } else {
+                    age
+                }
+            }
+            None => age,
+        };
+        secs.clamp(0.0, self.cap_secs) / 3600.0
+    }
+}
+
+/// The median of the pods' remaining hours: how long a command's saving is counted. `default`
+/// when there are no pods (nothing to move, nothing to wait for).
+pub fn median_hours(remaining: &mut [f64], default: f64) -> f64 {
+    if remaining.is_empty() {
+        return default;
+    }
+    remaining.sort_unstable_by(f64::total_cmp);
+    let mid = remaining.len() / 2;
+    if remaining.len() % 2 == 1 {
+        remaining[mid]
+    } else {
+        (remaining[mid - 1] + remaining[mid]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Pod;
+    use proptest::prelude::*;
+
+    fn snapshot(now: i64, ended: Vec<i64>, ages: &[i64]) -> Snapshot {
+        Snapshot {
+            now,
+            ended_pod_lifetimes: ended,
+            pods: ages
+                .iter()
+                .enumerate()
+                .map(|(i, a)| Pod {
+                    name: format!("p{i}"),
+                    created_at: now - a,
+                    ..Pod::default()
+                })
+                .collect(),
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn without_enough_endings_it_is_lindy() {
+        let s = snapshot(100_000, vec![3600; 5], &[600]);
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30);
+        assert!(!life.learnt());
+        assert!((life.hours(100_000 - 600) - 600.0 / 3600.0).abs() < 1e-12);
+        assert_eq!(life.hours(0), 4.0);
+    }
+
+    #[test]
+    fn fixed_lifetimes_give_young_pods_the_most_time_left() {
+        // Every pod ran exactly one hour.
+        let s = snapshot(100_000, vec![3600; 40], &[600, 3000]);
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30);
+        assert!(life.learnt());
+        let young = life.hours(100_000 - 600);
+        let old = life.hours(100_000 - 3000);
+        assert!((young - 3000.0 / 3600.0).abs() < 1e-9, "{young}");
+        assert!((old - 600.0 / 3600.0).abs() < 1e-9, "{old}");
+    }
+
+    #[test]
+    fn memoryless_lifetimes_give_every_age_about_the_mean() {
+        // Lifetimes spread evenly over the quantiles of an exponential with a 1 h mean.
+        let n = 2000;
+        let ended: Vec<i64> = (0..n)
+            .map(|i| (-(1.0 - (i as f64 + 0.5) / n as f64).ln() * 3600.0) as i64)
+            .collect();
+        let s = snapshot(1_000_000, ended, &[]);
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30);
+        // Capped at 4 h, the expected remaining life is 1 - e^-4 hours at any age.
+        let want = 1.0 - (-4.0f64).exp();
+        for age in [60, 600, 3600] {
+            let h = life.hours(1_000_000 - age);
+            assert!((h - want).abs() < 0.03, "age {age}: {h} vs {want}");
+        }
+        // Lindy would have given a minute-old pod a minute.
+        assert!(life.hours(1_000_000 - 60) > 0.9);
+    }
+
+    #[test]
+    fn running_pods_older_than_every_ending_get_the_cap() {
+        let s = snapshot(100_000, vec![600; 40], &[7200]);
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30);
+        assert_eq!(life.hours(100_000 - 7200), 4.0);
+    }
+
+    #[test]
+    fn running_pods_count_as_lifetimes_not_yet_over() {
+        // 40 pods ended at 10 min, ten times as many still run at 2 h. Counted as lifetimes
+        // not yet over, they say most pods outlive 10 min: a young pod keeps most of the cap.
+        let mut ages = vec![7200; 400];
+        ages.push(1200);
+        let s = snapshot(100_000, vec![600; 40], &ages);
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30);
+        let young = life.hours(100_000 - 60);
+        // S(60 s) = 1 and S drops by 40/441 at 600 s: about 9/10 of the young pod's cap.
+        assert!(young > 3.5 && young < 4.0, "{young}");
+    }
+
+    #[test]
+    fn median_of_remaining_hours() {
+        assert_eq!(median_hours(&mut [], 4.0), 4.0);
+        assert_eq!(median_hours(&mut [3.0, 1.0, 2.0], 4.0), 2.0);
+        assert_eq!(median_hours(&mut [1.0, 2.0], 4.0), 1.5);
+    }
+
+    proptest! {
+        /// The estimate is a number of hours between 0 and the cap, whatever was observed.
+        #[test]
+        fn bounded(ended in proptest::collection::vec(-100i64..200_000, 0..80),
+                   ages in proptest::collection::vec(-100i64..200_000, 0..40),
+                   age in -100i64..300_000, cap in 0.0f64..10.0) {
+            let s = snapshot(300_000, ended, &ages);
+            let life = RemainingLife::from_snapshot(&s, cap, 1);
+            let h = life.hours(300_000 - age);
+            prop_assert!(h.is_finite() && h >= 0.0 && h <= cap + 1e-12, "{h}");
+        }
+    }
+}

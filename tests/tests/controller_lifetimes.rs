@@ -1,0 +1,130 @@
+//! The pod watch learns how long pods ran before they ended on their own, against the real
+//! API server: a deleted running pod, a deleted pending pod and a finished pod are endings;
+//! a pod deleted from a node Karpenter is disrupting (a drain's eviction) is not.
+
+mod adapter_support;
+mod controller_support;
+
+use std::time::Duration;
+
+use controller_support::eventually;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use karpenter_capi_controller::state::ClusterState;
+use karpenter_capi_controller::tasks::Tasks;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+const T: Duration = Duration::from_secs(60);
+
+async fn node(client: &kube::Client, name: &str, taints: serde_json::Value) {
+    let n: Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name},
+        "spec": {"taints": taints}
+    }))
+    .expect("node");
+    Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &n)
+        .await
+        .expect("create node");
+}
+
+async fn pod(client: &kube::Client, ns: &str, name: &str, node: Option<&str>) -> String {
+    let p: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}
+    }))
+    .expect("pod");
+    let p = Api::<Pod>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &p)
+        .await
+        .expect("create pod");
+    p.uid().expect("uid")
+}
+
+async fn force_delete(client: &kube::Client, ns: &str, name: &str) {
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .delete(name, &DeleteParams::default().grace_period(0))
+        .await
+        .expect("delete pod");
+}
+
+#[tokio::test]
+async fn pods_that_end_on_their_own_are_learnt_and_evictions_are_not() {
+    let client = testenv::client().await;
+    let ns = testenv::namespace(&client, "ctl-life").await;
+    let tasks = Tasks::default();
+    let state = ClusterState::start(&client, &tasks);
+    assert!(state.wait_synced(T).await, "stores synced");
+
+    let (ok, drained) = (format!("{ns}-ok"), format!("{ns}-drained"));
+    node(&client, &ok, json!([])).await;
+    node(
+        &client,
+        &drained,
+        json!([{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]),
+    )
+    .await;
+    let runs = pod(&client, &ns, "runs", Some(&ok)).await;
+    let evicted = pod(&client, &ns, "evicted", Some(&drained)).await;
+    let job = pod(&client, &ns, "job", Some(&ok)).await;
+    let pending = pod(&client, &ns, "pending", None).await;
+    eventually(T, "the stores see the pods and nodes", || async {
+        let pods = state.pods.state();
+        let seen = |n: &str| {
+            pods.iter()
+                .any(|p| p.namespace().as_deref() == Some(&ns) && p.name_any() == n)
+        };
+        let nodes = state.nodes.state();
+        (["runs", "evicted", "job", "pending"]
+            .iter()
+            .all(|n| seen(n))
+            && nodes.iter().any(|n| n.name_any() == drained))
+        .then_some(())
+    })
+    .await;
+    assert_eq!(state.lifetimes.ended(&runs), None, "nothing ended yet");
+
+    force_delete(&client, &ns, "runs").await;
+    force_delete(&client, &ns, "evicted").await;
+    force_delete(&client, &ns, "pending").await;
+    Api::<Pod>::namespaced(client.clone(), &ns)
+        .patch_status(
+            "job",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Succeeded"}})),
+        )
+        .await
+        .expect("job succeeded");
+
+    for (uid, what) in [(&runs, "runs"), (&pending, "pending"), (&job, "job")] {
+        let secs = eventually(T, &format!("{what}'s lifetime recorded"), || async {
+            state.lifetimes.ended(uid)
+        })
+        .await;
+        assert!((0..=120).contains(&secs), "{what} ran {secs} s");
+    }
+    eventually(T, "the evicted pod's deletion seen", || async {
+        let gone = !state
+            .pods
+            .state()
+            .iter()
+            .any(|p| p.namespace().as_deref() == Some(&ns) && p.name_any() == "evicted");
+        gone.then_some(())
+    })
+    .await;
+    assert_eq!(
+        state.lifetimes.ended(&evicted),
+        None,
+        "a pod deleted from a disrupted node is an eviction, not an ending"
+    );
+
+    tasks.abort_all();
+    for n in [ok, drained] {
+        let _ = Api::<Node>::all(client.clone())
+            .delete(&n, &DeleteParams::default())
+            .await;
+    }
+}
