@@ -242,6 +242,8 @@ pub struct PaybackSettings {
     /// Ended pod lifetimes needed before the horizon is learnt from them instead of assumed
     /// (Lindy); a number above the run's pod count keeps Lindy.
     pub min_ended_lifetimes: usize,
+    /// Price a replacement's dearer instance-type options against the evictions.
+    pub pay_for_flexibility: bool,
 }
 
 impl Default for PaybackSettings {
@@ -252,6 +254,7 @@ impl Default for PaybackSettings {
             eviction_pod_hours: d.eviction_pod_hours,
             replacement_ready_seconds: d.replacement_ready_seconds,
             min_ended_lifetimes: d.min_ended_lifetimes,
+            pay_for_flexibility: d.pay_for_flexibility,
         }
     }
 }
@@ -263,6 +266,7 @@ impl PaybackSettings {
             eviction_pod_hours: self.eviction_pod_hours,
             replacement_ready_seconds: self.replacement_ready_seconds,
             min_ended_lifetimes: self.min_ended_lifetimes,
+            pay_for_flexibility: self.pay_for_flexibility,
         }
     }
 }
@@ -279,6 +283,7 @@ impl Default for CoreDisruptionSettings {
                 eviction_pod_hours: p.eviction_pod_hours,
                 replacement_ready_seconds: p.replacement_ready_seconds,
                 min_ended_lifetimes: p.min_ended_lifetimes,
+                pay_for_flexibility: p.pay_for_flexibility,
             }),
             headroom: d.headroom.map(|h| HeadroomSettings {
                 window_seconds: h.window_seconds,

@@ -337,7 +337,33 @@ impl<'s, 'a> Search<'s, 'a> {
             .filter_map(|m| self.cands.get(*m).copied())
             .collect();
         let price: f64 = chosen.iter().map(|c| c.price).sum();
-        let min_saving = self.min_saving(price);
+        let snap = self.sim.snapshot;
+        let evicted = || {
+            chosen.iter().flat_map(|c| {
+                let node = snap.nodes.get(c.node);
+                c.pods
+                    .iter()
+                    .filter_map(move |&pi| Some((snap.pods.get(pi)?, node?, c.price)))
+            })
+        };
+        // With `pay_for_flexibility`, the replacements' options are priced against the saving
+        // the evictions need, not against any saving above the threshold.
+        let paying = self
+            .options
+            .payback
+            .as_ref()
+            .filter(|k| k.pay_for_flexibility)
+            .map(|k| {
+                super::payback::value(0.0, 0.0, evicted(), &self.life, self.pod_price_floor, k)
+                    .paying_saving_per_hour(price, k)
+            });
+        let min_saving = match paying {
+            Some(need) => self.min_saving(price).max(need),
+            None => self.min_saving(price),
+        };
+        if !min_saving.is_finite() {
+            return Err(Miss::NotCheaper);
+        }
         if self
             .options
             .max_replacements
@@ -370,18 +396,24 @@ impl<'s, 'a> Search<'s, 'a> {
         }
         let disruption: f64 = chosen.iter().map(|c| c.disruption_cost).sum();
         let score = match &self.options.payback {
+            // The worst case already pays (above); ranked by what is expected to launch, so
+            // a replacement ranks by what it saves, not by how much flexibility it kept.
+            Some(knobs) if knobs.pay_for_flexibility => {
+                super::payback::value(
+                    price - launch,
+                    launch,
+                    evicted(),
+                    &self.life,
+                    self.pod_price_floor,
+                    knobs,
+                )
+                .net
+            }
             Some(knobs) => {
-                let snap = self.sim.snapshot;
-                let pods = chosen.iter().flat_map(|c| {
-                    let node = snap.nodes.get(c.node);
-                    c.pods
-                        .iter()
-                        .filter_map(move |&pi| Some((snap.pods.get(pi)?, node?, c.price)))
-                });
                 super::payback::value(
                     worst_saving,
                     worst,
-                    pods,
+                    evicted(),
                     &self.life,
                     self.pod_price_floor,
                     knobs,

@@ -14,10 +14,10 @@
 //!   expected remaining life ([`super::lifetime`]), capped at [`Payback::horizon_cap_hours`].
 //!   It is learnt from the lifetimes of pods that ended in this cluster; until enough have
 //!   ended it is the Lindy estimate (a workload that has run for `a` is, as a median,
-//!   expected to run about `a` more). This is also the hysteresis between provisioning and
-//!   consolidation: pods that provisioning just placed are young, so their node's saving has
-//!   a short horizon and must be large to pay for moving them; the same node with pods that
-//!   have run for hours is consolidated as before.
+//!   expected to run about `a` more). Where the workload's pods do leave young, this is the
+//!   hysteresis between provisioning and consolidation: a node of pods just placed has a
+//!   short horizon and must save a lot to pay for moving them. Where they do not (memoryless
+//!   or fixed lifetimes), assuming Lindy kept fragmented nodes of young pods for hours.
 //! - **a pod's price**: the larger of its share of its node's price (the largest of its CPU,
 //!   memory and GPU fractions of the node's allocatable, times the node's price per hour) and
 //!   the cluster's average price per running pod ([`average_pod_price`]), weighted by
@@ -55,6 +55,13 @@ pub struct Payback {
     /// ([`super::lifetime`]) instead of assumed (Lindy). Few endings say little about a
     /// workload; a number above any cluster's keeps the Lindy estimate.
     pub min_ended_lifetimes: usize,
+    /// Price a replacement's flexibility against the evictions: its dearer instance-type
+    /// options (kept so it can still launch when the cheapest is unavailable) are kept only
+    /// while the worst case still pays for the evictions, and commands are ranked by the
+    /// expected saving (the cheapest option). Off, options are kept up to the plain
+    /// threshold and a replacement is valued at its worst case, which leaves a replacement
+    /// almost no worst-case saving by construction.
+    pub pay_for_flexibility: bool,
 }
 
 impl Default for Payback {
@@ -64,6 +71,7 @@ impl Default for Payback {
             eviction_pod_hours: 1.0,
             replacement_ready_seconds: 90,
             min_ended_lifetimes: 30,
+            pay_for_flexibility: false,
         }
     }
 }
@@ -81,6 +89,25 @@ pub struct Value {
     pub overlap: f64,
     /// `saving - eviction - overlap`: the command is taken only when this is positive.
     pub net: f64,
+}
+
+impl Value {
+    /// The least saving per hour at which a command with these evictions and this horizon
+    /// pays (`net >= 0`), the replacements costing the rest of `candidates_price`: from
+    /// `s x horizon - eviction - (candidates_price - s) x ready_hours = 0`. Infinite when no
+    /// saving can pay (no horizon and no overlap to trade against).
+    pub fn paying_saving_per_hour(&self, candidates_price: f64, knobs: &Payback) -> f64 {
+        let ready = knobs.replacement_ready_seconds.max(0) as f64 / 3600.0;
+        let need = self.eviction + candidates_price.max(0.0) * ready;
+        let per = self.horizon_hours + ready;
+        if need <= 0.0 {
+            0.0
+        } else if per <= 0.0 {
+            f64::INFINITY
+        } else {
+            need / per
+        }
+    }
 }
 
 /// The largest of a pod's CPU, memory and extended-resource (GPU, ...) fractions of
@@ -273,6 +300,31 @@ mod tests {
             &knobs,
         );
         assert!((v.eviction - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_paying_saving_makes_net_zero() {
+        let n = node(4000, 16 << 30);
+        let knobs = Payback::default();
+        // Half the node's CPU on a 1/h node, an hour old: eviction 0.5, horizon 1 h.
+        let p = pod(2000, 1 << 20, 10_000 - 3600);
+        let life = RemainingLife::lindy(10_000, knobs.horizon_cap_hours);
+        let base = value(0.0, 0.0, [(&p, &n, 1.0)], &life, 0.0, &knobs);
+        let need = base.paying_saving_per_hour(1.0, &knobs);
+        // need x 1 h = 0.5 + (1 - need) x 90 s.
+        assert!((need - 0.525 / 1.025).abs() < 1e-12, "{need}");
+        let at = value(need, 1.0 - need, [(&p, &n, 1.0)], &life, 0.0, &knobs);
+        assert!(at.net.abs() < 1e-12, "{at:?}");
+        // Nothing to evict, no overlap: any saving pays; no horizon to earn it in: none does.
+        let free = value(0.0, 0.0, std::iter::empty(), &life, 0.0, &knobs);
+        assert_eq!(free.paying_saving_per_hour(0.0, &knobs), 0.0);
+        let young = pod(2000, 1 << 20, 10_000);
+        let none = value(0.0, 0.0, [(&young, &n, 1.0)], &life, 0.0, &knobs);
+        let no_ready = Payback {
+            replacement_ready_seconds: 0,
+            ..knobs.clone()
+        };
+        assert!(none.paying_saving_per_hour(1.0, &no_ready).is_infinite());
     }
 
     #[test]

@@ -409,6 +409,41 @@ fn replacement_options_are_filtered_by_their_worst_case_price() {
     assert!(r.worst_case_price < 0.50);
 }
 
+/// `pay_for_flexibility`: where the plain worst case leaves too little to pay for the
+/// eviction, dearer options are dropped until it pays, and re-validation keeps the narrowed
+/// options instead of rejecting the command as dearer than decided.
+#[test]
+fn paying_for_flexibility_narrows_options_until_the_worst_case_pays() {
+    let mut n = od("n", "medium");
+    n.price = 0.50;
+    let s = snapshot(vec![n], vec![pod("a", 1000, "n")]);
+    let default = DisruptionOptions::default();
+    let knobs = default.payback.clone().expect("payback on by default");
+    let paying = DisruptionOptions {
+        payback: Some(payback::Payback {
+            pay_for_flexibility: true,
+            ..knobs
+        }),
+        ..default.clone()
+    };
+    let cmd = disrupt(&s, &paying).command.expect("a paying replacement");
+    assert_eq!(cmd.replacements.len(), 1, "{cmd:?}");
+    let wide = disrupt(&s, &plain())
+        .command
+        .expect("the plain rule's command");
+    let (narrow, plain_opts) = (
+        &cmd.replacements[0].instance_type_options,
+        &wide.replacements[0].instance_type_options,
+    );
+    assert!(
+        narrow.len() < plain_opts.len(),
+        "{narrow:?} vs {plain_opts:?}"
+    );
+    assert!(cmd.replacements_worst_case_price < wide.replacements_worst_case_price);
+    let v = validate(&cmd, &s, &paying);
+    assert!(v.valid, "{:?}", v.failures);
+}
+
 #[test]
 fn thresholds_stop_small_savings() {
     let s = snapshot(

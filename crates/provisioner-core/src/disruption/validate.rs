@@ -134,13 +134,25 @@ pub fn validate_with(
                     command.replacements.len()
                 ));
             } else {
+                // Options priced against the evictions (`pay_for_flexibility`) were narrowed
+                // to the worst case decided; re-widened to the plain threshold here, every
+                // such command would be rejected as dearer than decided.
+                let decided = if options
+                    .payback
+                    .as_ref()
+                    .is_some_and(|k| k.pay_for_flexibility)
+                {
+                    price - command.replacements_worst_case_price - 1e-9
+                } else {
+                    min_saving
+                };
                 match replacements(
                     snapshot,
                     &out.claims,
                     &chosen,
                     PriceRule::Cheaper {
                         candidates_price: price,
-                        min_saving,
+                        min_saving: min_saving.max(decided),
                     },
                     options.spot_to_spot,
                 ) {

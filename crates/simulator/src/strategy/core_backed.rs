@@ -74,7 +74,11 @@ impl CoreStrategy {
         };
         let cd = &settings.core_disruption;
         let disruption = match kind {
-            Kind::Karpenter => disruption,
+            // Karpenter has no payback rule; re-validation reads it (`validate_with`).
+            Kind::Karpenter => DisruptionOptions {
+                payback: None,
+                ..disruption
+            },
             _ => DisruptionOptions {
                 min_saving_per_hour: cd.min_saving_per_hour,
                 min_saving_fraction: cd.min_saving_fraction,
