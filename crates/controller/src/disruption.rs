@@ -136,6 +136,9 @@ pub async fn tick(ctx: &Arc<Context>) -> Result<Outcome> {
         .map(|n| n.price)
         .sum();
     ctx.metrics.managed_cost_per_hour.set(cost);
+    ctx.metrics
+        .pod_lifetimes_observed
+        .set(built.snapshot.ended_pod_lifetimes.len() as i64);
     let opts = options(ctx);
     let snapshot = Arc::new(built.snapshot);
     let (s, o) = (snapshot.clone(), opts.clone());

@@ -54,6 +54,7 @@ pub struct Metrics {
     pub managed_cost_per_hour: FloatGauge,
     pub provisioning_gap_percent: FloatGauge,
     pub is_leader: Gauge,
+    pub pod_lifetimes_observed: Gauge,
 }
 
 impl Default for Metrics {
@@ -79,6 +80,7 @@ impl Metrics {
             managed_cost_per_hour: FloatGauge::default(),
             provisioning_gap_percent: FloatGauge::default(),
             is_leader: Gauge::default(),
+            pod_lifetimes_observed: Gauge::default(),
         };
         root.register(
             "nodeclaims_created",
@@ -137,6 +139,11 @@ impl Metrics {
             m.provisioning_gap_percent.clone(),
         );
         ours.register(
+            "pod_lifetimes_observed",
+            "Lifetimes of ended pods the payback rule learns its horizon from (Lindy below its minEndedLifetimes).",
+            m.pod_lifetimes_observed.clone(),
+        );
+        ours.register(
             "leader",
             "1 while this instance holds the leader Lease.",
             m.is_leader.clone(),
@@ -171,12 +178,14 @@ mod tests {
             })
             .inc();
         m.scheduling_duration.observe(0.01);
+        m.pod_lifetimes_observed.set(42);
         let text = m.encode();
         for name in [
             "karpenter_nodeclaims_created_total{nodepool=\"default\",reason=\"provisioning\"} 1",
             "karpenter_scheduler_scheduling_duration_seconds_count 1",
             "karpenter_cluster_state_synced 0",
             "karpenter_capi_managed_nodes_cost_per_hour",
+            "karpenter_capi_pod_lifetimes_observed 42",
         ] {
             assert!(text.contains(name), "{name} missing in:\n{text}");
         }
