@@ -1,6 +1,7 @@
 //! The pod watch learns how long pods ran before they ended on their own, against the real
 //! API server: a deleted running pod, a deleted pending pod and a finished pod are endings;
-//! a pod deleted from a node Karpenter is disrupting (a drain's eviction) is not.
+//! a pod deleted from a node Karpenter is disrupting (a drain's eviction) is not, and neither
+//! is a pod evicted through the Eviction API from a node nobody drains.
 
 mod adapter_support;
 mod controller_support;
@@ -71,6 +72,7 @@ async fn pods_that_end_on_their_own_are_learnt_and_evictions_are_not() {
     let evicted = pod(&client, &ns, "evicted", Some(&drained)).await;
     let job = pod(&client, &ns, "job", Some(&ok)).await;
     let pending = pod(&client, &ns, "pending", None).await;
+    let via_api = pod(&client, &ns, "via-api", Some(&ok)).await;
     eventually(T, "the stores see the pods and nodes", || async {
         let pods = state.pods.state();
         let seen = |n: &str| {
@@ -78,7 +80,7 @@ async fn pods_that_end_on_their_own_are_learnt_and_evictions_are_not() {
                 .any(|p| p.namespace().as_deref() == Some(&ns) && p.name_any() == n)
         };
         let nodes = state.nodes.state();
-        (["runs", "evicted", "job", "pending"]
+        (["runs", "evicted", "job", "pending", "via-api"]
             .iter()
             .all(|n| seen(n))
             && nodes.iter().any(|n| n.name_any() == drained))
@@ -87,6 +89,27 @@ async fn pods_that_end_on_their_own_are_learnt_and_evictions_are_not() {
     .await;
     assert_eq!(state.lifetimes.ended(&runs), None, "nothing ended yet");
 
+    // The Eviction API marks the pod DisruptionTarget and, with no kubelet to finish the
+    // graceful deletion, the test removes it.
+    Api::<Pod>::namespaced(client.clone(), &ns)
+        .evict("via-api", &kube::api::EvictParams::default())
+        .await
+        .expect("evict via the API");
+    eventually(T, "the eviction's condition seen", || async {
+        state
+            .pods
+            .state()
+            .iter()
+            .find(|p| p.namespace().as_deref() == Some(&ns) && p.name_any() == "via-api")
+            .and_then(|p| p.status.clone()?.conditions)
+            .filter(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+            })
+            .map(|_| ())
+    })
+    .await;
+    force_delete(&client, &ns, "via-api").await;
     force_delete(&client, &ns, "runs").await;
     force_delete(&client, &ns, "evicted").await;
     force_delete(&client, &ns, "pending").await;
@@ -106,12 +129,11 @@ async fn pods_that_end_on_their_own_are_learnt_and_evictions_are_not() {
         .await;
         assert!((0..=120).contains(&secs), "{what} ran {secs} s");
     }
-    eventually(T, "the evicted pod's deletion seen", || async {
-        let gone = !state
-            .pods
-            .state()
-            .iter()
-            .any(|p| p.namespace().as_deref() == Some(&ns) && p.name_any() == "evicted");
+    eventually(T, "the evicted pods' deletions seen", || async {
+        let gone = !state.pods.state().iter().any(|p| {
+            p.namespace().as_deref() == Some(&ns)
+                && (p.name_any() == "evicted" || p.name_any() == "via-api")
+        });
         gone.then_some(())
     })
     .await;
@@ -119,6 +141,11 @@ async fn pods_that_end_on_their_own_are_learnt_and_evictions_are_not() {
         state.lifetimes.ended(&evicted),
         None,
         "a pod deleted from a disrupted node is an eviction, not an ending"
+    );
+    assert_eq!(
+        state.lifetimes.ended(&via_api),
+        None,
+        "a pod evicted through the API is not an ending"
     );
 
     tasks.abort_all();

@@ -3,8 +3,10 @@
 //!
 //! The pod watch delivers every change; a pod's lifetime is recorded once, when it ends:
 //! - when it turns `Succeeded` or `Failed` (a Job's pod, a finished run), seen live;
-//! - when it is deleted while running or pending, unless it was being evicted by a drain:
-//!   its node carries Karpenter's disrupted taint, is cordoned, is being deleted, or is gone.
+//! - when it is deleted while running or pending, unless it was evicted: the pod carries
+//!   `DisruptionTarget=True` (the Eviction API, preemption, taint or node-pressure eviction
+//!   set it), or its node carries Karpenter's disrupted taint, is cordoned, is being deleted,
+//!   or is gone (a drain; the node check also covers a pod deleted before that condition).
 //!   An evicted pod's workload goes on elsewhere, so its eviction is not an ending.
 //!
 //! Pods that were already terminal when the controller started are not counted (when they
@@ -30,6 +32,19 @@ pub enum Change {
     Applied,
     /// Gone from the API.
     Deleted,
+}
+
+/// Whether the API server or a kubelet marked the pod as disrupted: evicted through the
+/// Eviction API, preempted, or removed for a taint or node pressure
+/// (`DisruptionTarget=True`).
+fn disruption_target(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+        })
 }
 
 /// Whether a pod on `node` being deleted is a drain's eviction rather than its own end.
@@ -67,14 +82,15 @@ impl PodLifetimes {
             .as_ref()
             .and_then(|s| s.node_name.as_deref())
             .is_some_and(|n| !n.is_empty());
-        let ends = match change {
-            Change::Listed => false,
-            Change::Applied => is_terminal(pod),
-            Change::Deleted => {
-                let evicted = bound && drained(node);
-                !is_terminal(pod) && !evicted
-            }
-        };
+        let ends = !disruption_target(pod)
+            && match change {
+                Change::Listed => false,
+                Change::Applied => is_terminal(pod),
+                Change::Deleted => {
+                    let drain = bound && drained(node);
+                    !is_terminal(pod) && !drain
+                }
+            };
         let created = epoch_secs(pod.metadata.creation_timestamp.as_ref());
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         if !ends || created <= 0 || uid.is_empty() {
@@ -193,6 +209,20 @@ mod tests {
         let mut gone = node(None, false);
         gone.metadata.deletion_timestamp = Some(time(T0));
         l.observe(&p, Change::Deleted, Some(&gone), T0 + 600);
+        // Evicted through the API from a node nobody drains, or by a kubelet (Failed).
+        let ok = node(None, false);
+        for phase in ["Running", "Failed"] {
+            let mut e = pod("e", T0, Some("n"), phase);
+            if let Some(st) = e.status.as_mut() {
+                st.conditions = Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                    type_: "DisruptionTarget".into(),
+                    status: "True".into(),
+                    ..Default::default()
+                }]);
+            }
+            l.observe(&e, Change::Applied, Some(&ok), T0 + 600);
+            l.observe(&e, Change::Deleted, Some(&ok), T0 + 600);
+        }
         assert!(l.recent().is_empty());
     }
 
