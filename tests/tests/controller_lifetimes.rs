@@ -31,10 +31,17 @@ async fn node(client: &kube::Client, name: &str, taints: serde_json::Value) {
         .expect("create node");
 }
 
+/// A pod owned by a Job when `name` is "job" (lifetimes are learnt per owner kind).
 async fn pod(client: &kube::Client, ns: &str, name: &str, node: Option<&str>) -> String {
+    let owners = if name == "job" {
+        json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "batch",
+                "uid": "00000000-0000-0000-0000-000000000002", "controller": true}])
+    } else {
+        json!([])
+    };
     let p: Pod = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "ownerReferences": owners},
         "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}
     }))
     .expect("pod");
@@ -123,11 +130,14 @@ async fn pods_that_end_on_their_own_are_learnt_and_evictions_are_not() {
         .expect("job succeeded");
 
     for (uid, what) in [(&runs, "runs"), (&pending, "pending"), (&job, "job")] {
-        let secs = eventually(T, &format!("{what}'s lifetime recorded"), || async {
+        let end = eventually(T, &format!("{what}'s lifetime recorded"), || async {
             state.lifetimes.ended(uid)
         })
         .await;
+        let secs = end.lifetime_seconds;
         assert!((0..=120).contains(&secs), "{what} ran {secs} s");
+        let kind = (what == "job").then(|| "Job".to_string());
+        assert_eq!(end.owner_kind, kind, "{what}'s owner kind");
     }
     eventually(T, "the evicted pods' deletions seen", || async {
         let gone = !state.pods.state().iter().any(|p| {

@@ -138,7 +138,7 @@ pub async fn tick(ctx: &Arc<Context>) -> Result<Outcome> {
     ctx.metrics.managed_cost_per_hour.set(cost);
     ctx.metrics
         .pod_lifetimes_observed
-        .set(built.snapshot.ended_pod_lifetimes.len() as i64);
+        .set(built.snapshot.ended_pods.len() as i64);
     let opts = options(ctx);
     let snapshot = Arc::new(built.snapshot);
     let (s, o) = (snapshot.clone(), opts.clone());

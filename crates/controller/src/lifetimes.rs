@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use karpenter_api::wellknown::DISRUPTED_TAINT_KEY;
-use kcapi_snapshot::pod::{epoch_secs, is_terminal};
+use kcapi_snapshot::pod::{controller_kind, epoch_secs, is_terminal};
+use provisioner_core::EndedPod;
 
 /// Most recent lifetimes kept (about 40 KB).
 pub const KEPT: usize = 4096;
@@ -66,8 +67,8 @@ pub struct PodLifetimes {
 
 #[derive(Debug, Default)]
 struct Recorded {
-    /// Pods (by UID) and their lifetimes in seconds, oldest first.
-    ended: VecDeque<(String, i64)>,
+    /// Pods (by UID) and how they ended, oldest first.
+    ended: VecDeque<(String, EndedPod)>,
     /// The UIDs in `ended`, so a terminal pod's later updates and its deletion do not count
     /// it again.
     seen: HashSet<String>,
@@ -114,20 +115,27 @@ impl PodLifetimes {
             r.seen.remove(&old);
         }
         r.seen.insert(uid.clone());
-        r.ended.push_back((uid, (ended - created).max(0)));
+        let end = EndedPod {
+            lifetime_seconds: (ended - created).max(0),
+            owner_kind: controller_kind(&pod.metadata),
+        };
+        r.ended.push_back((uid, end));
     }
 
-    /// The kept lifetimes, oldest first: the snapshot's `ended_pod_lifetimes`.
-    pub fn recent(&self) -> Vec<i64> {
+    /// The kept endings, oldest first: the snapshot's `ended_pods`.
+    pub fn recent(&self) -> Vec<EndedPod> {
         let r = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        r.ended.iter().map(|(_, l)| *l).collect()
+        r.ended.iter().map(|(_, e)| e.clone()).collect()
     }
 
-    /// The recorded lifetime of the pod with this UID, if its ending was counted and is
-    /// still kept: which pods the estimate learnt from, for diagnosis.
-    pub fn ended(&self, uid: &str) -> Option<i64> {
+    /// How the pod with this UID ended, if its ending was counted and is still kept: which
+    /// pods the estimate learnt from, for diagnosis.
+    pub fn ended(&self, uid: &str) -> Option<EndedPod> {
         let r = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        r.ended.iter().find(|(u, _)| u == uid).map(|(_, l)| *l)
+        r.ended
+            .iter()
+            .find(|(u, _)| u == uid)
+            .map(|(_, e)| e.clone())
     }
 }
 
@@ -192,7 +200,8 @@ mod tests {
             None,
             T0 + 60,
         );
-        assert_eq!(l.recent(), vec![600, 60]);
+        let secs: Vec<i64> = l.recent().iter().map(|e| e.lifetime_seconds).collect();
+        assert_eq!(secs, vec![600, 60]);
     }
 
     #[test]
@@ -234,7 +243,7 @@ mod tests {
         l.observe(&done, Change::Applied, Some(&n), T0 + 300);
         l.observe(&done, Change::Applied, Some(&n), T0 + 400);
         l.observe(&done, Change::Deleted, Some(&n), T0 + 900);
-        assert_eq!(l.ended("a"), Some(300));
+        assert_eq!(l.ended("a").map(|e| e.lifetime_seconds), Some(300));
         // Already finished when listed: when it ended is unknown.
         let old = pod("b", T0, Some("n"), "Failed");
         l.observe(&old, Change::Listed, Some(&n), T0 + 300);
@@ -246,7 +255,8 @@ mod tests {
             Some(&n),
             T0 + 5,
         );
-        assert_eq!(l.recent(), vec![300]);
+        let secs: Vec<i64> = l.recent().iter().map(|e| e.lifetime_seconds).collect();
+        assert_eq!(secs, vec![300]);
     }
 
     #[test]
@@ -262,6 +272,6 @@ mod tests {
         }
         let r = l.recent();
         assert_eq!(r.len(), KEPT);
-        assert_eq!(r.first(), Some(&10));
+        assert_eq!(r.first().map(|e| e.lifetime_seconds), Some(10));
     }
 }

@@ -40,6 +40,6 @@ pub fn build(ctx: &Context, catalogs: &Catalogs, now: i64) -> Built {
         all_pending: false,
     };
     let mut built = kcapi_snapshot::build(&objects);
-    built.snapshot.ended_pod_lifetimes = state.lifetimes.recent();
+    built.snapshot.ended_pods = state.lifetimes.recent();
     built
 }

@@ -557,8 +557,19 @@ pub struct Snapshot {
     pub pdbs: Vec<PodDisruptionBudget>,
     /// Namespace labels, for namespace selectors in pod affinity terms.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
-    /// Lifetimes (seconds from creation to deletion) of recent pods that ended on their own,
-    /// not by an autoscaler's eviction: the payback rule learns how long pods run from them
-    /// ([`crate::disruption::lifetime`]). Producers keep a bounded recent window.
-    pub ended_pod_lifetimes: Vec<i64>,
+    /// Recent pods that ended on their own, not by an eviction: the payback rule learns how
+    /// long pods run from them ([`crate::disruption::lifetime`]). Producers keep a bounded
+    /// recent window.
+    pub ended_pods: Vec<EndedPod>,
+}
+
+/// A pod that ended on its own: how long it ran and what kind of workload it belonged to
+/// (Jobs and services live very differently, so lifetimes are learnt per kind).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EndedPod {
+    /// Seconds from creation to the end.
+    pub lifetime_seconds: i64,
+    /// The kind of its controlling owner (`ReplicaSet`, `Job`, ...), as [`Pod::owner_kind`].
+    pub owner_kind: Option<String>,
 }

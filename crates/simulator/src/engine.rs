@@ -300,8 +300,8 @@ struct Sim<'w> {
     namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// Lifetimes of the most recent pods that left on their own (evictions are not endings:
     /// the pod goes on elsewhere), at most [`ENDED_LIFETIMES_KEPT`]; the snapshot's
-    /// `ended_pod_lifetimes`.
-    ended: std::collections::VecDeque<i64>,
+    /// `ended_pods`.
+    ended: std::collections::VecDeque<core::EndedPod>,
 }
 
 /// How many ended pod lifetimes the snapshot carries, as a controller would keep: enough for
@@ -889,7 +889,7 @@ impl<'w> Sim<'w> {
             instance_types: self.w.instance_types.clone(),
             pdbs: Vec::new(),
             namespaces: self.namespaces.clone(),
-            ended_pod_lifetimes: self.ended.iter().copied().collect(),
+            ended_pods: self.ended.iter().cloned().collect(),
         }
     }
 
@@ -1282,8 +1282,11 @@ impl Sim<'_> {
                         if self.ended.len() == ENDED_LIFETIMES_KEPT {
                             self.ended.pop_front();
                         }
-                        self.ended
-                            .push_back(self.now - self.w.arrivals[pi].pod.created_at);
+                        let pod = &self.w.arrivals[pi].pod;
+                        self.ended.push_back(core::EndedPod {
+                            lifetime_seconds: self.now - pod.created_at,
+                            owner_kind: pod.owner_kind.clone(),
+                        });
                         if self.pods[pi].evicted_at.take().is_some() {
                             self.evicted_pending = self.evicted_pending.saturating_sub(1);
                         }

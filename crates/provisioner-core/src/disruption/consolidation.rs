@@ -643,7 +643,7 @@ impl<'s, 'a> Search<'s, 'a> {
                 };
                 for p in c.pods.iter().filter_map(|&pi| snap.pods.get(pi)) {
                     m.need.add_assign(&crate::resources::pod_requests(p));
-                    m.remaining.push(self.life.hours(p.created_at));
+                    m.remaining.push(self.life.hours(p));
                     if let Some(k) = &self.options.payback {
                         m.eviction += super::payback::pod_eviction_value(
                             p,

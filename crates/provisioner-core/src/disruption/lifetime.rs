@@ -20,18 +20,27 @@
 //! more, capped like the Lindy horizon. Beyond the longest lifetime observed, `S` is taken as
 //! flat (the evidence says nothing about the tail), so such a pod gets the cap.
 //!
+//! Lifetimes are learnt per owner kind when a kind has enough endings of its own: a cluster
+//! running Jobs next to Deployments would otherwise give a service's young pods the minutes a
+//! Job's pods live.
+//!
 //! Pods the autoscaler evicted are not endings: their workload goes on elsewhere. Producers of
-//! [`crate::model::Snapshot::ended_pod_lifetimes`] leave them out.
+//! [`crate::model::Snapshot::ended_pods`] leave them out.
 
-use crate::model::Snapshot;
+use std::collections::BTreeMap;
 
-/// Expected remaining life of a pod by its age, from the snapshot's ended lifetimes when there
-/// are at least `min_ended`, from Lindy otherwise. Built once per decision.
+use crate::model::{Pod, Snapshot};
+
+/// Expected remaining life of a pod by its age, from the snapshot's ended pods when there
+/// are at least `min_ended`, from Lindy otherwise. Learnt per owner kind (a Job's pods and a
+/// Deployment's live very differently) where a kind has `min_ended` endings of its own, from
+/// all pods together otherwise. Built once per decision.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RemainingLife {
     now: i64,
     cap_secs: f64,
     survival: Option<Survival>,
+    by_kind: BTreeMap<Option<String>, Survival>,
 }
 
 /// A right-continuous step function: `S(t) = level[k]` on `[time[k], time[k + 1])`, 1 before
@@ -93,26 +102,52 @@ impl Survival {
 }
 
 impl RemainingLife {
-    /// Learns from `snapshot.ended_pod_lifetimes` and the ages of its pods that are not
-    /// daemons, when at least `min_ended` lifetimes ended.
+    /// Learns from `snapshot.ended_pods` and the ages of its pods that are not daemons, when
+    /// at least `min_ended` pods ended (per kind: when that kind has as many).
     pub fn from_snapshot(snapshot: &Snapshot, cap_hours: f64, min_ended: usize) -> Self {
         let cap_secs = cap_hours.max(0.0) * 3600.0;
-        let ended = &snapshot.ended_pod_lifetimes;
-        let survival = if ended.is_empty() || ended.len() < min_ended {
-            None
-        } else {
-            let running = snapshot
-                .pods
-                .iter()
-                .filter(|p| !super::candidates::is_daemon(p))
-                .map(|p| (snapshot.now - p.created_at, false));
-            Survival::estimate(ended.iter().map(|&t| (t, true)).chain(running).collect())
-        };
-        RemainingLife {
+        let ended = &snapshot.ended_pods;
+        let mut life = RemainingLife {
             now: snapshot.now,
             cap_secs,
-            survival,
+            survival: None,
+            by_kind: BTreeMap::new(),
+        };
+        if ended.is_empty() || ended.len() < min_ended {
+            return life;
         }
+        let running: Vec<(&Option<String>, i64)> = snapshot
+            .pods
+            .iter()
+            .filter(|p| !super::candidates::is_daemon(p))
+            .map(|p| (&p.owner_kind, snapshot.now - p.created_at))
+            .collect();
+        let observations = |kind: Option<&Option<String>>| -> Vec<(i64, bool)> {
+            let ends = ended
+                .iter()
+                .filter(|e| kind.is_none_or(|k| &e.owner_kind == k))
+                .map(|e| (e.lifetime_seconds, true));
+            let alive = running
+                .iter()
+                .filter(|(k, _)| kind.is_none_or(|kind| *k == kind))
+                .map(|&(_, age)| (age, false));
+            ends.chain(alive).collect()
+        };
+        life.survival = Survival::estimate(observations(None));
+        let mut counts: BTreeMap<&Option<String>, usize> = BTreeMap::new();
+        for e in ended {
+            *counts.entry(&e.owner_kind).or_default() += 1;
+        }
+        if counts.len() > 1 {
+            for (kind, n) in counts {
+                if n >= min_ended.max(1)
+                    && let Some(s) = Survival::estimate(observations(Some(kind)))
+                {
+                    life.by_kind.insert(kind.clone(), s);
+                }
+            }
+        }
+        life
     }
 
     /// The Lindy estimate only (no observations), as before lifetimes were learnt.
@@ -121,6 +156,7 @@ impl RemainingLife {
             now,
             cap_secs: cap_hours.max(0.0) * 3600.0,
             survival: None,
+            by_kind: BTreeMap::new(),
         }
     }
 
@@ -129,10 +165,12 @@ impl RemainingLife {
         self.survival.is_some()
     }
 
-    /// Expected remaining hours of a pod created at `created_at`, at most the cap.
-    pub fn hours(&self, created_at: i64) -> f64 {
-        let age = (self.now - created_at).max(0) as f64;
-        let secs = match &self.survival {
+    /// Expected remaining hours of `pod`, at most the cap: from its owner kind's lifetimes
+    /// when that kind has enough endings, else from all pods', else Lindy.
+    pub fn hours(&self, pod: &Pod) -> f64 {
+        let age = (self.now - pod.created_at).max(0) as f64;
+        let survival = self.by_kind.get(&pod.owner_kind).or(self.survival.as_ref());
+        let secs = match survival {
             Some(s) => {
                 let alive = s.at(age);
                 if alive > 1e-12 {
@@ -165,13 +203,27 @@ pub fn median_hours(remaining: &mut [f64], default: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Pod;
+    use crate::model::EndedPod;
     use proptest::prelude::*;
+
+    /// A pod created at `created_at`, of no owner kind.
+    fn at(created_at: i64) -> Pod {
+        Pod {
+            created_at,
+            ..Pod::default()
+        }
+    }
 
     fn snapshot(now: i64, ended: Vec<i64>, ages: &[i64]) -> Snapshot {
         Snapshot {
             now,
-            ended_pod_lifetimes: ended,
+            ended_pods: ended
+                .into_iter()
+                .map(|t| EndedPod {
+                    lifetime_seconds: t,
+                    owner_kind: None,
+                })
+                .collect(),
             pods: ages
                 .iter()
                 .enumerate()
@@ -190,8 +242,8 @@ mod tests {
         let s = snapshot(100_000, vec![3600; 5], &[600]);
         let life = RemainingLife::from_snapshot(&s, 4.0, 30);
         assert!(!life.learnt());
-        assert!((life.hours(100_000 - 600) - 600.0 / 3600.0).abs() < 1e-12);
-        assert_eq!(life.hours(0), 4.0);
+        assert!((life.hours(&at(100_000 - 600)) - 600.0 / 3600.0).abs() < 1e-12);
+        assert_eq!(life.hours(&at(0)), 4.0);
     }
 
     #[test]
@@ -200,8 +252,8 @@ mod tests {
         let s = snapshot(100_000, vec![3600; 40], &[600, 3000]);
         let life = RemainingLife::from_snapshot(&s, 4.0, 30);
         assert!(life.learnt());
-        let young = life.hours(100_000 - 600);
-        let old = life.hours(100_000 - 3000);
+        let young = life.hours(&at(100_000 - 600));
+        let old = life.hours(&at(100_000 - 3000));
         assert!((young - 3000.0 / 3600.0).abs() < 1e-9, "{young}");
         assert!((old - 600.0 / 3600.0).abs() < 1e-9, "{old}");
     }
@@ -218,18 +270,18 @@ mod tests {
         // Capped at 4 h, the expected remaining life is 1 - e^-4 hours at any age.
         let want = 1.0 - (-4.0f64).exp();
         for age in [60, 600, 3600] {
-            let h = life.hours(1_000_000 - age);
+            let h = life.hours(&at(1_000_000 - age));
             assert!((h - want).abs() < 0.03, "age {age}: {h} vs {want}");
         }
         // Lindy would have given a minute-old pod a minute.
-        assert!(life.hours(1_000_000 - 60) > 0.9);
+        assert!(life.hours(&at(1_000_000 - 60)) > 0.9);
     }
 
     #[test]
     fn running_pods_older_than_every_ending_get_the_cap() {
         let s = snapshot(100_000, vec![600; 40], &[7200]);
         let life = RemainingLife::from_snapshot(&s, 4.0, 30);
-        assert_eq!(life.hours(100_000 - 7200), 4.0);
+        assert_eq!(life.hours(&at(100_000 - 7200)), 4.0);
     }
 
     #[test]
@@ -240,9 +292,48 @@ mod tests {
         ages.push(1200);
         let s = snapshot(100_000, vec![600; 40], &ages);
         let life = RemainingLife::from_snapshot(&s, 4.0, 30);
-        let young = life.hours(100_000 - 60);
+        let young = life.hours(&at(100_000 - 60));
         // S(60 s) = 1 and S drops by 40/441 at 600 s: about 9/10 of the young pod's cap.
         assert!(young > 3.5 && young < 4.0, "{young}");
+    }
+
+    #[test]
+    fn lifetimes_are_learnt_per_owner_kind() {
+        // Jobs end after 5 minutes; the services' pods have run for hours and none ended.
+        // Pooled, a young service pod would get a Job's minutes.
+        let now = 100_000;
+        let job = |t| EndedPod {
+            lifetime_seconds: t,
+            owner_kind: Some("Job".into()),
+        };
+        let mut s = snapshot(now, Vec::new(), &[]);
+        s.ended_pods = (0..100).map(|_| job(300)).collect();
+        s.ended_pods.extend((0..40).map(|_| EndedPod {
+            lifetime_seconds: 20_000,
+            owner_kind: Some("ReplicaSet".into()),
+        }));
+        let service = |age: i64| Pod {
+            owner_kind: Some("ReplicaSet".into()),
+            created_at: now - age,
+            ..Pod::default()
+        };
+        s.pods = (0..200).map(|_| service(30_000)).collect();
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30);
+        let young_job = Pod {
+            owner_kind: Some("Job".into()),
+            created_at: now - 60,
+            ..Pod::default()
+        };
+        assert!((life.hours(&young_job) - 240.0 / 3600.0).abs() < 1e-9);
+        assert_eq!(life.hours(&service(60)), 4.0);
+        // A kind with too few endings of its own falls back to all pods together.
+        let other = Pod {
+            owner_kind: Some("StatefulSet".into()),
+            created_at: now - 60,
+            ..Pod::default()
+        };
+        let pooled = life.hours(&other);
+        assert!(pooled > life.hours(&young_job) && pooled < 4.0, "{pooled}");
     }
 
     #[test]
@@ -260,7 +351,7 @@ mod tests {
                    age in -100i64..300_000, cap in 0.0f64..10.0) {
             let s = snapshot(300_000, ended, &ages);
             let life = RemainingLife::from_snapshot(&s, cap, 1);
-            let h = life.hours(300_000 - age);
+            let h = life.hours(&at(300_000 - age));
             prop_assert!(h.is_finite() && h >= 0.0 && h <= cap + 1e-12, "{h}");
         }
     }

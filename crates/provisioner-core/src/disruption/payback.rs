@@ -173,7 +173,7 @@ pub fn value<'a>(
     let mut remaining = Vec::new();
     let mut eviction = 0.0;
     for (pod, node, price) in pods {
-        remaining.push(life.hours(pod.created_at));
+        remaining.push(life.hours(pod));
         eviction += pod_eviction_value(pod, node, price, floor, knobs);
     }
     let horizon = median_hours(&mut remaining, knobs.horizon_cap_hours.max(0.0));
