@@ -18,10 +18,11 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use karpenter_api::wellknown::DISRUPTED_TAINT_KEY;
+use kcapi_snapshot::node::has_taint;
 use kcapi_snapshot::pod::{controller_kind, epoch_secs, is_terminal};
 use provisioner_core::EndedPod;
 
-/// Most recent lifetimes kept (about 40 KB).
+/// Most recent endings kept (a UID and an owner kind each: a few hundred KB at most).
 pub const KEPT: usize = 4096;
 
 /// What the watch said about a pod.
@@ -51,12 +52,13 @@ fn disruption_target(pod: &Pod) -> bool {
 /// Whether a pod on `node` being deleted is a drain's eviction rather than its own end.
 fn drained(node: Option<&Node>) -> bool {
     let Some(node) = node else { return true };
-    let spec = node.spec.as_ref();
     node.metadata.deletion_timestamp.is_some()
-        || spec.and_then(|s| s.unschedulable).unwrap_or(false)
-        || spec
-            .and_then(|s| s.taints.as_ref())
-            .is_some_and(|ts| ts.iter().any(|t| t.key == DISRUPTED_TAINT_KEY))
+        || node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false)
+        || has_taint(node, DISRUPTED_TAINT_KEY)
 }
 
 /// The recent lifetimes, shared between the pod watch and the decisions.

@@ -148,17 +148,14 @@ fn grace_deadline(claim: &NodeClaim) -> Option<i64> {
 }
 
 async fn taint_disrupted(node: &Node, ctx: &Context) -> Result<()> {
+    if kcapi_snapshot::node::has_taint(node, wellknown::DISRUPTED_TAINT_KEY) {
+        return Ok(());
+    }
     let mut taints = node
         .spec
         .as_ref()
         .and_then(|s| s.taints.clone())
         .unwrap_or_default();
-    if taints
-        .iter()
-        .any(|t| t.key == wellknown::DISRUPTED_TAINT_KEY)
-    {
-        return Ok(());
-    }
     taints.push(Taint {
         key: wellknown::DISRUPTED_TAINT_KEY.into(),
         effect: "NoSchedule".into(),

@@ -23,13 +23,7 @@ use crate::error::Result;
 
 /// Whether a Node still carries the unregistered taint.
 fn tainted(node: &Node) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|ts| {
-            ts.iter()
-                .any(|t| t.key == wellknown::UNREGISTERED_TAINT_KEY)
-        })
+    kcapi_snapshot::node::has_taint(node, wellknown::UNREGISTERED_TAINT_KEY)
 }
 
 /// Seconds since the Node was created (0 when unknown, so it waits).

@@ -18,6 +18,14 @@ pub fn is_ready(n: &corev1::Node) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// Whether the Node carries a taint with this key (any value and effect).
+pub fn has_taint(n: &corev1::Node, key: &str) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == key))
+}
+
 /// A Node as the core sees it. Unmanaged nodes count as initialized once Ready; the merge
 /// with a NodeClaim overrides that with the claim's own conditions.
 pub fn convert_node(n: &corev1::Node) -> Result<core::Node> {

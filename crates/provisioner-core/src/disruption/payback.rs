@@ -195,6 +195,11 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Lindy remaining lives at `now`, with the default 4 h cap.
+    fn lindy(now: i64) -> RemainingLife {
+        RemainingLife::lindy(now, 4.0)
+    }
+
     fn node(cpu: i64, mem: i64) -> Node {
         Node {
             allocatable: Resources {
@@ -224,27 +229,13 @@ mod tests {
         let knobs = Payback::default();
         // Half the node's CPU, 1/h node: evicting costs 0.5 x 1 h = 0.5.
         let p = pod(2000, 1 << 30, 1000 - 600);
-        let young = value(
-            0.2,
-            0.0,
-            [(&p, &n, 1.0)],
-            &RemainingLife::lindy(1000, 4.0),
-            0.0,
-            &knobs,
-        );
+        let young = value(0.2, 0.0, [(&p, &n, 1.0)], &lindy(1000), 0.0, &knobs);
         assert!((young.horizon_hours - 600.0 / 3600.0).abs() < 1e-12);
         assert!((young.eviction - 0.5).abs() < 1e-12);
         assert!(young.net < 0.0);
         // The same pod after three hours: 0.2/h x 3 h = 0.6 > 0.5.
         let old = pod(2000, 1 << 30, 1000 - 3 * 3600);
-        let v = value(
-            0.2,
-            0.0,
-            [(&old, &n, 1.0)],
-            &RemainingLife::lindy(1000, 4.0),
-            0.0,
-            &knobs,
-        );
+        let v = value(0.2, 0.0, [(&old, &n, 1.0)], &lindy(1000), 0.0, &knobs);
         assert!((v.net - 0.1).abs() < 1e-9, "{v:?}");
     }
 
@@ -282,23 +273,9 @@ mod tests {
         let knobs = Payback::default();
         let tiny = pod(10, 1 << 20, 0);
         // Share alone: 1.0/h x 10m/4000m = 0.0025.
-        let v = value(
-            0.0,
-            0.0,
-            [(&tiny, &n, 1.0)],
-            &RemainingLife::lindy(3600, 4.0),
-            0.0,
-            &knobs,
-        );
+        let v = value(0.0, 0.0, [(&tiny, &n, 1.0)], &lindy(3600), 0.0, &knobs);
         assert!((v.eviction - 0.0025).abs() < 1e-12);
-        let v = value(
-            0.0,
-            0.0,
-            [(&tiny, &n, 1.0)],
-            &RemainingLife::lindy(3600, 4.0),
-            0.1,
-            &knobs,
-        );
+        let v = value(0.0, 0.0, [(&tiny, &n, 1.0)], &lindy(3600), 0.1, &knobs);
         assert!((v.eviction - 0.1).abs() < 1e-12);
     }
 
@@ -330,14 +307,7 @@ mod tests {
     #[test]
     fn replacements_overlap_is_charged() {
         let knobs = Payback::default();
-        let v = value(
-            1.0,
-            2.0,
-            std::iter::empty(),
-            &RemainingLife::lindy(0, 4.0),
-            0.0,
-            &knobs,
-        );
+        let v = value(1.0, 2.0, std::iter::empty(), &lindy(0), 0.0, &knobs);
         assert!((v.overlap - 2.0 * 90.0 / 3600.0).abs() < 1e-12);
         assert!((v.net - (4.0 - v.overlap)).abs() < 1e-12);
     }
@@ -350,9 +320,9 @@ mod tests {
             let knobs = Payback::default();
             let p = pod(cpu, 1 << 20, 200_000 - age);
             let q = pod(cpu, 1 << 20, 200_000 - age);
-            let one = value(saving, 0.0, [(&p, &n, 1.0)], &RemainingLife::lindy(200_000, 4.0), 0.0, &knobs);
-            let more = value(saving + extra, 0.0, [(&p, &n, 1.0)], &RemainingLife::lindy(200_000, 4.0), 0.0, &knobs);
-            let two = value(saving, 0.0, [(&p, &n, 1.0), (&q, &n, 1.0)], &RemainingLife::lindy(200_000, 4.0), 0.0, &knobs);
+            let one = value(saving, 0.0, [(&p, &n, 1.0)], &lindy(200_000), 0.0, &knobs);
+            let more = value(saving + extra, 0.0, [(&p, &n, 1.0)], &lindy(200_000), 0.0, &knobs);
+            let two = value(saving, 0.0, [(&p, &n, 1.0), (&q, &n, 1.0)], &lindy(200_000), 0.0, &knobs);
             prop_assert!(more.net >= one.net - 1e-12);
             prop_assert!(two.net <= one.net + 1e-12);
             prop_assert!(one.horizon_hours >= 0.0 && one.horizon_hours <= knobs.horizon_cap_hours);
