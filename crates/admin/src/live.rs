@@ -114,9 +114,11 @@ impl Live {
             .cloned()
             .map(std::sync::Arc::new)
             .collect();
+        let pods: Vec<kcapi_snapshot::KeptPod> =
+            self.pods.iter().map(kcapi_snapshot::KeptPod::new).collect();
         let objects = Objects {
             now: self.now,
-            pods: self.pods.iter().collect(),
+            pods: pods.iter().collect(),
             nodes: self.nodes.iter().collect(),
             nodeclaims: self.nodeclaims.iter().collect(),
             nodepools: self.nodepools.iter().collect(),

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::state::StoredPod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use karpenter_api::nodeclass::DriftPolicy;
 use karpenter_api::{NodeClaim, NodePool, wellknown};
@@ -134,30 +134,15 @@ pub fn consolidatable(consolidate_after: Option<i64>, claim: &NodeClaim, now: i6
 
 /// What the pods on one node look like to pod events: which are there, and which are
 /// terminal or terminating. A change of this between two rounds is a pod event.
-fn pod_fingerprint(pods: &[&Pod]) -> u64 {
-    let mut keys: Vec<(String, bool, bool)> = pods
+fn pod_fingerprint(pods: &[&StoredPod]) -> u64 {
+    let mut keys: Vec<(&str, bool, bool)> = pods
         .iter()
-        .map(|p| {
-            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-            (
-                p.metadata.uid.clone().unwrap_or_default(),
-                matches!(phase, Some("Succeeded") | Some("Failed")),
-                p.metadata.deletion_timestamp.is_some(),
-            )
-        })
+        .map(|p| (p.uid.as_deref().unwrap_or_default(), p.terminal, p.deleting))
         .collect();
     keys.sort();
     let mut h = std::collections::hash_map::DefaultHasher::new();
     keys.hash(&mut h);
     h.finish()
-}
-
-fn owned_by_daemonset(p: &Pod) -> bool {
-    p.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
 }
 
 /// What the loop remembers between rounds (nothing a restart needs: a missed pod event only
@@ -201,10 +186,10 @@ async fn tick(ctx: &Arc<Context>, memory: &mut Memory) -> Result<()> {
         .collect();
 
     let all_pods = ctx.state.pods.state();
-    let mut by_node: HashMap<&str, Vec<&Pod>> = HashMap::new();
+    let mut by_node: HashMap<&str, Vec<&StoredPod>> = HashMap::new();
     for p in &all_pods {
-        if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref())
-            && !owned_by_daemonset(p)
+        if let Some(n) = p.node_name()
+            && !p.is_daemon()
         {
             by_node.entry(n).or_default().push(p);
         }
@@ -661,27 +646,29 @@ mod tests {
 
     #[test]
     fn fingerprint_sees_binding_termination_and_deletion_only() {
+        use k8s_openapi::api::core::v1::Pod;
         let pod = |uid: &str| {
             let mut p = Pod::default();
             p.metadata.uid = Some(uid.into());
             p
         };
-        let a = pod("a");
-        let b = pod("b");
+        let kept = |p: &Pod| StoredPod(kcapi_snapshot::KeptPod::new(p));
+        let (a, b) = (kept(&pod("a")), kept(&pod("b")));
+        let b_pod = pod("b");
         let base = pod_fingerprint(&[&a, &b]);
         assert_eq!(base, pod_fingerprint(&[&b, &a]), "order does not matter");
         assert_ne!(base, pod_fingerprint(&[&a]));
-        let mut done = b.clone();
+        let mut done = b_pod.clone();
         done.status = Some(k8s_openapi::api::core::v1::PodStatus {
             phase: Some("Succeeded".into()),
             ..Default::default()
         });
-        assert_ne!(base, pod_fingerprint(&[&a, &done]));
-        let mut going = b.clone();
+        assert_ne!(base, pod_fingerprint(&[&a, &kept(&done)]));
+        let mut going = b_pod.clone();
         going.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
-        assert_ne!(base, pod_fingerprint(&[&a, &going]));
-        let mut relabelled = b.clone();
+        assert_ne!(base, pod_fingerprint(&[&a, &kept(&going)]));
+        let mut relabelled = b_pod;
         relabelled.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
-        assert_eq!(base, pod_fingerprint(&[&a, &relabelled]));
+        assert_eq!(base, pod_fingerprint(&[&a, &kept(&relabelled)]));
     }
 }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use provisioner_core::{SchedulingOptions, SchedulingResult};
 
 use crate::context::Context;
@@ -31,7 +31,7 @@ pub async fn run(ctx: Arc<Context>) {
         tokio::select! {
             _ = ctx.state.pending_pods.notified() => {}
             _ = tokio::time::sleep(RETRY) => {
-                if !ctx.state.pods.state().iter().any(|p| kcapi_snapshot::pod::is_provisionable(p)) {
+                if !ctx.state.pods.state().iter().any(|p| p.provisionable) {
                     continue;
                 }
             }
@@ -134,7 +134,7 @@ pub async fn round(ctx: &Arc<Context>) -> Result<Option<SchedulingResult>> {
         .pods
         .state()
         .into_iter()
-        .map(|p| ((p.namespace().unwrap_or_default(), p.name_any()), p))
+        .map(|p| ((p.namespace().to_string(), p.name().to_string()), p))
         .collect();
     let mut created = Vec::new();
     for claim in &result.new_node_claims {
@@ -164,7 +164,7 @@ pub async fn round(ctx: &Arc<Context>) -> Result<Option<SchedulingResult>> {
         for pod in &claim.pods {
             if let Some(p) = pods.get(&(pod.namespace.clone(), pod.name.clone())) {
                 ctx.event(
-                    &p.object_ref(&()),
+                    &p.object_ref(),
                     false,
                     "Nominated",
                     "Provision",
@@ -178,7 +178,7 @@ pub async fn round(ctx: &Arc<Context>) -> Result<Option<SchedulingResult>> {
         ctx.nominate(&placement.node);
         if let Some(p) = pods.get(&(placement.pod.namespace.clone(), placement.pod.name.clone())) {
             ctx.event(
-                &p.object_ref(&()),
+                &p.object_ref(),
                 false,
                 "Nominated",
                 "Provision",
@@ -190,7 +190,7 @@ pub async fn round(ctx: &Arc<Context>) -> Result<Option<SchedulingResult>> {
     for u in &result.unschedulable {
         if let Some(p) = pods.get(&(u.pod.namespace.clone(), u.pod.name.clone())) {
             ctx.event(
-                &p.object_ref(&()),
+                &p.object_ref(),
                 true,
                 "FailedScheduling",
                 "Provision",

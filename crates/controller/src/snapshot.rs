@@ -26,7 +26,7 @@ pub fn build(ctx: &Context, catalogs: &Catalogs, now: i64) -> Built {
     );
     let objects = Objects {
         now,
-        pods: pods.iter().map(AsRef::as_ref).collect(),
+        pods: pods.iter().map(|p| &p.0).collect(),
         nodes: nodes.iter().map(AsRef::as_ref).collect(),
         nodeclaims: claims.iter().map(AsRef::as_ref).collect(),
         nodepools: nodepools.iter().map(AsRef::as_ref).collect(),

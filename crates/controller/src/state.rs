@@ -7,6 +7,7 @@
 //! watch desync the store re-lists and is unsynced until that list completes), so a NodeClaim
 //! that exists but was not yet seen can never be launched for twice.
 
+use std::borrow::Cow;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,8 +19,9 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use karpenter_api::nodeclass::ClusterAPINodeClass;
 use karpenter_api::{NodeClaim, NodePool};
+use kcapi_snapshot::KeptPod;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, Lookup, Store};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -30,7 +32,7 @@ use crate::tasks::Tasks;
 
 /// A store and whether its initial list has completed.
 #[derive(Clone)]
-pub struct Reflected<K: Resource + Clone + 'static>
+pub struct Reflected<K: Lookup + Clone + 'static>
 where
     K::DynamicType: std::hash::Hash + Eq + Clone,
 {
@@ -39,7 +41,7 @@ where
     kind: &'static str,
 }
 
-impl<K: Resource + Clone + 'static> Debug for Reflected<K>
+impl<K: Lookup + Clone + 'static> Debug for Reflected<K>
 where
     K::DynamicType: std::hash::Hash + Eq + Clone,
 {
@@ -51,7 +53,7 @@ where
     }
 }
 
-impl<K: Resource + Clone + 'static> Reflected<K>
+impl<K: Lookup + Clone + 'static> Reflected<K>
 where
     K::DynamicType: std::hash::Hash + Eq + Clone,
 {
@@ -64,17 +66,60 @@ where
     }
 }
 
-/// What a store drops before keeping an object: for every kind the metadata nobody reads,
-/// for Pods and Nodes everything no conversion or decision reads (see
-/// [`kcapi_snapshot::slim`]; at 150,000 pods the pod store is most of the controller's memory).
-trait Slim {
-    fn slim(&mut self);
+/// A Pod as the pod store keeps it: converted once per watch event to
+/// [`KeptPod`] (the core's pod and the few facts about the object that termination and events
+/// read). At 150,000 pods the pod store is most of a controller's memory: 15.8 KB per
+/// realistic pod as slimmed k8s-openapi objects (issue 18).
+#[derive(Debug, Clone)]
+pub struct StoredPod(pub KeptPod);
+
+impl std::ops::Deref for StoredPod {
+    type Target = KeptPod;
+    fn deref(&self) -> &KeptPod {
+        &self.0
+    }
 }
 
-impl Slim for Pod {
-    fn slim(&mut self) {
-        kcapi_snapshot::slim::pod(self);
+impl Lookup for StoredPod {
+    type DynamicType = ();
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        <Pod as Resource>::kind(&())
     }
+
+    fn group(_: &()) -> Cow<'_, str> {
+        <Pod as Resource>::group(&())
+    }
+
+    fn version(_: &()) -> Cow<'_, str> {
+        <Pod as Resource>::version(&())
+    }
+
+    fn plural(_: &()) -> Cow<'_, str> {
+        <Pod as Resource>::plural(&())
+    }
+
+    fn name(&self) -> Option<Cow<'_, str>> {
+        Some(Cow::Borrowed(self.0.name()))
+    }
+
+    fn namespace(&self) -> Option<Cow<'_, str>> {
+        Some(Cow::Borrowed(self.0.namespace()))
+    }
+
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        self.0.resource_version.as_deref().map(Cow::Borrowed)
+    }
+
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        self.0.uid.as_deref().map(Cow::Borrowed)
+    }
+}
+
+/// What a store drops before keeping an object: for every kind the metadata nobody reads,
+/// for Nodes everything no conversion or decision reads (see [`kcapi_snapshot::slim`]).
+trait Slim {
+    fn slim(&mut self);
 }
 
 impl Slim for Node {
@@ -106,8 +151,8 @@ metadata_only!(
     CSINode
 );
 
-/// Starts a reflector for `api`; `on_change` runs for every object the watch delivers, with
-/// what happened to it.
+/// Starts a reflector for `api` that stores objects as they come, slimmed; `on_change` runs
+/// for every object the watch delivers, with what happened to it.
 fn reflect<K>(
     tasks: &Tasks,
     api: Api<K>,
@@ -119,26 +164,64 @@ where
     K: Resource + Slim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: std::hash::Hash + Eq + Clone + Default,
 {
-    let (store, writer) = reflector::store();
+    reflect_as(
+        tasks,
+        api,
+        config,
+        kind,
+        |k: &K| {
+            let mut k = k.clone();
+            k.slim();
+            k
+        },
+        on_change,
+    )
+}
+
+/// Starts a reflector for `api` that stores `keep(object)`; `on_change` sees the object as
+/// the API served it, after the store has applied the event (a loop it wakes reads the store).
+fn reflect_as<K, S>(
+    tasks: &Tasks,
+    api: Api<K>,
+    config: watcher::Config,
+    kind: &'static str,
+    keep: impl Fn(&K) -> S + Send + 'static,
+    on_change: impl Fn(&K, Change) + Send + 'static,
+) -> Reflected<S>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone + Default,
+    S: Lookup + Clone + Send + Sync + 'static,
+    S::DynamicType: std::hash::Hash + Eq + Clone + Default + Send + Sync,
+{
+    let (store, mut writer) = reflector::store::<S>();
     let synced = Arc::new(AtomicBool::new(false));
     let flag = synced.clone();
-    let stream = watcher::watcher(api, config)
-        .default_backoff()
-        .modify(K::slim)
-        .reflect(writer);
+    let stream = watcher::watcher(api, config).default_backoff();
     tasks.spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(ev) = stream.next().await {
-            match ev {
-                Ok(Event::Init) => flag.store(false, Ordering::Release),
-                Ok(Event::InitDone) => {
-                    flag.store(true, Ordering::Release);
-                    tracing::debug!(kind, "synced");
+            let (kept, seen) = match ev {
+                Ok(Event::Init) => {
+                    flag.store(false, Ordering::Release);
+                    (Event::Init, None)
                 }
-                Ok(Event::Apply(o)) => on_change(&o, Change::Applied),
-                Ok(Event::Delete(o)) => on_change(&o, Change::Deleted),
-                Ok(Event::InitApply(o)) => on_change(&o, Change::Listed),
-                Err(e) => tracing::warn!(kind, error = %e, "watch failed; retrying with back-off"),
+                Ok(Event::InitDone) => (Event::InitDone, None),
+                Ok(Event::Apply(o)) => (Event::Apply(keep(&o)), Some((o, Change::Applied))),
+                Ok(Event::Delete(o)) => (Event::Delete(keep(&o)), Some((o, Change::Deleted))),
+                Ok(Event::InitApply(o)) => (Event::InitApply(keep(&o)), Some((o, Change::Listed))),
+                Err(e) => {
+                    tracing::warn!(kind, error = %e, "watch failed; retrying with back-off");
+                    continue;
+                }
+            };
+            writer.apply_watcher_event(&kept);
+            if matches!(kept, Event::InitDone) {
+                flag.store(true, Ordering::Release);
+                tracing::debug!(kind, "synced");
+            }
+            if let Some((o, change)) = seen {
+                on_change(&o, change);
             }
         }
     });
@@ -155,7 +238,7 @@ fn ignore<K>(_: &K, _: Change) {}
 /// Every store the controller decides from.
 #[derive(Clone, Debug)]
 pub struct ClusterState {
-    pub pods: Reflected<Pod>,
+    pub pods: Reflected<StoredPod>,
     pub nodes: Reflected<Node>,
     pub nodeclaims: Reflected<NodeClaim>,
     pub nodepools: Reflected<NodePool>,
@@ -193,11 +276,12 @@ impl ClusterState {
         let pp = pending_pods.clone();
         let lifetimes = PodLifetimes::default();
         let (ended, node_store) = (lifetimes.clone(), nodes.store.clone());
-        let pods = reflect(
+        let pods = reflect_as(
             &tasks,
             Api::<Pod>::all(client.clone()),
             cfg(),
             "Pod",
+            |p: &Pod| StoredPod(KeptPod::new(p)),
             move |p: &Pod, change| {
                 if change != Change::Deleted && kcapi_snapshot::pod::is_provisionable(p) {
                     pp.notify_one();
@@ -329,9 +413,9 @@ impl ClusterState {
     }
 
     /// Pods bound to a node.
-    pub fn pods_on(&self, node: &str) -> Vec<Arc<Pod>> {
+    pub fn pods_on(&self, node: &str) -> Vec<Arc<StoredPod>> {
         self.pods
             .store
-            .state_filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .state_filter(|p| p.node_name() == Some(node))
     }
 }

@@ -18,12 +18,14 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 
 use capi_adapter::plan::DeleteOutcome;
+use kcapi_snapshot::KeptPod;
 
 use crate::cloudprovider::Error as CloudError;
 use crate::context::Context;
 use crate::error::{Result, is_not_found, is_too_many_requests};
 use crate::metrics::NodePoolReason;
 use crate::nodeclaims::{condition, ensure_condition, patch_status, set_condition};
+use crate::state::StoredPod;
 
 const CRITICAL: [&str; 2] = ["system-cluster-critical", "system-node-critical"];
 const MIRROR: &str = "kubernetes.io/config.mirror";
@@ -208,55 +210,49 @@ fn without_our_finalizer<K: Resource>(obj: &K) -> Option<serde_json::Value> {
     )
 }
 
-fn is_daemon(p: &Pod) -> bool {
-    kcapi_snapshot::pod::controller_kind(&p.metadata).as_deref() == Some("DaemonSet")
-}
-
-fn is_critical(p: &Pod) -> bool {
-    p.spec
-        .as_ref()
-        .and_then(|s| s.priority_class_name.as_deref())
+fn is_critical(p: &KeptPod) -> bool {
+    p.priority_class_name
+        .as_deref()
         .is_some_and(|c| CRITICAL.contains(&c))
 }
 
 /// The eviction tier of a pod (lower goes first).
-pub fn tier(p: &Pod) -> u8 {
-    (is_critical(p) as u8) * 2 + is_daemon(p) as u8
+pub fn tier(p: &KeptPod) -> u8 {
+    (is_critical(p) as u8) * 2 + p.is_daemon() as u8
 }
 
 /// Evicts the lowest non-empty tier; `true` once no pod is left. Past the grace period
 /// pods are deleted instead of evicted (PDBs no longer hold them).
 async fn drain(node: &Node, ctx: &Context, past_grace: bool) -> Result<bool> {
-    let pods: Vec<Arc<Pod>> = ctx
+    let pods: Vec<Arc<StoredPod>> = ctx
         .state
         .pods_on(&node.name_any())
         .into_iter()
-        .filter(|p| !kcapi_snapshot::pod::is_terminal(p))
-        .filter(|p| !p.annotations().contains_key(MIRROR))
+        .filter(|p| !p.terminal)
+        .filter(|p| !p.pod.annotations.contains_key(MIRROR))
         .collect();
     let Some(lowest) = pods.iter().map(|p| tier(p)).min() else {
         return Ok(true);
     };
     for p in pods.iter().filter(|p| tier(p) == lowest) {
-        if p.meta().deletion_timestamp.is_some() {
+        if p.deleting {
             continue;
         }
-        let api: Api<Pod> =
-            Api::namespaced(ctx.workload.clone(), &p.namespace().unwrap_or_default());
+        let api: Api<Pod> = Api::namespaced(ctx.workload.clone(), p.namespace());
         let res = if past_grace {
-            api.delete(&p.name_any(), &DeleteParams::default())
+            api.delete(p.name(), &DeleteParams::default())
                 .await
                 .map(|_| ())
         } else {
-            api.evict(&p.name_any(), &EvictParams::default())
+            api.evict(p.name(), &EvictParams::default())
                 .await
                 .map(|_| ())
         };
         match res {
-            Ok(()) => tracing::debug!(pod = %p.name_any(), node = %node.name_any(), "evicted"),
+            Ok(()) => tracing::debug!(pod = %p.name(), node = %node.name_any(), "evicted"),
             Err(e) if is_not_found(&e) => {}
             Err(e) if is_too_many_requests(&e) => {
-                tracing::debug!(pod = %p.name_any(), "eviction refused by a PodDisruptionBudget; retrying");
+                tracing::debug!(pod = %p.name(), "eviction refused by a PodDisruptionBudget; retrying");
             }
             Err(e) => return Err(e.into()),
         }
@@ -337,7 +333,7 @@ pub async fn deleted_nodes(ctx: &Context) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn pod(daemon: bool, class: Option<&str>) -> Pod {
+    fn pod(daemon: bool, class: Option<&str>) -> KeptPod {
         let mut v = json!({"metadata": {"name": "p"}, "spec": {"containers": []}});
         if daemon {
             v["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "d", "uid": "u", "controller": true}]);
@@ -345,7 +341,7 @@ mod tests {
         if let Some(c) = class {
             v["spec"]["priorityClassName"] = json!(c);
         }
-        serde_json::from_value(v).unwrap_or_default()
+        KeptPod::new(&serde_json::from_value(v).unwrap_or_default())
     }
 
     #[test]

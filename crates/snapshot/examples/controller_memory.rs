@@ -1,12 +1,17 @@
 //! Memory of a controller at scale (issue 18): builds `nodes` Node + NodeClaim objects and
 //! `nodes x pods_per_node` bound Pod objects as the controller's reflectors hold them (one
-//! `Arc` per object, each passed through the stores' slimming, `kcapi_snapshot::slim`, as
-//! `crates/controller/src/state.rs` does; `metadata` as the third argument slims only the
-//! metadata, as the stores did before Pods and Nodes were slimmed), then runs the one snapshot conversion the controller,
-//! the admin CLI and the simulator share ([`kcapi_snapshot::build`]) and reports the resident
-//! set size after each step, read from `/proc/self/statm`.
+//! `Arc` per object; Nodes slimmed by `kcapi_snapshot::slim`, Pods kept as
+//! `kcapi_snapshot::KeptPod`, as `crates/controller/src/state.rs` does), then runs the one
+//! snapshot conversion the controller, the admin CLI and the simulator share
+//! ([`kcapi_snapshot::build`]) and reports the resident set size after each step, read from
+//! `/proc/self/statm`, and the heap bytes in use.
 //!
-//! `cargo run --release -p karpenter-capi-snapshot --example controller_memory -- [nodes] [pods-per-node] [slim|metadata]`
+//! The third argument picks how pods are stored, to compare with what the stores did before:
+//! `kept` (now), `slim` (k8s-openapi Pods with `kcapi_snapshot::slim::pod`, as in round 3),
+//! `metadata` (only metadata slimmed, as in round 2). The old modes convert their stores to
+//! kept pods for the build, so their "snapshot" step includes that copy.
+//!
+//! `cargo run --release -p karpenter-capi-snapshot --example controller_memory -- [nodes] [pods-per-node] [kept|slim|metadata]`
 //!
 //! The objects follow what a real cluster serves: pods of deployments (owner reference,
 //! `pod-template-hash`, three labels, one container with image, requests and limits, the
@@ -189,18 +194,28 @@ fn pod_json(node: usize, j: usize, pods_per_node: usize) -> serde_json::Value {
     })
 }
 
+/// A pod as a store holds it, in the mode being measured.
+enum Stored {
+    Kept(Arc<kcapi_snapshot::KeptPod>),
+    Object(Arc<corev1::Pod>),
+}
+
 fn main() -> Result<(), serde_json::Error> {
     let args: Vec<String> = std::env::args().collect();
     let nodes: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(5_000);
     let per_node: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(30);
-    let metadata_only = args.get(3).is_some_and(|m| m == "metadata");
-    let slim_pod = |mut p: corev1::Pod| {
-        if metadata_only {
+    let mode = args.get(3).map_or("kept", String::as_str);
+    let metadata_only = mode == "metadata";
+    let keep_pod = |mut p: corev1::Pod| match mode {
+        "metadata" => {
             kcapi_snapshot::slim::metadata(&mut p.metadata);
-        } else {
-            kcapi_snapshot::slim::pod(&mut p);
+            Stored::Object(Arc::new(p))
         }
-        Arc::new(p)
+        "slim" => {
+            kcapi_snapshot::slim::pod(&mut p);
+            Stored::Object(Arc::new(p))
+        }
+        _ => Stored::Kept(Arc::new(kcapi_snapshot::KeptPod::new(&p))),
     };
     let slim_node = |mut n: corev1::Node| {
         if metadata_only {
@@ -210,20 +225,13 @@ fn main() -> Result<(), serde_json::Error> {
         }
         Arc::new(n)
     };
-    println!(
-        "stores slim {}",
-        if metadata_only {
-            "metadata only"
-        } else {
-            "pods and nodes (kcapi_snapshot::slim)"
-        }
-    );
+    println!("pods stored as: {mode}");
     let r0 = rss_mb();
     let h0 = heap_mb();
     // Inline sizes: most of a k8s-openapi object is `Option` fields that are `None` but
     // still take their room.
     println!(
-        "size_of: Pod {} (PodSpec {}, Container {}, PodStatus {}, ContainerStatus {}), Node {}, core Pod {}",
+        "size_of: Pod {} (PodSpec {}, Container {}, PodStatus {}, ContainerStatus {}), Node {}, core Pod {}, KeptPod {}",
         std::mem::size_of::<corev1::Pod>(),
         std::mem::size_of::<corev1::PodSpec>(),
         std::mem::size_of::<corev1::Container>(),
@@ -231,6 +239,7 @@ fn main() -> Result<(), serde_json::Error> {
         std::mem::size_of::<corev1::ContainerStatus>(),
         std::mem::size_of::<corev1::Node>(),
         std::mem::size_of::<provisioner_core::Pod>(),
+        std::mem::size_of::<kcapi_snapshot::KeptPod>(),
     );
 
     let t = std::time::Instant::now();
@@ -246,18 +255,25 @@ fn main() -> Result<(), serde_json::Error> {
                  "kind": "MachineDeployment", "name": "md"}, "requirements": []}}}
     }))?;
     let r_nodes = rss_mb();
-    let pod_objs: Vec<Arc<corev1::Pod>> = (0..nodes)
+    let pod_objs: Vec<Stored> = (0..nodes)
         .flat_map(|n| (0..per_node).map(move |j| (n, j)))
-        .map(|(n, j)| serde_json::from_value(pod_json(n, j, per_node)).map(slim_pod))
+        .map(|(n, j)| serde_json::from_value(pod_json(n, j, per_node)).map(keep_pod))
         .collect::<Result<_, _>>()?;
     let r_pods = rss_mb();
     let h_pods = heap_mb();
     let gen_secs = t.elapsed().as_secs_f64();
 
     let t = std::time::Instant::now();
+    let kept: Vec<Arc<kcapi_snapshot::KeptPod>> = pod_objs
+        .iter()
+        .map(|p| match p {
+            Stored::Kept(k) => k.clone(),
+            Stored::Object(o) => Arc::new(kcapi_snapshot::KeptPod::new(o)),
+        })
+        .collect();
     let objects = kcapi_snapshot::Objects {
         now: 1_796_000_000,
-        pods: pod_objs.iter().map(AsRef::as_ref).collect(),
+        pods: kept.iter().map(AsRef::as_ref).collect(),
         nodes: node_objs.iter().map(AsRef::as_ref).collect(),
         nodeclaims: claim_objs.iter().map(AsRef::as_ref).collect(),
         nodepools: vec![&pool],
@@ -266,6 +282,7 @@ fn main() -> Result<(), serde_json::Error> {
     let built = kcapi_snapshot::build(&objects);
     let build_secs = t.elapsed().as_secs_f64();
     drop(objects);
+    drop(kept);
     let r_snap = rss_mb();
     let h_snap = heap_mb();
     println!(

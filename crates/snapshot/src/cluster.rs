@@ -20,9 +20,10 @@ use provisioner_core as core;
 
 use crate::constraints::{label_selector, taint};
 use crate::error::SnapshotProblem;
+use crate::kept::KeptPod;
 use crate::node::convert_node;
 use crate::nodepool::nodepool;
-use crate::pod::{controller_kind, convert_pod, epoch_secs, is_provisionable, is_terminal};
+use crate::pod::{convert_pod, epoch_secs};
 use crate::resources::quantities;
 use crate::volumes::{VolumeIndex, csi_limits};
 
@@ -31,7 +32,8 @@ use crate::volumes::{VolumeIndex, csi_limits};
 pub struct Objects<'a> {
     /// Seconds since the epoch (the core reads no clock).
     pub now: i64,
-    pub pods: Vec<&'a corev1::Pod>,
+    /// Pods as the controller keeps them ([`KeptPod::new`] converts a Pod).
+    pub pods: Vec<&'a KeptPod>,
     pub nodes: Vec<&'a corev1::Node>,
     pub nodeclaims: Vec<&'a NodeClaim>,
     pub nodepools: Vec<&'a NodePool>,
@@ -199,26 +201,20 @@ pub fn build(objects: &Objects<'_>) -> Built {
     }
 
     for p in &objects.pods {
-        let bound = p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .is_some_and(|n| !n.is_empty());
-        let daemon = controller_kind(&p.metadata).as_deref() == Some("DaemonSet");
+        let bound = p.node_name().is_some();
         // Bound pods use their node; pending ones count only when the kube-scheduler gave up
         // on them (or, for a static snapshot, whenever they are pending). A pending daemon
         // pod is the DaemonSet's business, not a node to launch.
-        let pending_wanted = !daemon
-            && (is_provisionable(p)
-                || (objects.all_pending && p.metadata.deletion_timestamp.is_none()));
-        if is_terminal(p) || !(bound || pending_wanted) {
+        let pending_wanted =
+            !p.is_daemon() && (p.provisionable || (objects.all_pending && !p.deleting));
+        if p.terminal || !(bound || pending_wanted) {
             continue;
         }
-        match convert_pod(p, &objects.volumes) {
+        match p.to_core(&objects.volumes) {
             Ok(pod) => snap.pods.push(pod),
-            Err(e) => out.problems.push(SnapshotProblem {
-                object: object("Pod", &p.metadata),
-                message: e.to_string(),
+            Err(message) => out.problems.push(SnapshotProblem {
+                object: format!("Pod {}/{}", p.namespace(), p.name()),
+                message,
             }),
         }
     }
@@ -540,9 +536,13 @@ mod tests {
             "spec": {"containers": [{"name": "c"}]},
             "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
         }));
+        let kept: Vec<KeptPod> = [&pending, &not_yet, &daemon_pending]
+            .into_iter()
+            .map(KeptPod::new)
+            .collect();
         let objects = Objects {
             now: 1_800_000_000,
-            pods: vec![&pending, &not_yet, &daemon_pending],
+            pods: kept.iter().collect(),
             nodes: vec![&node, &stranger],
             nodeclaims: vec![&registered, &flying],
             instance_types: vec![small_type()],
@@ -624,9 +624,10 @@ mod tests {
                      "containers": [{"name": "c", "resources": {"requests": {"cpu": "1", "example.com/gpu": "1"}}}]},
             "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
         }));
+        let kept = KeptPod::new(&pod);
         let objects = Objects {
             now: 1_800_000_000,
-            pods: vec![&pod],
+            pods: vec![&kept],
             nodes: vec![&node],
             nodeclaims: vec![&claim],
             ..Default::default()

@@ -10,11 +10,14 @@
 //! - [`constraints`]: tolerations, affinity, topology spread, taints.
 //! - [`volumes`]: PVC/PV/StorageClass topology and CSI attach limits.
 //! - [`resources`]: resource lists both ways.
-//! - [`slim`]: what the controller's stores drop from Pods and Nodes (no conversion reads it).
+//! - [`kept`]: a Pod as the controller stores it (converted once per watch event).
+//! - [`slim`]: what the controller's stores drop from Nodes and other kinds (no conversion
+//!   reads it).
 
 pub mod cluster;
 pub mod constraints;
 pub mod error;
+pub mod kept;
 pub mod node;
 pub mod nodepool;
 pub mod pod;
@@ -24,4 +27,5 @@ pub mod volumes;
 
 pub use cluster::{Built, Objects, build};
 pub use error::{ConvertError, SnapshotProblem};
+pub use kept::KeptPod;
 pub use volumes::VolumeIndex;

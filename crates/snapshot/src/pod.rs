@@ -69,10 +69,17 @@ pub fn controller_kind(
 
 /// A Kubernetes pod -> core pod; persistent volume claims resolve through `volumes`.
 pub fn convert_pod(p: &corev1::Pod, volumes: &VolumeIndex) -> Result<core::Pod> {
+    let mut pod = convert_without_volumes(p)?;
+    crate::kept::attach_volumes(&mut pod, &crate::kept::claim_names(p), volumes);
+    Ok(pod)
+}
+
+/// Everything of the core pod but its volumes, which depend on other objects (see
+/// [`crate::kept`]).
+pub(crate) fn convert_without_volumes(p: &corev1::Pod) -> Result<core::Pod> {
     let meta = &p.metadata;
     let default_spec = corev1::PodSpec::default();
     let spec = p.spec.as_ref().unwrap_or(&default_spec);
-    let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
     let mut containers = Vec::with_capacity(spec.containers.len());
     for (i, c) in spec.containers.iter().enumerate() {
         containers.push(quantities(
@@ -92,7 +99,7 @@ pub fn convert_pod(p: &corev1::Pod, volumes: &VolumeIndex) -> Result<core::Pod> 
     }
     let annotations: BTreeMap<String, String> = meta.annotations.clone().unwrap_or_default();
     let mut pod = core::Pod {
-        namespace: namespace.clone(),
+        namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
         name: meta.name.clone().unwrap_or_default(),
         labels: meta
             .labels
@@ -132,13 +139,6 @@ pub fn convert_pod(p: &corev1::Pod, volumes: &VolumeIndex) -> Result<core::Pod> 
                 },
                 host_ip: port.host_ip.clone().filter(|ip| !ip.is_empty()),
             });
-        }
-    }
-    for v in spec.volumes.iter().flatten() {
-        if let Some(pvc) = &v.persistent_volume_claim
-            && let Some(vol) = volumes.resolve(&namespace, &pvc.claim_name)
-        {
-            pod.volumes.push(vol);
         }
     }
     apply_constraints(
