@@ -67,7 +67,7 @@ fn consolidation(c: &mut Criterion) {
     for (i, node) in snap.nodes.iter().enumerate() {
         for mut p in generic_pods(&mut rng, 30, &format!("n{i}")) {
             p.node_name = Some(node.name.clone());
-            snap.pods.push(p);
+            snap.pods.push(std::sync::Arc::new(p));
         }
     }
     let base = ClusterState::new(&snap);

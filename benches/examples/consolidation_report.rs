@@ -78,7 +78,7 @@ fn apply(s: &Snapshot, cmd: &Command) -> Snapshot {
             .get(&(m.pod.namespace.clone(), m.pod.name.clone()))
             .and_then(|i| out.pods.get_mut(*i))
         {
-            p.node_name = Some(to);
+            std::sync::Arc::make_mut(p).node_name = Some(to);
         }
     }
     out.pods

@@ -57,7 +57,9 @@ fn main() {
             .iter_mut()
             .find(|p| p.node_name.as_deref() == Some(n.name.as_str()))
         {
-            p.labels.insert("loop".into(), i.to_string());
+            std::sync::Arc::make_mut(p)
+                .labels
+                .insert("loop".into(), i.to_string());
             marked += 1;
         }
     }

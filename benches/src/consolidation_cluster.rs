@@ -203,7 +203,7 @@ pub fn cluster(spec: &ClusterSpec) -> Snapshot {
     Snapshot {
         now,
         nodes,
-        pods,
+        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
         nodepools: vec![pool],
         instance_types: types,
         ..Snapshot::default()

@@ -574,6 +574,7 @@ fn from_scratch(pods: usize) -> Ideal {
     let snapshot = core::Snapshot {
         pods: (0..pods)
             .map(|i| core::Pod::new("demo", &format!("p{i}"), 500, 512 << 20))
+            .map(std::sync::Arc::new)
             .collect(),
         nodepools: vec![core::NodePool::new("demo", 0)],
         instance_types: types,

@@ -269,7 +269,7 @@ fn node_verdicts(
     // The pod itself must not count against the node it is bound to.
     if let Some(n) = &pod.node_name
         && let Some(v) = views.iter_mut().find(|v| &v.name == n)
-        && let Some(id) = snap.pods.iter().position(|p| std::ptr::eq(p, pod))
+        && let Some(id) = snap.pods.iter().position(|p| std::ptr::eq(&**p, pod))
     {
         v.remove_pod(id, requests);
     }

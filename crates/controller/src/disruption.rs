@@ -243,7 +243,7 @@ async fn execute(
                     namespace: p.namespace.clone(),
                     name: p.name.clone(),
                 },
-                p,
+                &**p,
             )
         })
         .collect();

@@ -273,7 +273,7 @@ mod tests {
         Snapshot {
             now: NOW,
             nodes,
-            pods,
+            pods: pods.into_iter().map(std::sync::Arc::new).collect(),
             nodepools: vec![NodePool::new("default", 0)],
             instance_types: types(),
             ..Snapshot::default()
@@ -328,7 +328,7 @@ mod tests {
         for i in 0..5 {
             let mut p = Pod::new("default", &format!("burst-{i}"), 1000, 4 * GIB);
             p.created_at = NOW;
-            s.pods.push(p);
+            s.pods.push(std::sync::Arc::new(p));
         }
         let before = schedule(&s, &off());
         let after = schedule(&s, &SchedulingOptions::default());
@@ -367,7 +367,7 @@ mod tests {
             for (i, (cpu, mem)) in batch.iter().enumerate() {
                 let mut p = Pod::new("default", &format!("b-{i}"), *cpu, mem * GIB / 2);
                 p.created_at = NOW;
-                s.pods.push(p);
+                s.pods.push(std::sync::Arc::new(p));
             }
             let knobs = Anticipation { window_seconds: 90, max_price_factor: factor };
             let before = schedule(&s, &off());

@@ -550,7 +550,7 @@ pub struct Snapshot {
     pub now: i64,
     pub nodes: Vec<Node>,
     /// Pending pods (`node_name == None`) and bound pods.
-    pub pods: Vec<Pod>,
+    pub pods: Vec<std::sync::Arc<Pod>>,
     pub daemonsets: Vec<DaemonSet>,
     pub nodepools: Vec<NodePool>,
     pub instance_types: Vec<InstanceType>,

@@ -74,6 +74,7 @@ pub fn schedule_shared(snapshot: &Arc<Snapshot>, options: &SchedulingOptions) ->
         .pods
         .iter()
         .filter(|p| p.node_name.is_none() && !p.is_daemonset_pod())
+        .map(|p| &**p)
         .collect();
     let mut result = schedule_on(&mut state, &pending, options);
     anticipate(snapshot, &mut result, options);

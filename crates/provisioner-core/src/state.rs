@@ -434,7 +434,7 @@ impl ClusterState {
     /// The pod in a slot (a snapshot pod or one placed during a run).
     pub fn pod_at(&self, slot: PodSlot) -> Option<&Pod> {
         match slot {
-            PodSlot::Bound(i) => self.base.snapshot.pods.get(i),
+            PodSlot::Bound(i) => self.base.snapshot.pods.get(i).map(|p| &**p),
             PodSlot::Extra(i) => self.extra_pods.get(i).map(|p| &**p),
         }
     }

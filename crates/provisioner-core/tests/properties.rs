@@ -230,7 +230,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
     let ds = prop::option::of(prop::sample::select(vec![100i64, 500]));
     (types, arb_pools(), pods, nodes, ds).prop_map(|(types, pools, pods, nodes, ds)| {
         let mut snapshot = Snapshot {
-            pods,
+            pods: pods.into_iter().map(std::sync::Arc::new).collect(),
             nodepools: pools,
             instance_types: types,
             ..Snapshot::default()
@@ -256,7 +256,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
 }
 
 fn pod_map(s: &Snapshot) -> BTreeMap<String, &Pod> {
-    s.pods.iter().map(|p| (p.name.clone(), p)).collect()
+    s.pods.iter().map(|p| (p.name.clone(), &**p)).collect()
 }
 
 /// A node of the final state: existing, or a new NodeClaim with the labels and taints its node
@@ -397,7 +397,7 @@ fn check_hard_constraints(s: &Snapshot, r: &SchedulingResult) -> Result<(), Test
     let placed: Vec<(&Pod, &FinalNode)> = s
         .pods
         .iter()
-        .filter_map(|p| at.get(p.name.as_str()).map(|n| (p, *n)))
+        .filter_map(|p| at.get(p.name.as_str()).map(|n| (&**p, *n)))
         .collect();
     let domain = |n: &FinalNode, key: &str| n.labels.get(key).cloned();
     for n in &nodes {
@@ -510,6 +510,7 @@ fn check_hard_constraints(s: &Snapshot, r: &SchedulingResult) -> Result<(), Test
                 .pods
                 .iter()
                 .filter(|q| q.namespace == p.namespace && c.label_selector.matches(&q.labels))
+                .map(|q| &**q)
                 .collect();
             if !group.iter().all(|q| q.topology_spread == p.topology_spread) {
                 continue;
@@ -795,7 +796,7 @@ proptest! {
             prop_assert_eq!(&copied.nodes[i].used, &kept.nodes[i].used);
             prop_assert_eq!(copied.nodes[i].pods.len(), kept.nodes[i].pods.len());
         }
-        let probe: Vec<Pod> = case.snapshot.pods.iter().map(|p| Pod { name: format!("again-{}", p.name), ..p.clone() }).collect();
+        let probe: Vec<Pod> = case.snapshot.pods.iter().map(|p| Pod { name: format!("again-{}", p.name), ..Pod::clone(p) }).collect();
         let a2 = schedule_on(&mut copied, &probe, &opts);
         let b2 = schedule_on(&mut kept, &probe, &opts);
         prop_assert_eq!(serde_json::to_string(&a2).ok(), serde_json::to_string(&b2).ok());
@@ -816,7 +817,7 @@ proptest! {
             if *f < 2000 {
                 let mut p = Pod::new("ns", &format!("bound{i}"), 2000 - f, GIB).on(&name);
                 p.owner_kind = Some("ReplicaSet".into());
-                snapshot.pods.push(p);
+                snapshot.pods.push(std::sync::Arc::new(p));
             }
         }
         let pending: Vec<Pod> = pods.iter().enumerate()

@@ -22,7 +22,7 @@ fn it(name: &str, cpu: i64, mem_gib: i64, price: f64, zones: &[&str]) -> Instanc
 
 fn snap(types: Vec<InstanceType>, pods: Vec<Pod>) -> Snapshot {
     Snapshot {
-        pods,
+        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
         nodepools: vec![NodePool::new("default", 0)],
         instance_types: types,
         ..Snapshot::default()
@@ -177,11 +177,13 @@ fn taints_need_tolerations() {
         "{}",
         r.unschedulable[0].reason
     );
-    s.pods[0].tolerations.push(Toleration::equal(
-        "dedicated",
-        "gpu",
-        Some(TaintEffect::NoSchedule),
-    ));
+    std::sync::Arc::make_mut(&mut s.pods[0])
+        .tolerations
+        .push(Toleration::equal(
+            "dedicated",
+            "gpu",
+            Some(TaintEffect::NoSchedule),
+        ));
     assert_eq!(run(&s).new_node_claims.len(), 1);
 }
 
@@ -255,16 +257,18 @@ fn zone_spread_counts_existing_pods() {
     s.pods.push(
         Pod::new("ns", "old1", 100, GIB)
             .label("app", "web")
-            .on("n1"),
+            .on("n1")
+            .into(),
     );
     s.pods.push(
         Pod::new("ns", "old2", 100, GIB)
             .label("app", "web")
-            .on("n1"),
+            .on("n1")
+            .into(),
     );
     let mut p = Pod::new("ns", "new", 500, GIB).label("app", "web");
     p.topology_spread.push(spread(labels::ZONE, 1, "web"));
-    s.pods.push(p);
+    s.pods.push(std::sync::Arc::new(p));
     let r = run(&s);
     assert!(r.existing_placements.is_empty());
     assert_ne!(r.new_node_claims[0].launch.zone, "z1");
@@ -328,13 +332,14 @@ fn pod_affinity_follows_existing_pods() {
     s.pods.push(
         Pod::new("ns", "db", 900, GIB / 2)
             .label("app", "db")
-            .on("n1"),
+            .on("n1")
+            .into(),
     );
     let mut p = Pod::new("ns", "cache", 500, GIB).label("app", "cache");
     p.pod_affinity
         .required
         .push(term(labels::ZONE, &[("app", "db")]));
-    s.pods.push(p);
+    s.pods.push(std::sync::Arc::new(p));
     let r = run(&s);
     assert_eq!(r.new_node_claims[0].launch.zone, "z3");
 }
@@ -368,10 +373,11 @@ fn inverse_anti_affinity_of_existing_pods() {
         .pod_anti_affinity
         .required
         .push(term(labels::HOSTNAME, &[("app", "web")]));
-    s.pods.push(guard);
+    s.pods.push(std::sync::Arc::new(guard));
     s.pods
-        .push(Pod::new("ns", "web", 100, GIB).label("app", "web"));
-    s.pods.push(Pod::new("ns", "other", 100, GIB));
+        .push(Pod::new("ns", "web", 100, GIB).label("app", "web").into());
+    s.pods
+        .push(std::sync::Arc::new(Pod::new("ns", "other", 100, GIB)));
     let r = run(&s);
     assert_eq!(r.existing_placements.len(), 1);
     assert_eq!(r.existing_placements[0].pod.name, "other");
@@ -409,11 +415,11 @@ fn host_ports_conflict() {
     };
     let mut old = Pod::new("ns", "old", 100, GIB).on("n1");
     old.host_ports.push(port.clone());
-    s.pods.push(old);
+    s.pods.push(std::sync::Arc::new(old));
     for i in 0..2 {
         let mut p = Pod::new("ns", &format!("p{i}"), 100, GIB / 4);
         p.host_ports.push(port.clone());
-        s.pods.push(p);
+        s.pods.push(std::sync::Arc::new(p));
     }
     let r = run(&s);
     assert!(r.existing_placements.is_empty());
@@ -473,11 +479,13 @@ fn daemonsets_that_do_not_tolerate_a_pool_cost_nothing_there() {
     s.nodepools[0]
         .taints
         .push(Taint::new("dedicated", None, TaintEffect::NoSchedule));
-    s.pods[0].tolerations.push(Toleration {
-        key: Some("dedicated".into()),
-        operator: TolerationOperator::Exists,
-        ..Default::default()
-    });
+    std::sync::Arc::make_mut(&mut s.pods[0])
+        .tolerations
+        .push(Toleration {
+            key: Some("dedicated".into()),
+            operator: TolerationOperator::Exists,
+            ..Default::default()
+        });
     let mut ds = Pod::new("kube-system", "agent", 1000, GIB);
     ds.owner_kind = Some("DaemonSet".into());
     s.daemonsets.push(DaemonSet {
@@ -642,8 +650,10 @@ fn consolidation_reuses_the_state() {
         "z1",
         Resources::with_pods(2000, 4 * GIB, 110),
     ));
-    s.pods.push(Pod::new("ns", "a", 500, GIB).on("n1"));
-    s.pods.push(Pod::new("ns", "b", 500, GIB).on("n2"));
+    s.pods
+        .push(std::sync::Arc::new(Pod::new("ns", "a", 500, GIB).on("n1")));
+    s.pods
+        .push(std::sync::Arc::new(Pod::new("ns", "b", 500, GIB).on("n2")));
     let base = ClusterState::new(&s);
     let mut trial = base.clone();
     let moved = trial.remove_nodes(&["n1"]);
@@ -683,10 +693,10 @@ fn optimiser_result_carries_bound_gap_and_notes() {
     for i in 0..6 {
         snapshot
             .pods
-            .push(Pod::new("default", &format!("p{i}"), 900, 1 << 30));
+            .push(Pod::new("default", &format!("p{i}"), 900, 1 << 30).into());
     }
     let mut state = ClusterState::new(&snapshot);
-    let pending: Vec<Pod> = snapshot.pods.clone();
+    let pending: Vec<Pod> = snapshot.pods.iter().map(|p| Pod::clone(p)).collect();
     let result = schedule_with(
         &mut state,
         &pending,
@@ -774,7 +784,7 @@ fn affinity_sees_matching_pods_on_existing_nodes_in_any_zone() {
     next.pod_affinity
         .required
         .push(term(labels::ZONE, &[("app", "db")]));
-    s.pods = vec![first, next];
+    s.pods = vec![first.into(), next.into()];
     let r = run(&s);
     assert_eq!(r.existing_placements.len(), 1, "{r:?}");
     assert_eq!(r.existing_placements[0].node, "n2", "{r:?}");

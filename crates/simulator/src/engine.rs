@@ -883,7 +883,7 @@ impl<'w> Sim<'w> {
         core::Snapshot {
             now: self.now,
             nodes,
-            pods,
+            pods: pods.into_iter().map(std::sync::Arc::new).collect(),
             daemonsets: self.w.daemonsets.clone(),
             nodepools: self.w.nodepools.clone(),
             instance_types: self.w.instance_types.clone(),

@@ -109,15 +109,18 @@ mod tests {
             name: "default".into(),
             ..Default::default()
         });
-        snapshot.pods.push(provisioner_core::Pod {
-            namespace: "n".into(),
-            name: "p".into(),
-            containers: vec![provisioner_core::Resources {
-                cpu_milli: 500,
+        snapshot.pods.push(
+            provisioner_core::Pod {
+                namespace: "n".into(),
+                name: "p".into(),
+                containers: vec![provisioner_core::Resources {
+                    cpu_milli: 500,
+                    ..Default::default()
+                }],
                 ..Default::default()
-            }],
-            ..Default::default()
-        });
+            }
+            .into(),
+        );
         let options = provisioner_core::SchedulingOptions::default();
         let result = provisioner_core::schedule(&snapshot, &options);
         assert_eq!(result.new_node_claims.len(), 1);

@@ -13,6 +13,8 @@
 //! snapshot is built ([`KeptPod::to_core`]). [`crate::pod::convert_pod`] is the same two
 //! steps, so a kept pod converts exactly as the object it came from.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1 as corev1;
 use provisioner_core as core;
 
@@ -24,7 +26,10 @@ use crate::volumes::VolumeIndex;
 pub struct KeptPod {
     /// The core pod without volumes. When the object could not be converted, only its
     /// identity (namespace, name, node, owner, labels, annotations) and [`Self::problem`].
-    pub pod: core::Pod,
+    ///
+    /// Shared with every snapshot built while the pod is unchanged (a pod without claims is
+    /// the same value in both), so a round's snapshot holds no second copy of the pods.
+    pub pod: Arc<core::Pod>,
     /// Why the pod could not be converted; such a pod is left out of snapshots (and reported
     /// as a problem) but still drained and counted like any other.
     pub problem: Option<String>,
@@ -51,7 +56,7 @@ impl KeptPod {
             Err(e) => (identity(p), Some(e.to_string())),
         };
         KeptPod {
-            pod,
+            pod: Arc::new(pod),
             problem,
             uid: meta.uid.clone(),
             resource_version: meta.resource_version.clone(),
@@ -82,13 +87,17 @@ impl KeptPod {
     }
 
     /// The core pod with its claims resolved through `volumes`, or why it cannot be had.
-    pub fn to_core(&self, volumes: &VolumeIndex) -> Result<core::Pod, String> {
+    /// Without claims it is the kept pod itself, shared.
+    pub fn to_core(&self, volumes: &VolumeIndex) -> Result<Arc<core::Pod>, String> {
         if let Some(problem) = &self.problem {
             return Err(problem.clone());
         }
-        let mut pod = self.pod.clone();
+        if self.claims.is_empty() {
+            return Ok(Arc::clone(&self.pod));
+        }
+        let mut pod = core::Pod::clone(&self.pod);
         attach_volumes(&mut pod, &self.claims, volumes);
-        Ok(pod)
+        Ok(Arc::new(pod))
     }
 
     /// A reference for events about this pod.
@@ -201,7 +210,7 @@ mod tests {
         let index = volumes();
         let kept = KeptPod::new(&p);
         let direct = crate::pod::convert_pod(&p, &index).expect("convert");
-        assert_eq!(kept.to_core(&index), Ok(direct.clone()));
+        assert_eq!(kept.to_core(&index), Ok(Arc::new(direct.clone())));
         assert_eq!(direct.volumes.len(), 1, "the claim resolved");
         // Volumes resolve when the snapshot is built: a PV bound after the pod was stored
         // still counts.

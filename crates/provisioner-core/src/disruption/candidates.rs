@@ -298,7 +298,7 @@ pub fn find_candidates(snapshot: &Snapshot, options: &DisruptionOptions) -> Cand
         let disruption_cost = node_disruption_cost(
             node,
             Some(pool),
-            pods.iter().map(|&i| &snapshot.pods[i]),
+            pods.iter().map(|&i| &*snapshot.pods[i]),
             now,
         );
         out.candidates.push(Candidate {
@@ -370,7 +370,7 @@ mod tests {
         Snapshot {
             now: 10_000,
             nodes,
-            pods,
+            pods: pods.into_iter().map(std::sync::Arc::new).collect(),
             nodepools: vec![NodePool {
                 name: "pool".into(),
                 ..NodePool::default()

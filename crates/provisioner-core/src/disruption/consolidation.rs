@@ -343,7 +343,7 @@ impl<'s, 'a> Search<'s, 'a> {
                 let node = snap.nodes.get(c.node);
                 c.pods
                     .iter()
-                    .filter_map(move |&pi| Some((snap.pods.get(pi)?, node?, c.price)))
+                    .filter_map(move |&pi| Some((&**snap.pods.get(pi)?, node?, c.price)))
             })
         };
         // With `pay_for_flexibility`, the replacements' options are priced against the saving

@@ -161,7 +161,7 @@ impl Guard {
                     .pods
                     .iter()
                     .filter_map(|&pi| snapshot.pods.get(pi))
-                    .map(pod_requests)
+                    .map(|p| pod_requests(p))
                     .fold((0i64, 0i64), |a, r| (a.0 + r.cpu_milli, a.1 + r.memory));
                 (
                     (node.allocatable.cpu_milli - u.0).max(0) + moved.0,

@@ -232,6 +232,7 @@ mod tests {
                     created_at: now - a,
                     ..Pod::default()
                 })
+                .map(std::sync::Arc::new)
                 .collect(),
             ..Snapshot::default()
         }
@@ -317,7 +318,10 @@ mod tests {
             created_at: now - age,
             ..Pod::default()
         };
-        s.pods = (0..200).map(|_| service(30_000)).collect();
+        s.pods = (0..200)
+            .map(|_| service(30_000))
+            .map(std::sync::Arc::new)
+            .collect();
         let life = RemainingLife::from_snapshot(&s, 4.0, 30);
         let young_job = Pod {
             owner_kind: Some("Job".into()),

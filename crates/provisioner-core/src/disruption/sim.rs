@@ -92,7 +92,7 @@ impl<'a> Sim<'a> {
             })
             .map(|p| Pod {
                 node_name: None,
-                ..p.clone()
+                ..Pod::clone(p)
             })
             .collect();
         homeless.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
@@ -108,7 +108,8 @@ impl<'a> Sim<'a> {
             snapshot
                 .pods
                 .iter()
-                .filter(|p| p.node_name.is_some() && is_reschedulable(p)),
+                .filter(|p| p.node_name.is_some() && is_reschedulable(p))
+                .map(|p| &**p),
             &snapshot.namespaces,
         );
         base.create_groups(&terms);

@@ -84,7 +84,7 @@ fn snapshot(nodes: Vec<Node>, pods: Vec<Pod>) -> Snapshot {
     Snapshot {
         now: 1_000_000,
         nodes,
-        pods,
+        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
         nodepools: vec![pool],
         instance_types: types(),
         ..Snapshot::default()
@@ -482,7 +482,12 @@ fn pdbs_are_counted_across_the_command() {
     s.nodes[0]
         .annotations
         .insert(protect::DO_NOT_DISRUPT.into(), "true".into());
-    for p in s.pods.iter_mut().filter(|p| p.name.starts_with('w')) {
+    for p in s
+        .pods
+        .iter_mut()
+        .map(std::sync::Arc::make_mut)
+        .filter(|p| p.name.starts_with('w'))
+    {
         p.labels.insert("app".into(), "web".into());
     }
     s.pdbs.push(PodDisruptionBudget {
@@ -586,7 +591,9 @@ fn validation_catches_what_changed() {
 
     // A pod landed on the remaining node: the moved pod no longer fits.
     let mut newer = s.clone();
-    newer.pods.push(pod("late", 2500, "n1"));
+    newer
+        .pods
+        .push(std::sync::Arc::new(pod("late", 2500, "n1")));
     let v = validate(&cmd, &newer, &opts);
     assert!(
         !v.valid
@@ -628,7 +635,7 @@ fn validation_catches_what_changed() {
     let s = snapshot(vec![od("e", "small")], vec![]);
     let cmd = disrupt(&s, &opts).command.expect("a command");
     let mut newer = s.clone();
-    newer.pods.push(pod("p", 100, "e"));
+    newer.pods.push(std::sync::Arc::new(pod("p", 100, "e")));
     assert!(!validate(&cmd, &newer, &opts).valid);
 }
 
@@ -916,7 +923,7 @@ pub(super) fn random_cluster(seed: u64) -> Snapshot {
     Snapshot {
         now,
         nodes,
-        pods,
+        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
         nodepools: pools,
         instance_types: types,
         pdbs,
@@ -1046,6 +1053,7 @@ fn check_command(s: &Snapshot, cmd: &Command, opts: &DisruptionOptions) -> Resul
         .filter(|p| {
             p.node_name.as_deref().is_some_and(|n| cand.contains(n)) && !p.is_daemonset_pod()
         })
+        .map(|p| &**p)
         .collect();
     let mut dest: BTreeMap<(String, String), &Destination> = BTreeMap::new();
     for m in &cmd.moves {
@@ -1080,7 +1088,7 @@ fn check_command(s: &Snapshot, cmd: &Command, opts: &DisruptionOptions) -> Resul
             .pods
             .iter()
             .filter(|p| p.node_name.as_deref() == Some(n.name.as_str()))
-            .cloned()
+            .map(|p| Pod::clone(p))
             .collect();
         hosts.insert(
             n.name.clone(),
@@ -1366,7 +1374,7 @@ proptest! {
         let mut s = random_cluster(seed);
         // Half the pods arrived `young` seconds ago, so horizons and the headroom target vary.
         let now = s.now;
-        for p in s.pods.iter_mut().step_by(2) {
+        for p in s.pods.iter_mut().map(std::sync::Arc::make_mut).step_by(2) {
             p.created_at = now - young;
         }
         let opts = DisruptionOptions::default();
@@ -1384,7 +1392,7 @@ proptest! {
         let snap = &s;
         let pods = chosen.iter().flat_map(|c| {
             let node = &snap.nodes[c.node];
-            c.pods.iter().map(move |&pi| (&snap.pods[pi], node, c.price))
+            c.pods.iter().map(move |&pi| (&*snap.pods[pi], node, c.price))
         });
         let v = payback::value(
             cmd.worst_case_saving_per_hour,

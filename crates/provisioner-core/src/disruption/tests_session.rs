@@ -45,7 +45,7 @@ proptest! {
         let (_, r1) = disrupt_in_session(&Arc::new(s.clone()), &o, &mut session);
         let mut s2 = s;
         let mut seen = std::collections::BTreeSet::new();
-        for p in s2.pods.iter_mut() {
+        for p in s2.pods.iter_mut().map(std::sync::Arc::make_mut) {
             if let Some(n) = p.node_name.clone()
                 && seen.insert(n)
             {

@@ -20,7 +20,7 @@ use crate::model::{
 /// affinity groups' per-simulation domains are exercised.
 pub(super) fn with_topology(mut s: Snapshot, seed: u64) -> Snapshot {
     let sel = |k: &str, v: &str| LabelSelector::from_labels([(k, v)]);
-    for (i, p) in s.pods.iter_mut().enumerate() {
+    for (i, p) in s.pods.iter_mut().map(std::sync::Arc::make_mut).enumerate() {
         let v = ((seed as usize).wrapping_add(i) % 3).to_string();
         match (i + seed as usize) % 6 {
             1 => {

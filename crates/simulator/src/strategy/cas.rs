@@ -646,6 +646,7 @@ mod tests {
                     p.owner_kind = Some("ReplicaSet".into());
                     p
                 })
+                .map(std::sync::Arc::new)
                 .collect(),
             ..Default::default()
         }
@@ -678,6 +679,7 @@ mod tests {
                 p.owner_kind = Some("ReplicaSet".into());
                 p
             })
+            .map(std::sync::Arc::new)
             .collect();
         let p = cas.provision(&s);
         assert_eq!(p.launches.len(), 2);
@@ -700,7 +702,10 @@ mod tests {
                 pod("a2", 500, "a"),
                 pod("c1", 500, "c"),
                 pod("b2", 2000, "b"),
-            ],
+            ]
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect(),
             ..Default::default()
         };
         let g = equivalence_groups(&snap, &[0, 1, 2, 3, 4]);
@@ -718,6 +723,7 @@ mod tests {
                 p.owner_kind = Some("ReplicaSet".into());
                 p
             })
+            .map(std::sync::Arc::new)
             .collect();
         let mut cas = ClusterAutoscaler::new(CasSettings::default());
         let p = cas.provision(&s);
@@ -768,7 +774,7 @@ mod tests {
                 ("b-big", "zone-a", core::CapacityType::OnDemand)
             ]
         );
-        s.pods[0]
+        std::sync::Arc::make_mut(&mut s.pods[0])
             .topology_spread
             .push(core::TopologySpreadConstraint {
                 max_skew: 1,
@@ -803,7 +809,7 @@ mod tests {
         s.nodes = vec![node("n1"), node("n2")];
         // One small pod on n1: n1 is under 50% and its pod fits on n2.
         s.pods.truncate(1);
-        s.pods[0].node_name = Some("n1".into());
+        std::sync::Arc::make_mut(&mut s.pods[0]).node_name = Some("n1".into());
         s.now = 1000;
         assert!(cas.disrupt(&s).is_none(), "not unneeded long enough yet");
         s.now = 1000 + 600;

@@ -180,7 +180,7 @@ impl Autoscaler for CoreStrategy {
                     .pods
                     .iter()
                     .filter(|p| p.node_name.is_none() && !p.is_daemonset_pod())
-                    .cloned()
+                    .map(|p| core::Pod::clone(p))
                     .collect();
                 let mut r = core::schedule_with(&mut state, &pending, &self.sched, opt);
                 core::scheduler::anticipate(snap, &mut r, &self.sched);
