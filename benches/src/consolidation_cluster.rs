@@ -191,7 +191,7 @@ pub fn cluster(spec: &ClusterSpec) -> Snapshot {
         node.created_at = now - (rng.below(29 * 24) as i64 + 1) * 3600;
         node.last_pod_event_at = now - DAY;
         nodes.push(node);
-        pods.extend(node_pods);
+        pods.extend(node_pods.into_iter().map(std::sync::Arc::new));
     }
     let mut pool = NodePool::new("default", 0);
     pool.disruption.budgets = vec![Budget {
@@ -203,7 +203,7 @@ pub fn cluster(spec: &ClusterSpec) -> Snapshot {
     Snapshot {
         now,
         nodes,
-        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+        pods,
         nodepools: vec![pool],
         instance_types: types,
         ..Snapshot::default()

@@ -124,7 +124,7 @@ fn pod(name: &str, cpu: i64, mem: i64, eph: i64) -> Pod {
 fn run(types: Vec<provisioner_core::InstanceType>, pods: Vec<Pod>) -> SchedulingResult {
     schedule(
         &Snapshot {
-            pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+            pods: Snapshot::shared_pods(pods),
             nodepools: vec![NodePool::new("default", 0)],
             instance_types: types,
             ..Snapshot::default()

@@ -273,7 +273,7 @@ mod tests {
         Snapshot {
             now: NOW,
             nodes,
-            pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+            pods: Snapshot::shared_pods(pods),
             nodepools: vec![NodePool::new("default", 0)],
             instance_types: types(),
             ..Snapshot::default()

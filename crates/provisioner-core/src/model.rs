@@ -563,6 +563,17 @@ pub struct Snapshot {
     pub ended_pods: Vec<EndedPod>,
 }
 
+impl Snapshot {
+    /// Snapshot pods from owned ones. Not `pods.into_iter().map(Arc::new).collect()` alone:
+    /// that collects in place and keeps the whole `Vec<Pod>` buffer (536 bytes a pod, 54 MB
+    /// at 100,000 pods) behind the 8-byte pointers.
+    pub fn shared_pods(pods: impl IntoIterator<Item = Pod>) -> Vec<std::sync::Arc<Pod>> {
+        let mut shared: Vec<_> = pods.into_iter().map(std::sync::Arc::new).collect();
+        shared.shrink_to_fit();
+        shared
+    }
+}
+
 /// A pod that ended on its own: how long it ran and what kind of workload it belonged to
 /// (Jobs and services live very differently, so lifetimes are learnt per kind).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -230,7 +230,7 @@ fn arb_case() -> impl Strategy<Value = Case> {
     let ds = prop::option::of(prop::sample::select(vec![100i64, 500]));
     (types, arb_pools(), pods, nodes, ds).prop_map(|(types, pools, pods, nodes, ds)| {
         let mut snapshot = Snapshot {
-            pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+            pods: Snapshot::shared_pods(pods),
             nodepools: pools,
             instance_types: types,
             ..Snapshot::default()

@@ -22,7 +22,7 @@ fn it(name: &str, cpu: i64, mem_gib: i64, price: f64, zones: &[&str]) -> Instanc
 
 fn snap(types: Vec<InstanceType>, pods: Vec<Pod>) -> Snapshot {
     Snapshot {
-        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+        pods: Snapshot::shared_pods(pods),
         nodepools: vec![NodePool::new("default", 0)],
         instance_types: types,
         ..Snapshot::default()

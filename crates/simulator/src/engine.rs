@@ -883,7 +883,7 @@ impl<'w> Sim<'w> {
         core::Snapshot {
             now: self.now,
             nodes,
-            pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+            pods: core::Snapshot::shared_pods(pods),
             daemonsets: self.w.daemonsets.clone(),
             nodepools: self.w.nodepools.clone(),
             instance_types: self.w.instance_types.clone(),

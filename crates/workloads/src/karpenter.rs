@@ -240,7 +240,7 @@ pub fn default_nodepool() -> NodePool {
 pub fn snapshot(pods: Vec<Pod>) -> Snapshot {
     Snapshot {
         now: 0,
-        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+        pods: Snapshot::shared_pods(pods),
         nodepools: vec![default_nodepool()],
         instance_types: instance_types(INSTANCE_TYPES),
         ..Snapshot::default()

@@ -370,7 +370,7 @@ mod tests {
         Snapshot {
             now: 10_000,
             nodes,
-            pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+            pods: Snapshot::shared_pods(pods),
             nodepools: vec![NodePool {
                 name: "pool".into(),
                 ..NodePool::default()

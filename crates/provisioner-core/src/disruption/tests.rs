@@ -84,7 +84,7 @@ fn snapshot(nodes: Vec<Node>, pods: Vec<Pod>) -> Snapshot {
     Snapshot {
         now: 1_000_000,
         nodes,
-        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+        pods: Snapshot::shared_pods(pods),
         nodepools: vec![pool],
         instance_types: types(),
         ..Snapshot::default()
@@ -923,7 +923,7 @@ pub(super) fn random_cluster(seed: u64) -> Snapshot {
     Snapshot {
         now,
         nodes,
-        pods: pods.into_iter().map(std::sync::Arc::new).collect(),
+        pods: Snapshot::shared_pods(pods),
         nodepools: pools,
         instance_types: types,
         pdbs,
