@@ -18,7 +18,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1 as corev1;
 use provisioner_core as core;
 
-use crate::pod::{controller_kind, convert_without_volumes, is_provisionable, is_terminal};
+use crate::pod::{convert_without_volumes, identity, is_provisionable, is_terminal};
 use crate::volumes::VolumeIndex;
 
 /// What the controller keeps of a Pod.
@@ -130,29 +130,6 @@ pub(crate) fn attach_volumes(pod: &mut core::Pod, claims: &[String], volumes: &V
         if let Some(vol) = volumes.resolve(&pod.namespace, claim) {
             pod.volumes.push(vol);
         }
-    }
-}
-
-/// What is known of a pod that could not be converted: enough to drain and report it.
-fn identity(p: &corev1::Pod) -> core::Pod {
-    let meta = &p.metadata;
-    core::Pod {
-        namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
-        name: meta.name.clone().unwrap_or_default(),
-        labels: meta
-            .labels
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        annotations: meta.annotations.clone().unwrap_or_default(),
-        owner_kind: controller_kind(meta),
-        node_name: p
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.clone())
-            .filter(|n| !n.is_empty()),
-        ..Default::default()
     }
 }
 

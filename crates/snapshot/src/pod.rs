@@ -1,7 +1,5 @@
 //! A Kubernetes Pod -> the core's pod, and which pods the autoscaler must act for.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1 as corev1;
 use provisioner_core as core;
 
@@ -97,21 +95,13 @@ pub(crate) fn convert_without_volumes(p: &corev1::Pod) -> Result<core::Pod> {
             restart_always: c.restart_policy.as_deref() == Some("Always"),
         });
     }
-    let annotations: BTreeMap<String, String> = meta.annotations.clone().unwrap_or_default();
+    let base = identity(p);
     let mut pod = core::Pod {
-        namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
-        name: meta.name.clone().unwrap_or_default(),
-        labels: meta
-            .labels
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        deletion_cost: annotations
+        deletion_cost: base
+            .annotations
             .get(DELETION_COST)
             .and_then(|c| c.parse().ok())
             .unwrap_or(0),
-        annotations,
         containers,
         init_containers,
         overhead: match &spec.overhead {
@@ -119,11 +109,9 @@ pub(crate) fn convert_without_volumes(p: &corev1::Pod) -> Result<core::Pod> {
             None => None,
         },
         node_selector: spec.node_selector.clone().unwrap_or_default(),
-        owner_kind: controller_kind(meta),
         priority: spec.priority.unwrap_or(0),
-        node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
         created_at: epoch_secs(meta.creation_timestamp.as_ref()),
-        ..Default::default()
+        ..base
     };
     for c in &spec.containers {
         for port in c.ports.iter().flatten() {
@@ -149,6 +137,29 @@ pub(crate) fn convert_without_volumes(p: &corev1::Pod) -> Result<core::Pod> {
         "spec",
     )?;
     Ok(pod)
+}
+
+/// What is known of a pod that could not be converted: enough to drain and report it.
+pub(crate) fn identity(p: &corev1::Pod) -> core::Pod {
+    let meta = &p.metadata;
+    core::Pod {
+        namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        name: meta.name.clone().unwrap_or_default(),
+        labels: meta
+            .labels
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        annotations: meta.annotations.clone().unwrap_or_default(),
+        owner_kind: controller_kind(meta),
+        node_name: p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty()),
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]
