@@ -28,7 +28,7 @@ use crate::nodeclaims::{condition, ensure_condition, patch_status, set_condition
 use crate::state::StoredPod;
 
 const CRITICAL: [&str; 2] = ["system-cluster-critical", "system-node-critical"];
-const MIRROR: &str = "kubernetes.io/config.mirror";
+use kcapi_snapshot::pod::MIRROR_POD as MIRROR;
 
 /// Finishes a deleted NodeClaim; requeues until its Machine is gone.
 pub async fn finalize(claim: &NodeClaim, ctx: &Context) -> Result<Action> {

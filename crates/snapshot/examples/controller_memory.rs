@@ -14,7 +14,8 @@
 //! `cargo run --release -p karpenter-capi-snapshot --example controller_memory -- [nodes] [pods-per-node] [kept|slim|metadata]`
 //!
 //! The objects follow what a real cluster serves: pods of deployments (owner reference,
-//! `pod-template-hash`, three labels, one container with image, requests and limits, the
+//! `pod-template-hash`, three labels, the CNI's and a `kubectl rollout restart`'s
+//! annotations, one container with image, requests and limits, the
 //! default not-ready/unreachable tolerations, status with conditions, IPs and a container
 //! status; a fifth spread over zones; six environment variables, liveness and readiness
 //! probes, a config volume and the projected service-account token volume every pod gets),
@@ -172,6 +173,12 @@ fn pod_json(node: usize, j: usize, pods_per_node: usize) -> serde_json::Value {
             "resourceVersion": format!("{}", 200_000 + k), "generateName": format!("{app}-7d9f8c6b5-"),
             "creationTimestamp": "2026-11-20T00:00:00Z",
             "labels": {"app": app, "pod-template-hash": "7d9f8c6b5", "team": format!("team-{}", k % 17)},
+            "annotations": {
+                "cni.projectcalico.org/containerID": format!("{k:064x}"),
+                "cni.projectcalico.org/podIP": format!("10.1.{}.{}/32", k / 256 % 256, k % 256),
+                "cni.projectcalico.org/podIPs": format!("10.1.{}.{}/32", k / 256 % 256, k % 256),
+                "kubectl.kubernetes.io/restartedAt": "2026-11-19T12:00:00Z"
+            },
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("{app}-7d9f8c6b5"),
                                  "uid": "00000000-0000-4000-8000-000000000001", "controller": true, "blockOwnerDeletion": true}]
         },

@@ -11,6 +11,16 @@ use crate::volumes::VolumeIndex;
 /// `controller.kubernetes.io/pod-deletion-cost`.
 const DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
 
+/// A static pod's mirror: the kubelet owns it, so a drain leaves it alone.
+pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
+
+/// The pod annotations a decision reads; a converted pod keeps only these. A real pod carries
+/// several others (CNI addresses, sidecar status, scrape settings, `kubectl` restarts), each
+/// its own allocations and, in a `BTreeMap`, a 540-byte leaf, in every pod the controller
+/// holds. The pod-deletion cost is read into its own field. A new reader of a pod annotation
+/// adds its key here.
+pub const READ_POD_ANNOTATIONS: [&str; 2] = [core::disruption::protect::DO_NOT_DISRUPT, MIRROR_POD];
+
 /// Seconds since the epoch of a Kubernetes timestamp.
 pub fn epoch_secs(t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> i64 {
     t.map(|t| t.0.as_second()).unwrap_or(0)
@@ -97,9 +107,10 @@ pub(crate) fn convert_without_volumes(p: &corev1::Pod) -> Result<core::Pod> {
     }
     let base = identity(p);
     let mut pod = core::Pod {
-        deletion_cost: base
+        deletion_cost: meta
             .annotations
-            .get(DELETION_COST)
+            .as_ref()
+            .and_then(|a| a.get(DELETION_COST))
             .and_then(|c| c.parse().ok())
             .unwrap_or(0),
         containers,
@@ -151,7 +162,13 @@ pub(crate) fn identity(p: &corev1::Pod) -> core::Pod {
             .flatten()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
-        annotations: meta.annotations.clone().unwrap_or_default(),
+        annotations: meta
+            .annotations
+            .iter()
+            .flatten()
+            .filter(|(k, _)| READ_POD_ANNOTATIONS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         owner_kind: controller_kind(meta),
         node_name: p
             .spec
@@ -188,6 +205,33 @@ mod tests {
         let mut bound = unschedulable;
         bound["spec"]["nodeName"] = "node-1".into();
         assert!(!is_provisionable(&pod(bound)));
+    }
+
+    #[test]
+    fn keeps_only_the_annotations_decisions_read() -> Result<()> {
+        let p = pod(serde_json::json!({
+            "metadata": {"name": "a", "namespace": "n", "annotations": {
+                "karpenter.sh/do-not-disrupt": "true",
+                "kubernetes.io/config.mirror": "abc",
+                DELETION_COST: "-5",
+                "cni.projectcalico.org/podIP": "10.1.2.3/32",
+                "sidecar.istio.io/status": "{\"containers\":[\"istio-proxy\"]}"
+            }},
+            "spec": {"containers": [{"name": "c"}]}
+        }));
+        let c = convert_pod(&p, &VolumeIndex::default())?;
+        let keys: Vec<&str> = c.annotations.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            ["karpenter.sh/do-not-disrupt", "kubernetes.io/config.mirror"]
+        );
+        assert_eq!(c.deletion_cost, -5, "read before the annotation is dropped");
+        // The decisions that read them still see them.
+        assert_eq!(
+            core::disruption::protect::Protection::of(&c.annotations, 0, 0),
+            core::disruption::protect::Protection::Forever
+        );
+        Ok(())
     }
 
     #[test]
