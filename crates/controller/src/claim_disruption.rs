@@ -23,7 +23,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use crate::state::StoredPod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use karpenter_api::nodeclass::DriftPolicy;
 use karpenter_api::{NodeClaim, NodePool, wellknown};
@@ -35,6 +34,7 @@ use crate::catalogs::Catalogs;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::nodeclaims::{condition, is_true, set_condition};
+use crate::state::StoredPod;
 
 /// Our hash's version. Not upstream's `v3`: the digest differs from upstream's hashstructure,
 /// so claims stamped by upstream Karpenter are re-stamped instead of all looking drifted.

@@ -19,6 +19,7 @@ use serde_json::json;
 
 use capi_adapter::plan::DeleteOutcome;
 use kcapi_snapshot::KeptPod;
+use kcapi_snapshot::pod::MIRROR_POD;
 
 use crate::cloudprovider::Error as CloudError;
 use crate::context::Context;
@@ -28,7 +29,6 @@ use crate::nodeclaims::{condition, ensure_condition, patch_status, set_condition
 use crate::state::StoredPod;
 
 const CRITICAL: [&str; 2] = ["system-cluster-critical", "system-node-critical"];
-use kcapi_snapshot::pod::MIRROR_POD as MIRROR;
 
 /// Finishes a deleted NodeClaim; requeues until its Machine is gone.
 pub async fn finalize(claim: &NodeClaim, ctx: &Context) -> Result<Action> {
@@ -229,7 +229,7 @@ async fn drain(node: &Node, ctx: &Context, past_grace: bool) -> Result<bool> {
         .pods_on(&node.name_any())
         .into_iter()
         .filter(|p| !p.terminal)
-        .filter(|p| !p.pod.annotations.contains_key(MIRROR))
+        .filter(|p| !p.pod.annotations.contains_key(MIRROR_POD))
         .collect();
     let Some(lowest) = pods.iter().map(|p| tier(p)).min() else {
         return Ok(true);

@@ -584,3 +584,25 @@ pub struct EndedPod {
     /// The kind of its controlling owner (`ReplicaSet`, `Job`, ...), as [`Pod::owner_kind`].
     pub owner_kind: Option<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_pods_keep_no_room_for_the_owned_pods() {
+        let pods: Vec<Pod> = (0..1000)
+            .map(|i| Pod::new("ns", &format!("p{i}"), 100, 1 << 20))
+            .collect();
+        let shared = Snapshot::shared_pods(pods);
+        assert_eq!(shared.len(), 1000);
+        // Collected in place, the vector would keep the Pods' buffer: room for about
+        // size_of::<Pod>() / 8 times as many pointers.
+        assert!(
+            shared.capacity() < 2 * shared.len(),
+            "capacity {}",
+            shared.capacity()
+        );
+        assert_eq!(shared[999].name, "p999");
+    }
+}

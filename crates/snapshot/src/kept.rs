@@ -255,4 +255,28 @@ mod tests {
         alive.metadata.deletion_timestamp = None;
         assert!(KeptPod::new(&alive).provisionable);
     }
+
+    #[test]
+    fn a_pod_without_claims_is_shared_with_the_snapshot_and_one_with_claims_is_not() {
+        let index = volumes();
+        let plain = KeptPod::new(&pod(json!({
+            "metadata": {"name": "plain", "namespace": "n"},
+            "spec": {"containers": [{"name": "c"}]}
+        })));
+        let shared = plain.to_core(&index).expect("converts");
+        assert!(
+            Arc::ptr_eq(&shared, &plain.pod),
+            "no second copy of a claim-less pod"
+        );
+        let claimed = KeptPod::new(&with_claim());
+        let own = claimed.to_core(&index).expect("converts");
+        assert!(
+            !Arc::ptr_eq(&own, &claimed.pod),
+            "claims resolved on a copy"
+        );
+        assert!(
+            claimed.pod.volumes.is_empty(),
+            "the kept pod stays without volumes"
+        );
+    }
 }
