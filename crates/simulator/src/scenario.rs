@@ -244,6 +244,9 @@ pub struct PaybackSettings {
     pub min_ended_lifetimes: usize,
     /// Price a replacement's dearer instance-type options against the evictions.
     pub pay_for_flexibility: bool,
+    /// Most a replacement's dearest kept option may cost above its cheapest (a fraction);
+    /// `null` keeps options up to the candidates' price less the threshold.
+    pub flexibility_premium: Option<f64>,
 }
 
 impl Default for PaybackSettings {
@@ -255,6 +258,7 @@ impl Default for PaybackSettings {
             replacement_ready_seconds: d.replacement_ready_seconds,
             min_ended_lifetimes: d.min_ended_lifetimes,
             pay_for_flexibility: d.pay_for_flexibility,
+            flexibility_premium: d.flexibility_premium,
         }
     }
 }
@@ -267,6 +271,7 @@ impl PaybackSettings {
             replacement_ready_seconds: self.replacement_ready_seconds,
             min_ended_lifetimes: self.min_ended_lifetimes,
             pay_for_flexibility: self.pay_for_flexibility,
+            flexibility_premium: self.flexibility_premium,
         }
     }
 }
@@ -284,6 +289,7 @@ impl Default for CoreDisruptionSettings {
                 replacement_ready_seconds: p.replacement_ready_seconds,
                 min_ended_lifetimes: p.min_ended_lifetimes,
                 pay_for_flexibility: p.pay_for_flexibility,
+                flexibility_premium: p.flexibility_premium,
             }),
             headroom: d.headroom.map(|h| HeadroomSettings {
                 window_seconds: h.window_seconds,

@@ -384,6 +384,11 @@ impl<'s, 'a> Search<'s, 'a> {
             PriceRule::Cheaper {
                 candidates_price: price,
                 min_saving,
+                max_premium: self
+                    .options
+                    .payback
+                    .as_ref()
+                    .and_then(|k| k.flexibility_premium),
             },
             self.options.spot_to_spot,
         )

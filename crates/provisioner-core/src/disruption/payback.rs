@@ -62,6 +62,15 @@ pub struct Payback {
     /// threshold and a replacement is valued at its worst case, which leaves a replacement
     /// almost no worst-case saving by construction.
     pub pay_for_flexibility: bool,
+    /// The most a replacement's dearest kept option may cost above its cheapest, as a
+    /// fraction of the cheapest (`0.25`: options up to 25% dearer). Without it, options are
+    /// kept up to the candidates' price less the threshold, so a replacement is valued at
+    /// almost no saving whatever it would save on the cheapest option, and the payback rule
+    /// refuses nearly every replacement (a GPU node left holding CPU pods included). A
+    /// premium bounds the flexibility by what it costs relative to the replacement itself:
+    /// a swap whose cheapest option saves a lot keeps a useful worst-case saving, a marginal
+    /// swap still values at nearly nothing.
+    pub flexibility_premium: Option<f64>,
 }
 
 impl Default for Payback {
@@ -72,6 +81,7 @@ impl Default for Payback {
             replacement_ready_seconds: 90,
             min_ended_lifetimes: 30,
             pay_for_flexibility: false,
+            flexibility_premium: None,
         }
     }
 }

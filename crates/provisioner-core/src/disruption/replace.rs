@@ -33,6 +33,9 @@ pub enum PriceRule {
     Cheaper {
         candidates_price: f64,
         min_saving: f64,
+        /// [`super::payback::Payback::flexibility_premium`]: options dearer than the
+        /// cheapest worst case by more than this fraction are dropped.
+        max_premium: Option<f64>,
     },
     /// Drift and expiration replace whatever the price.
     Any,
@@ -106,6 +109,7 @@ pub fn replacements(
     if let PriceRule::Cheaper {
         candidates_price,
         min_saving,
+        ..
     } = rule
     {
         // Each replacement costs at least its cheapest option's cheapest offering (the
@@ -160,6 +164,7 @@ pub fn replacements(
     if let PriceRule::Cheaper {
         candidates_price,
         min_saving,
+        max_premium,
     } = rule
     {
         let budget = candidates_price - min_saving.max(0.0);
@@ -176,7 +181,8 @@ pub fn replacements(
         let share = (budget - floor) / per_claim.len() as f64;
         for (_, priced) in &mut per_claim {
             let min = priced.first().map_or(0.0, |x| x.worst);
-            priced.retain(|p| p.worst == min || p.worst < min + share);
+            let ceiling = max_premium.map_or(f64::INFINITY, |f| min * (1.0 + f.max(0.0)));
+            priced.retain(|p| p.worst == min || (p.worst < min + share && p.worst <= ceiling));
         }
     }
     let mut out = Vec::with_capacity(claims.len());

@@ -444,6 +444,61 @@ fn paying_for_flexibility_narrows_options_until_the_worst_case_pays() {
     assert!(v.valid, "{:?}", v.failures);
 }
 
+/// `flexibility_premium`: a replacement keeps only options within the premium of its
+/// cheapest, so it is valued (and launched) at a worst case near what it will cost, not at
+/// the dearest type still below the candidate's price; re-validation narrows the same way.
+#[test]
+fn a_flexibility_premium_bounds_the_replacements_options() {
+    let s = snapshot(vec![od("n", "xlarge")], vec![pod("a", 1000, "n")]);
+    let default = DisruptionOptions::default();
+    let knobs = default.payback.clone().expect("payback on by default");
+    let banded = DisruptionOptions {
+        payback: Some(payback::Payback {
+            flexibility_premium: Some(0.25),
+            ..knobs
+        }),
+        ..default.clone()
+    };
+    let wide = disrupt(&s, &default)
+        .command
+        .expect("the default's replacement");
+    let cmd = disrupt(&s, &banded)
+        .command
+        .expect("the banded replacement");
+    // An option's worst case is its dearest offering (on-demand here; spot is cheaper).
+    let worst_of = |name: &str| {
+        s.instance_types
+            .iter()
+            .find(|t| t.name == name)
+            .map_or(f64::NAN, |t| {
+                t.offerings.iter().map(|o| o.price).fold(0.0, f64::max)
+            })
+    };
+    let worsts: Vec<f64> = cmd.replacements[0]
+        .instance_type_options
+        .iter()
+        .map(|o| worst_of(&o.instance_type))
+        .collect();
+    let least = worsts.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(
+        worsts.iter().all(|w| *w <= least * 1.25 + 1e-9),
+        "{worsts:?}"
+    );
+    assert!((cmd.replacements_worst_case_price - least).abs() < 1e-9);
+    assert!(
+        cmd.replacements_worst_case_price < wide.replacements_worst_case_price,
+        "banded {} vs default {}",
+        cmd.replacements_worst_case_price,
+        wide.replacements_worst_case_price
+    );
+    assert!(
+        wide.replacements[0].instance_type_options.len()
+            > cmd.replacements[0].instance_type_options.len()
+    );
+    let v = validate(&cmd, &s, &banded);
+    assert!(v.valid, "{:?}", v.failures);
+}
+
 #[test]
 fn thresholds_stop_small_savings() {
     let s = snapshot(

@@ -153,6 +153,7 @@ pub fn validate_with(
                     PriceRule::Cheaper {
                         candidates_price: price,
                         min_saving: min_saving.max(decided),
+                        max_premium: options.payback.as_ref().and_then(|k| k.flexibility_premium),
                     },
                     options.spot_to_spot,
                 ) {
