@@ -244,8 +244,9 @@ pub struct PaybackSettings {
     pub min_ended_lifetimes: usize,
     /// Price a replacement's dearer instance-type options against the evictions.
     pub pay_for_flexibility: bool,
-    /// Most a replacement's dearest kept option may cost above its cheapest (a fraction);
-    /// `null` keeps options up to the candidates' price less the threshold.
+    /// Most a merge's replacement's dearest kept option may cost above its cheapest (a
+    /// fraction); `null` keeps options up to the candidates' price less the threshold. A
+    /// single node's replacement is priced as without it.
     pub flexibility_premium: Option<f64>,
 }
 

@@ -162,6 +162,20 @@ fn utilisation(snapshot: &Snapshot, c: &Candidate) -> f64 {
     frac(cpu, node.allocatable.cpu_milli).max(frac(mem, node.allocatable.memory))
 }
 
+/// The premium bounding a replacement's options ([`super::payback::Payback::flexibility_premium`])
+/// for a command on `members` candidates: merges only. A single node's replacement shrinks it
+/// to its pods, and in a cluster where pods come and go every few minutes the room it removes
+/// is what the next arrival would have used: on the openb trace, premium-priced single-node
+/// replacements doubled the deletions that followed them and the evictions with them
+/// (`docs/simulator.md`, round 5). A merge removes fragmentation instead.
+pub(crate) fn flexibility_premium(options: &DisruptionOptions, members: usize) -> Option<f64> {
+    options
+        .payback
+        .as_ref()
+        .and_then(|k| k.flexibility_premium)
+        .filter(|_| members > 1)
+}
+
 /// Drops every command that a command on a strict subset of its candidates saves at least as
 /// much as (worst case, to 1e-9): it evicts more pods for nothing. The payback rule alone can prefer
 /// such a superset, because the median age of the moved pods (its horizon) rises when an old
@@ -384,11 +398,7 @@ impl<'s, 'a> Search<'s, 'a> {
             PriceRule::Cheaper {
                 candidates_price: price,
                 min_saving,
-                max_premium: self
-                    .options
-                    .payback
-                    .as_ref()
-                    .and_then(|k| k.flexibility_premium),
+                max_premium: flexibility_premium(self.options, members.len()),
             },
             self.options.spot_to_spot,
         )

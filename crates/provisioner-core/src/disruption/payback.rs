@@ -69,7 +69,8 @@ pub struct Payback {
     /// refuses nearly every replacement (a GPU node left holding CPU pods included). A
     /// premium bounds the flexibility by what it costs relative to the replacement itself:
     /// a swap whose cheapest option saves a lot keeps a useful worst-case saving, a marginal
-    /// swap still values at nearly nothing.
+    /// swap still values at nearly nothing. Applies to merges (commands on two or more
+    /// nodes) only: see [`super::consolidation::flexibility_premium`].
     pub flexibility_premium: Option<f64>,
 }
 

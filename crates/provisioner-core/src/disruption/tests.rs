@@ -444,12 +444,12 @@ fn paying_for_flexibility_narrows_options_until_the_worst_case_pays() {
     assert!(v.valid, "{:?}", v.failures);
 }
 
-/// `flexibility_premium`: a replacement keeps only options within the premium of its
-/// cheapest, so it is valued (and launched) at a worst case near what it will cost, not at
-/// the dearest type still below the candidate's price; re-validation narrows the same way.
+/// `flexibility_premium`: a merge's replacement keeps only options within the premium of its
+/// cheapest, so it is valued (and launched) at a worst case near what it will cost, not at the
+/// dearest type still below the candidates' price; re-validation narrows the same way. A
+/// single node's replacement keeps the default pricing.
 #[test]
-fn a_flexibility_premium_bounds_the_replacements_options() {
-    let s = snapshot(vec![od("n", "xlarge")], vec![pod("a", 1000, "n")]);
+fn a_flexibility_premium_bounds_a_merges_options() {
     let default = DisruptionOptions::default();
     let knobs = default.payback.clone().expect("payback on by default");
     let banded = DisruptionOptions {
@@ -459,44 +459,58 @@ fn a_flexibility_premium_bounds_the_replacements_options() {
         }),
         ..default.clone()
     };
-    let wide = disrupt(&s, &default)
-        .command
-        .expect("the default's replacement");
-    let cmd = disrupt(&s, &banded)
-        .command
-        .expect("the banded replacement");
+    // Two overpriced 8-vCPU nodes whose pods fit together on one 16-vCPU node (0.80/h): the
+    // merge's options would otherwise reach up to the 32-vCPU type (1.60/h, below 2.00/h).
+    let (mut n1, mut n2) = (od("n1", "large"), od("n2", "large"));
+    n1.price = 1.0;
+    n2.price = 1.0;
+    let two = snapshot(
+        vec![n1, n2],
+        vec![pod("a", 5000, "n1"), pod("b", 5000, "n2")],
+    );
+    let cmd = disrupt(&two, &banded).command.expect("the banded merge");
+    assert_eq!(names(&cmd), vec!["n1", "n2"], "{cmd:?}");
     // An option's worst case is its dearest offering (on-demand here; spot is cheaper).
     let worst_of = |name: &str| {
-        s.instance_types
+        two.instance_types
             .iter()
             .find(|t| t.name == name)
             .map_or(f64::NAN, |t| {
                 t.offerings.iter().map(|o| o.price).fold(0.0, f64::max)
             })
     };
-    let worsts: Vec<f64> = cmd.replacements[0]
-        .instance_type_options
-        .iter()
-        .map(|o| worst_of(&o.instance_type))
-        .collect();
-    let least = worsts.iter().copied().fold(f64::INFINITY, f64::min);
-    assert!(
-        worsts.iter().all(|w| *w <= least * 1.25 + 1e-9),
-        "{worsts:?}"
-    );
-    assert!((cmd.replacements_worst_case_price - least).abs() < 1e-9);
-    assert!(
-        cmd.replacements_worst_case_price < wide.replacements_worst_case_price,
-        "banded {} vs default {}",
-        cmd.replacements_worst_case_price,
-        wide.replacements_worst_case_price
-    );
-    assert!(
-        wide.replacements[0].instance_type_options.len()
-            > cmd.replacements[0].instance_type_options.len()
-    );
-    let v = validate(&cmd, &s, &banded);
+    let mut least_sum = 0.0;
+    for r in &cmd.replacements {
+        let worsts: Vec<f64> = r
+            .instance_type_options
+            .iter()
+            .map(|o| worst_of(&o.instance_type))
+            .collect();
+        let least = worsts.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(
+            worsts.iter().all(|w| *w <= least * 1.25 + 1e-9),
+            "{worsts:?}"
+        );
+        least_sum += least;
+    }
+    assert!((cmd.replacements_worst_case_price - least_sum).abs() < 1e-9);
+    // Without the premium the merge keeps options up to the candidates' price, is valued at
+    // them, and the payback rule finds nothing left to pay for the evictions.
+    let wide = disrupt(&two, &default);
+    assert!(wide.command.is_none(), "{:?}", wide.command);
+    let v = validate(&cmd, &two, &banded);
     assert!(v.valid, "{:?}", v.failures);
+
+    // One node: the same options as without the premium.
+    let one = snapshot(vec![od("n", "xlarge")], vec![pod("a", 1000, "n")]);
+    let alone = disrupt(&one, &banded).command.expect("a replacement");
+    let plain = disrupt(&one, &default).command.expect("a replacement");
+    assert_eq!(alone.replacements.len(), 1);
+    assert_eq!(
+        alone.replacements[0].instance_type_options.len(),
+        plain.replacements[0].instance_type_options.len()
+    );
+    assert!(alone.replacements[0].instance_type_options.len() > 1);
 }
 
 #[test]

@@ -153,7 +153,10 @@ pub fn validate_with(
                     PriceRule::Cheaper {
                         candidates_price: price,
                         min_saving: min_saving.max(decided),
-                        max_premium: options.payback.as_ref().and_then(|k| k.flexibility_premium),
+                        max_premium: super::consolidation::flexibility_premium(
+                            options,
+                            chosen.len(),
+                        ),
                     },
                     options.spot_to_spot,
                 ) {
