@@ -118,6 +118,11 @@ struct Cli {
     /// Leave room for the busiest burst of recent pod arrivals when consolidating.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     consolidation_headroom: bool,
+    /// Value a merge's replacement at its dearest option within this fraction of its
+    /// cheapest (e.g. 0.25), so merges that save a lot are taken: cheaper clusters for more
+    /// evictions (docs/simulator.md, round 5). Unset: options up to the candidates' price.
+    #[arg(long, value_parser = fraction)]
+    consolidation_merge_premium: Option<f64>,
     /// At most this many single-node consolidation simulations per disruption loop (the rest
     /// wait for the next loop); unset: every candidate whose inputs changed.
     #[arg(long)]
@@ -145,6 +150,14 @@ fn labels(s: &str) -> Result<BTreeMap<String, String>, String> {
             _ => Err(format!("`{kv}` is not key=value")),
         })
         .collect()
+}
+
+/// A non-negative finite fraction (`0.25`).
+fn fraction(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 0.0 => Ok(f),
+        _ => Err(format!("`{s}` is not a non-negative number such as 0.25")),
+    }
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -254,6 +267,7 @@ async fn main() -> Result<()> {
         disruption: !cli.disable_disruption,
         consolidation_payback: cli.consolidation_payback,
         consolidation_headroom: cli.consolidation_headroom,
+        consolidation_merge_premium: cli.consolidation_merge_premium,
         consolidation_max_simulations: cli.consolidation_max_simulations,
         replay_dir: cli.replay_dir.clone(),
         replay_keep: cli.replay_keep,
@@ -292,4 +306,39 @@ async fn main() -> Result<()> {
     tracing::info!("stopping");
     running.stop();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fraction_is_a_non_negative_finite_number() {
+        assert_eq!(fraction("0.25"), Ok(0.25));
+        assert_eq!(fraction(" 0 "), Ok(0.0));
+        for bad in ["-0.1", "NaN", "inf", "a quarter", ""] {
+            assert!(fraction(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_merge_premium_flag_reaches_the_options() {
+        let cli = Cli::try_parse_from([
+            "karpenter-capi-controller",
+            "--consolidation-merge-premium",
+            "0.25",
+        ])
+        .expect("parses");
+        assert_eq!(cli.consolidation_merge_premium, Some(0.25));
+        let cli = Cli::try_parse_from(["karpenter-capi-controller"]).expect("parses");
+        assert_eq!(cli.consolidation_merge_premium, None);
+        assert!(
+            Cli::try_parse_from([
+                "karpenter-capi-controller",
+                "--consolidation-merge-premium",
+                "-1"
+            ])
+            .is_err()
+        );
+    }
 }

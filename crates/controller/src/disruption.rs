@@ -15,6 +15,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Taint;
 use karpenter_api::{NodeClaim, wellknown};
 use kube::{Resource, ResourceExt};
+use provisioner_core::disruption::payback::Payback;
 use provisioner_core::disruption::{Command, Destination, DisruptionOptions, Method};
 use provisioner_core::replay::DisruptionRecord;
 use provisioner_core::resources::pod_requests;
@@ -87,7 +88,11 @@ fn options(ctx: &Context) -> DisruptionOptions {
         payback: defaults
             .payback
             .clone()
-            .filter(|_| ctx.options.consolidation_payback),
+            .filter(|_| ctx.options.consolidation_payback)
+            .map(|p| Payback {
+                flexibility_premium: ctx.options.consolidation_merge_premium,
+                ..p
+            }),
         headroom: defaults
             .headroom
             .clone()

@@ -45,6 +45,10 @@ pub struct Options {
     /// Consolidation leaves room for the busiest burst of recent pod arrivals (the core's
     /// headroom rule). Off: repack as tightly as saves.
     pub consolidation_headroom: bool,
+    /// The core's `Payback::flexibility_premium`: a merge's replacement keeps options within
+    /// this fraction of its cheapest and is valued at them. `None`: options up to the
+    /// candidates' price (fewer merges, fewer evictions).
+    pub consolidation_merge_premium: Option<f64>,
     /// At most this many single-node consolidation simulations per disruption loop; the
     /// rest wait for the next loop (the core's `WorkBudget`). `None`: every candidate whose
     /// inputs changed since the last loop (unchanged ones are always reused).
@@ -83,6 +87,7 @@ impl Default for Options {
             drift_check_interval: Duration::from_secs(300),
             consolidation_payback: true,
             consolidation_headroom: true,
+            consolidation_merge_premium: None,
             consolidation_max_simulations: None,
             gc_interval: Duration::from_secs(120),
             disruption: true,
