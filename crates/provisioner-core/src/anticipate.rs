@@ -51,8 +51,8 @@ impl Default for Anticipation {
     }
 }
 
-/// CPU (millicores) and memory (bytes), as consolidation's headroom counts it.
-pub use crate::disruption::headroom::Room;
+/// CPU (millicores) and memory (bytes): what growing a launch adds.
+pub type Room = (i64, i64);
 
 /// The room the next arrivals need beyond what the cluster has after `result`: arrivals in the
 /// window before the oldest pending pod, less free room (negative parts are 0).
@@ -77,7 +77,9 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
         }
     }
     // Nominated pods count as pending, so the in-flight nodes' room is counted once.
-    let (mut have, pending_req) = crate::disruption::headroom::free_and_pending(snapshot);
+    let (free, pending) = crate::disruption::headroom::free_and_pending(snapshot);
+    let mut have: Room = (free.cpu_milli, free.memory);
+    let pending_req: Room = (pending.cpu_milli, pending.memory);
     for c in &result.new_node_claims {
         if let Some(o) = c
             .instance_type_options

@@ -45,7 +45,7 @@ use super::command::{
     Alternative, BudgetUse, Command, Destination, Method, MethodReport, PodMove, Rationale,
     Replacement,
 };
-use super::headroom::{Guard, Room};
+use super::headroom::{Guard, Room, room_of};
 use super::make_command;
 use super::replace::{PriceRule, replacements};
 use super::session::{Loop, Plan};
@@ -221,7 +221,7 @@ impl<'c> Tally<'c> {
         if let Some((_, taken)) = &search.room
             && let Some(r) = taken.get(m)
         {
-            self.taken = (self.taken.0 + r.0, self.taken.1 + r.1);
+            self.taken.add_assign(r);
         }
         true
     }
@@ -313,7 +313,7 @@ impl<'s, 'a> Search<'s, 'a> {
 
     /// Whether the headroom rule lets `members` go, their pods on replacements giving `given`
     /// room back.
-    fn room_allows(&self, members: &[usize], given: Room) -> bool {
+    fn room_allows(&self, members: &[usize], given: &Room) -> bool {
         let mut tally = Tally::default();
         for &m in members {
             tally.add(self, m);
@@ -321,9 +321,9 @@ impl<'s, 'a> Search<'s, 'a> {
         self.room_allows_tally(&tally, given)
     }
 
-    fn room_allows_tally(&self, tally: &Tally, given: Room) -> bool {
+    fn room_allows_tally(&self, tally: &Tally, given: &Room) -> bool {
         match &self.room {
-            Some((guard, _)) => guard.allows(tally.taken, given),
+            Some((guard, _)) => guard.allows(&tally.taken, given),
             None => true,
         }
     }
@@ -385,10 +385,11 @@ impl<'s, 'a> Search<'s, 'a> {
         {
             return Err(Miss::NotCheaper);
         }
-        let given = claims.iter().fold((0i64, 0i64), |a, c| {
-            (a.0 + c.pod_requests.cpu_milli, a.1 + c.pod_requests.memory)
-        });
-        if !self.room_allows(members, given) {
+        let mut given = Room::default();
+        for c in claims {
+            given.add_assign(&room_of(&c.pod_requests));
+        }
+        if !self.room_allows(members, &given) {
             return Err(Miss::Headroom);
         }
         let reps = replacements(
@@ -566,7 +567,7 @@ impl<'s, 'a> Search<'s, 'a> {
             let mut trial_tally = tally.clone();
             if !trial_tally.add(self, i)
                 || !self.tally_allowed(&trial_tally)
-                || !self.room_allows_tally(&trial_tally, (0, 0))
+                || !self.room_allows_tally(&trial_tally, &Room::default())
             {
                 continue;
             }
@@ -709,13 +710,11 @@ impl<'s, 'a> Search<'s, 'a> {
         };
         let allowed = |g: &[usize]| {
             let ms: Vec<usize> = g.iter().filter_map(|&i| pool.get(i).copied()).collect();
-            let given = g
-                .iter()
-                .filter_map(|&i| members.get(i))
-                .fold((0i64, 0i64), |a, m| {
-                    (a.0 + m.need.cpu_milli, a.1 + m.need.memory)
-                });
-            self.allowed(&ms) && self.room_allows(&ms, given)
+            let mut given = Room::default();
+            for m in g.iter().filter_map(|&i| members.get(i)) {
+                given.add_assign(&room_of(&m.need));
+            }
+            self.allowed(&ms) && self.room_allows(&ms, &given)
         };
         groups(
             &members,

@@ -18,15 +18,18 @@
 //! not reduce the room. Removing a candidate takes away its free room and puts its pods on the
 //! room of the nodes that stay, except the pods that move to replacements.
 //!
-//! Only CPU and memory are counted: they are what pods wait for in practice, and the check is
-//! a cheap sum, so it runs before any scheduling simulation.
+//! CPU, memory and every extended resource (GPUs, ...) are counted, each on its own: a GPU
+//! pod waits for GPU room, and a GPU node with CPU and memory to spare elsewhere in the
+//! cluster is still the only place it fits. Counting CPU and memory alone let consolidation
+//! take the last free GPUs a burst of GPU pods had just needed. The check is a sum, so it runs
+//! before any scheduling simulation.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::candidates::{Candidate, is_daemon};
-use crate::model::Snapshot;
+use crate::model::{Resources, Snapshot};
 use crate::resources::pod_requests;
 
 /// Knobs of the headroom rule ([`super::DisruptionOptions::headroom`]).
@@ -51,8 +54,29 @@ impl Default for Headroom {
     }
 }
 
-/// CPU (millicores) and memory (bytes).
-pub type Room = (i64, i64);
+/// Room in CPU (millicores), memory (bytes) and extended resources (by name); pod slots and
+/// ephemeral storage are left at 0.
+pub type Room = Resources;
+
+/// The part of `r` the headroom rule counts.
+pub fn room_of(r: &Resources) -> Room {
+    Resources {
+        cpu_milli: r.cpu_milli,
+        memory: r.memory,
+        extended: r.extended.clone(),
+        ..Resources::default()
+    }
+}
+
+/// `r` with every negative amount raised to 0: a full node has no room, not less than none.
+fn clamp(mut r: Room) -> Room {
+    r.cpu_milli = r.cpu_milli.max(0);
+    r.memory = r.memory.max(0);
+    for v in r.extended.values_mut() {
+        *v = (*v).max(0);
+    }
+    r
+}
 
 /// The free room of the nodes that stay (each node's unrequested allocatable, a full node
 /// counting 0, not less) and the requests of the pending non-daemon pods: what both the
@@ -60,59 +84,51 @@ pub type Room = (i64, i64);
 pub fn free_and_pending(snapshot: &Snapshot) -> (Room, Room) {
     let mut free: BTreeMap<&str, Room> = BTreeMap::new();
     for n in snapshot.nodes.iter().filter(|n| !n.marked_for_deletion) {
-        free.insert(
-            n.name.as_str(),
-            (n.allocatable.cpu_milli, n.allocatable.memory),
-        );
+        free.insert(n.name.as_str(), room_of(&n.allocatable));
     }
-    let mut pending: Room = (0, 0);
+    let mut pending = Room::default();
     for p in &snapshot.pods {
         let r = pod_requests(p);
         match &p.node_name {
             Some(n) => {
                 if let Some(room) = free.get_mut(n.as_str()) {
-                    room.0 -= r.cpu_milli;
-                    room.1 -= r.memory;
+                    room.sub_assign(&room_of(&r));
                 }
             }
-            None if !is_daemon(p) => {
-                pending.0 += r.cpu_milli;
-                pending.1 += r.memory;
-            }
+            None if !is_daemon(p) => pending.add_assign(&room_of(&r)),
             None => {}
         }
     }
-    let total = free
-        .values()
-        .fold((0i64, 0i64), |a, r| (a.0 + r.0.max(0), a.1 + r.1.max(0)));
+    let mut total = Room::default();
+    for r in free.into_values() {
+        total.add_assign(&clamp(r));
+    }
     (total, pending)
 }
 
-/// The largest summed requests of arrivals `(time, cpu, memory)` within any `window` seconds
+/// The largest summed requests of arrivals `(time, requests)` within any `window` seconds
 /// (each resource on its own). `arrivals` is sorted by time here.
-pub fn peak_window(arrivals: &mut [(i64, i64, i64)], window: i64) -> Room {
-    arrivals.sort_unstable();
-    let (mut start, mut cpu, mut mem) = (0usize, 0i64, 0i64);
-    let (mut peak_cpu, mut peak_mem) = (0i64, 0i64);
+pub fn peak_window(arrivals: &mut [(i64, Room)], window: i64) -> Room {
+    arrivals.sort_unstable_by_key(|a| a.0);
+    let mut start = 0usize;
+    let mut sum = Room::default();
+    let mut peak = Room::default();
     for end in 0..arrivals.len() {
-        let (t, c, m) = arrivals[end];
-        cpu += c;
-        mem += m;
-        while let Some(&(t0, c0, m0)) = arrivals.get(start)
+        let t = arrivals[end].0;
+        sum.add_assign(&arrivals[end].1);
+        while let Some((t0, r0)) = arrivals.get(start)
             && t - t0 >= window.max(1)
         {
-            cpu -= c0;
-            mem -= m0;
+            sum.sub_assign(r0);
             start += 1;
         }
-        peak_cpu = peak_cpu.max(cpu);
-        peak_mem = peak_mem.max(mem);
+        peak = peak.max(&sum);
     }
-    (peak_cpu, peak_mem)
+    peak
 }
 
 /// The room to keep and the room there is, for one snapshot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Guard {
     pub target: Room,
     pub free: Room,
@@ -121,20 +137,17 @@ pub struct Guard {
 impl Guard {
     pub fn new(snapshot: &Snapshot, knobs: &Headroom) -> Guard {
         let now = snapshot.now;
-        let mut arrivals: Vec<(i64, i64, i64)> = snapshot
+        let mut arrivals: Vec<(i64, Room)> = snapshot
             .pods
             .iter()
             .filter(|p| !is_daemon(p) && now - p.created_at <= knobs.lookback_seconds.max(0))
-            .map(|p| {
-                let r = pod_requests(p);
-                (p.created_at, r.cpu_milli, r.memory)
-            })
+            .map(|p| (p.created_at, room_of(&pod_requests(p))))
             .collect();
         let target = peak_window(&mut arrivals, knobs.window_seconds);
         let (total, pending) = free_and_pending(snapshot);
         Guard {
             target,
-            free: (total.0 - pending.0, total.1 - pending.1),
+            free: total.sub(&pending),
         }
     }
 
@@ -144,39 +157,48 @@ impl Guard {
         let mut used: BTreeMap<&str, Room> = BTreeMap::new();
         for p in &snapshot.pods {
             if let Some(n) = &p.node_name {
-                let r = pod_requests(p);
-                let u = used.entry(n.as_str()).or_default();
-                u.0 += r.cpu_milli;
-                u.1 += r.memory;
+                used.entry(n.as_str())
+                    .or_default()
+                    .add_assign(&room_of(&pod_requests(p)));
             }
         }
         cands
             .iter()
             .map(|c| {
                 let Some(node) = snapshot.nodes.get(c.node) else {
-                    return (0, 0);
+                    return Room::default();
                 };
-                let u = used.get(node.name.as_str()).copied().unwrap_or_default();
-                let moved = c
-                    .pods
-                    .iter()
-                    .filter_map(|&pi| snapshot.pods.get(pi))
-                    .map(|p| pod_requests(p))
-                    .fold((0i64, 0i64), |a, r| (a.0 + r.cpu_milli, a.1 + r.memory));
-                (
-                    (node.allocatable.cpu_milli - u.0).max(0) + moved.0,
-                    (node.allocatable.memory - u.1).max(0) + moved.1,
-                )
+                let u = used.get(node.name.as_str()).cloned().unwrap_or_default();
+                let mut taken = clamp(room_of(&node.allocatable).sub(&u));
+                for p in c.pods.iter().filter_map(|&pi| snapshot.pods.get(pi)) {
+                    taken.add_assign(&room_of(&pod_requests(p)));
+                }
+                taken
             })
             .collect()
     }
 
     /// Whether a command that takes `taken` room (and gives `given` back: the requests of the
-    /// pods its replacements hold) leaves at least the target, or takes nothing.
-    pub fn allows(&self, taken: Room, given: Room) -> bool {
-        let delta = (taken.0 - given.0, taken.1 - given.1);
+    /// pods its replacements hold) leaves at least the target, or takes nothing, in every
+    /// resource.
+    pub fn allows(&self, taken: &Room, given: &Room) -> bool {
         let ok = |free: i64, d: i64, target: i64| d <= 0 || free - d >= target;
-        ok(self.free.0, delta.0, self.target.0) && ok(self.free.1, delta.1, self.target.1)
+        let ext = |r: &Room, k: &str| r.extended.get(k).copied().unwrap_or(0);
+        ok(
+            self.free.cpu_milli,
+            taken.cpu_milli - given.cpu_milli,
+            self.target.cpu_milli,
+        ) && ok(
+            self.free.memory,
+            taken.memory - given.memory,
+            self.target.memory,
+        ) && taken.extended.keys().all(|k| {
+            ok(
+                ext(&self.free, k),
+                ext(taken, k) - ext(given, k),
+                ext(&self.target, k),
+            )
+        })
     }
 }
 
@@ -187,47 +209,62 @@ mod tests {
 
     #[test]
     fn peak_is_the_busiest_window() {
-        let mut a = vec![(0, 1000, 1), (10, 1000, 1), (500, 4000, 2), (550, 500, 9)];
-        assert_eq!(peak_window(&mut a, 120), (4500, 11));
-        let mut one = vec![(0, 100, 100)];
-        assert_eq!(peak_window(&mut one, 120), (100, 100));
-        assert_eq!(peak_window(&mut [], 120), (0, 0));
+        let r = Resources::new;
+        let mut a = vec![
+            (0, r(1000, 1)),
+            (10, r(1000, 1)),
+            (500, r(4000, 2)),
+            (550, r(500, 9)),
+        ];
+        assert_eq!(peak_window(&mut a, 120), r(4500, 11));
+        let mut one = vec![(0, r(100, 100))];
+        assert_eq!(peak_window(&mut one, 120), r(100, 100));
+        assert_eq!(peak_window(&mut [], 120), Room::default());
     }
 
     #[test]
     fn allows_keeps_the_target() {
+        let r = Resources::new;
+        let none = Room::default();
         let g = Guard {
-            target: (2000, 100),
-            free: (5000, 1000),
+            target: r(2000, 100),
+            free: r(5000, 1000),
         };
-        assert!(g.allows((3000, 100), (0, 0)));
-        assert!(!g.allows((3001, 100), (0, 0)));
+        assert!(g.allows(&r(3000, 100), &none));
+        assert!(!g.allows(&r(3001, 100), &none));
         // Pods moving to a replacement give their room back.
-        assert!(g.allows((4000, 100), (1000, 0)));
+        assert!(g.allows(&r(4000, 100), &r(1000, 0)));
         // A command that takes nothing is always allowed, even below target.
         let low = Guard {
-            target: (2000, 100),
-            free: (1000, 50),
+            target: r(2000, 100),
+            free: r(1000, 50),
         };
-        assert!(low.allows((0, 0), (0, 0)));
-        assert!(!low.allows((1, 0), (0, 0)));
+        assert!(low.allows(&none, &none));
+        assert!(!low.allows(&r(1, 0), &none));
     }
 
     proptest! {
         /// The peak is at least any single arrival and at most the sum of all.
         #[test]
-        fn peak_bounds(xs in proptest::collection::vec((0i64..10_000, 0i64..4000, 0i64..4000), 0..40), w in 1i64..1000) {
-            let mut a = xs.clone();
-            let (pc, pm) = peak_window(&mut a, w);
+        fn peak_bounds(xs in proptest::collection::vec((0i64..10_000, 0i64..4000, 0i64..4000, 0i64..3), 0..40), w in 1i64..1000) {
+            let arrivals = || -> Vec<(i64, Room)> {
+                xs.iter()
+                    .map(|&(t, c, m, g)| (t, Resources::new(c, m).with_extended("nvidia.com/gpu", g)))
+                    .collect()
+            };
+            let p = peak_window(&mut arrivals(), w);
             let max_c = xs.iter().map(|x| x.1).max().unwrap_or(0);
+            let max_g = xs.iter().map(|x| x.3).max().unwrap_or(0);
             let sum_c: i64 = xs.iter().map(|x| x.1).sum();
             let sum_m: i64 = xs.iter().map(|x| x.2).sum();
-            prop_assert!(pc >= max_c && pc <= sum_c);
-            prop_assert!(pm <= sum_m);
+            let sum_g: i64 = xs.iter().map(|x| x.3).sum();
+            let gpu = |r: &Room| r.get("nvidia.com/gpu");
+            prop_assert!(p.cpu_milli >= max_c && p.cpu_milli <= sum_c);
+            prop_assert!(p.memory <= sum_m);
+            prop_assert!(gpu(&p) >= max_g && gpu(&p) <= sum_g);
             // A wider window never has a smaller peak.
-            let mut b = xs.clone();
-            let (wc, wm) = peak_window(&mut b, w * 2);
-            prop_assert!(wc >= pc && wm >= pm);
+            let wide = peak_window(&mut arrivals(), w * 2);
+            prop_assert!(wide.cpu_milli >= p.cpu_milli && wide.memory >= p.memory && gpu(&wide) >= gpu(&p));
         }
     }
 }

@@ -1421,8 +1421,8 @@ fn consolidation_keeps_room_for_a_recent_burst() {
         pods,
     );
     let guard = headroom::Guard::new(&s, &headroom::Headroom::default());
-    assert_eq!(guard.target.0, 6000);
-    assert_eq!(guard.free.0, 7000 + 3000 + 2000);
+    assert_eq!(guard.target.cpu_milli, 6000);
+    assert_eq!(guard.free.cpu_milli, 7000 + 3000 + 2000);
     // Deleting `a` or `b` would leave 4 vCPU free, less than the burst's 6.
     let d = disrupt(&s, &DisruptionOptions::default());
     assert!(d.command.is_none(), "{:?}", d.command.map(|c| c.rationale));
@@ -1431,6 +1431,46 @@ fn consolidation_keeps_room_for_a_recent_burst() {
         ..DisruptionOptions::default()
     };
     assert!(disrupt(&s, &without).command.is_some());
+}
+
+#[test]
+fn consolidation_keeps_gpu_room_for_a_recent_gpu_burst() {
+    // Two 4-GPU nodes: `g1` holds one old CPU-only pod, `g2` a burst of three one-GPU pods
+    // that arrived 30 s ago. `g2` has CPU and memory to spare for `g1`'s pod, and `c` is full,
+    // so a sum of CPU and memory alone would let `g1` go; its four free GPUs are the room the
+    // burst needs.
+    const GPU: &str = "nvidia.com/gpu";
+    let gpu_node = |name: &str| {
+        let mut n = od(name, "large");
+        n.allocatable.extended.insert(GPU.into(), 4);
+        n
+    };
+    let mut pods = vec![pod("old", 1000, "g1"), pod("full", 7500, "c")];
+    for i in 0..3 {
+        let mut p = pod(&format!("burst-{i}"), 500, "g2");
+        p.created_at = 1_000_000 - 30;
+        p.containers[0].extended.insert(GPU.into(), 1);
+        pods.push(p);
+    }
+    let s = snapshot(vec![gpu_node("g1"), gpu_node("g2"), od("c", "large")], pods);
+    let guard = headroom::Guard::new(&s, &headroom::Headroom::default());
+    assert_eq!(guard.target.get(GPU), 3);
+    assert_eq!(guard.free.get(GPU), 4 + 1);
+    let d = disrupt(&s, &DisruptionOptions::default());
+    assert!(
+        d.command.as_ref().is_none_or(|c| !names(c).contains(&"g1")),
+        "{:?}",
+        d.command.map(|c| c.rationale)
+    );
+    // Without the rule, `g1` is the cheapest thing to let go.
+    let without = DisruptionOptions {
+        headroom: None,
+        ..DisruptionOptions::default()
+    };
+    let cmd = disrupt(&s, &without)
+        .command
+        .expect("a command without headroom");
+    assert!(names(&cmd).contains(&"g1"), "{:?}", cmd.rationale);
 }
 
 proptest! {
@@ -1477,19 +1517,18 @@ proptest! {
         );
         prop_assert!(v.net > 0.0, "seed {seed}: {v:?}");
         let guard = headroom::Guard::new(&s, &opts.headroom.clone().unwrap_or_default());
-        let taken = headroom::Guard::taken_by(&s, &chosen)
-            .into_iter()
-            .fold((0i64, 0i64), |a, r| (a.0 + r.0, a.1 + r.1));
-        let mut given = (0i64, 0i64);
+        let mut taken = headroom::Room::default();
+        for r in headroom::Guard::taken_by(&s, &chosen) {
+            taken.add_assign(&r);
+        }
+        let mut given = headroom::Room::default();
         for m in &cmd.moves {
             if matches!(m.to, Destination::Replacement(_))
                 && let Some(p) = s.pods.iter().find(|p| p.namespace == m.pod.namespace && p.name == m.pod.name)
             {
-                let r = pod_requests(p);
-                given.0 += r.cpu_milli;
-                given.1 += r.memory;
+                given.add_assign(&headroom::room_of(&pod_requests(p)));
             }
         }
-        prop_assert!(guard.allows(taken, given), "seed {seed}: {guard:?} taken {taken:?} given {given:?}");
+        prop_assert!(guard.allows(&taken, &given), "seed {seed}: {guard:?} taken {taken:?} given {given:?}");
     }
 }
