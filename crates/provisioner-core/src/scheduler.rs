@@ -256,6 +256,37 @@ fn pod_ref(p: &Pod) -> PodRef {
     }
 }
 
+/// Everything [`owned_terms`] and [`effective_term`] read of a pod: pods equal in these own
+/// equal terms.
+#[derive(PartialEq, Eq, Hash)]
+struct TermInputs<'p> {
+    namespace: &'p str,
+    labels: &'p crate::model::Labels,
+    tolerations: &'p [crate::model::Toleration],
+    spread: &'p [crate::model::TopologySpreadConstraint],
+    affinity: &'p crate::model::PodAffinity,
+    anti_affinity: &'p crate::model::PodAffinity,
+    node_selector: &'p BTreeMap<String, String>,
+    required: &'p [NodeSelectorTerm],
+    preferred: &'p [crate::model::WeightedNodeSelectorTerm],
+}
+
+impl<'p> TermInputs<'p> {
+    fn of(p: &'p Pod) -> Self {
+        TermInputs {
+            namespace: &p.namespace,
+            labels: &p.labels,
+            tolerations: &p.tolerations,
+            spread: &p.topology_spread,
+            affinity: &p.pod_affinity,
+            anti_affinity: &p.pod_anti_affinity,
+            node_selector: &p.node_selector,
+            required: &p.required_node_affinity,
+            preferred: &p.preferred_node_affinity,
+        }
+    }
+}
+
 /// The topology terms `pods` own (under their effective node requirements), each distinct
 /// one once, in first-seen order: what [`ClusterState::create_groups`] makes groups of.
 pub(crate) fn distinct_terms<'p>(
@@ -264,7 +295,25 @@ pub(crate) fn distinct_terms<'p>(
 ) -> Vec<crate::topology::OwnedTerm> {
     let mut seen = BTreeSet::new();
     let mut terms = Vec::new();
+    // Replicas own the same terms: a pod whose term inputs were seen adds nothing, and
+    // building its terms (selectors and filters rendered as keys) was a quarter of a
+    // 5,000-node consolidation pass (callgrind, `benches/README.md`).
+    let mut inputs_seen: std::collections::HashSet<TermInputs<'p>> =
+        std::collections::HashSet::new();
     for p in pods {
+        let a = &p.pod_affinity;
+        let anti = &p.pod_anti_affinity;
+        if p.topology_spread.is_empty()
+            && a.required.is_empty()
+            && a.preferred.is_empty()
+            && anti.required.is_empty()
+            && anti.preferred.is_empty()
+        {
+            continue;
+        }
+        if !inputs_seen.insert(TermInputs::of(p)) {
+            continue;
+        }
         for t in owned_terms(p, namespaces, &[effective_term(p)]) {
             if seen.insert(t.key.clone()) {
                 terms.push(t);

@@ -933,10 +933,10 @@ pub(crate) fn consolidation_in(
         });
         return (None, report);
     }
-    let room = options.headroom.as_ref().map(|h| {
-        let taken = Guard::taken_by(sim.snapshot, &cands);
-        (Guard::new(sim.snapshot, h), taken)
-    });
+    let room = options
+        .headroom
+        .as_ref()
+        .map(|h| Guard::with_taken(sim.snapshot, h, &cands));
     let search = Search {
         sim,
         cands,

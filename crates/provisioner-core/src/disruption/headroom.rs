@@ -24,7 +24,7 @@
 //! take the last free GPUs a burst of GPU pods had just needed. The check is a sum, so it runs
 //! before any scheduling simulation.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -78,32 +78,64 @@ fn clamp(mut r: Room) -> Room {
     r
 }
 
+/// `r` as room, keeping its own allocation (a pod's requests are built fresh anyway).
+fn into_room(mut r: Resources) -> Room {
+    r.pods = 0;
+    r.ephemeral_storage = 0;
+    r
+}
+
+/// What the pods bound to each node request (by index into `snapshot.nodes`) and what the
+/// pending non-daemon pods request. One pass over the pods with one hash lookup each: with a
+/// map keyed by node name, the headroom's two walks over 150,000 pods were a sixth of a
+/// 5,000-node consolidation pass (callgrind, `benches/README.md`).
+struct Usage {
+    used: Vec<Room>,
+    pending: Room,
+}
+
+impl Usage {
+    fn of(snapshot: &Snapshot) -> Usage {
+        let index: HashMap<&str, usize> = snapshot
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.as_str(), i))
+            .collect();
+        let mut used = vec![Room::default(); snapshot.nodes.len()];
+        let mut pending = Room::default();
+        for p in &snapshot.pods {
+            match &p.node_name {
+                Some(n) => {
+                    if let Some(u) = index.get(n.as_str()).and_then(|&i| used.get_mut(i)) {
+                        u.add_assign(&into_room(pod_requests(p)));
+                    }
+                }
+                None if !is_daemon(p) => pending.add_assign(&into_room(pod_requests(p))),
+                None => {}
+            }
+        }
+        Usage { used, pending }
+    }
+
+    /// The free room of the nodes that stay, each node's counting 0 when it is full.
+    fn free(&self, snapshot: &Snapshot) -> Room {
+        let mut total = Room::default();
+        for (n, u) in snapshot.nodes.iter().zip(&self.used) {
+            if !n.marked_for_deletion {
+                total.add_assign(&clamp(room_of(&n.allocatable).sub(u)));
+            }
+        }
+        total
+    }
+}
+
 /// The free room of the nodes that stay (each node's unrequested allocatable, a full node
 /// counting 0, not less) and the requests of the pending non-daemon pods: what both the
 /// headroom rule and provisioning's anticipation weigh the next arrivals against.
 pub fn free_and_pending(snapshot: &Snapshot) -> (Room, Room) {
-    let mut free: BTreeMap<&str, Room> = BTreeMap::new();
-    for n in snapshot.nodes.iter().filter(|n| !n.marked_for_deletion) {
-        free.insert(n.name.as_str(), room_of(&n.allocatable));
-    }
-    let mut pending = Room::default();
-    for p in &snapshot.pods {
-        let r = pod_requests(p);
-        match &p.node_name {
-            Some(n) => {
-                if let Some(room) = free.get_mut(n.as_str()) {
-                    room.sub_assign(&room_of(&r));
-                }
-            }
-            None if !is_daemon(p) => pending.add_assign(&room_of(&r)),
-            None => {}
-        }
-    }
-    let mut total = Room::default();
-    for r in free.into_values() {
-        total.add_assign(&clamp(r));
-    }
-    (total, pending)
+    let usage = Usage::of(snapshot);
+    (usage.free(snapshot), usage.pending)
 }
 
 /// The largest summed requests of arrivals `(time, requests)` within any `window` seconds
@@ -136,42 +168,55 @@ pub struct Guard {
 
 impl Guard {
     pub fn new(snapshot: &Snapshot, knobs: &Headroom) -> Guard {
+        Self::from_usage(snapshot, knobs, &Usage::of(snapshot))
+    }
+
+    /// The guard and the room each of `cands` takes ([`Self::taken_by`]), from one walk over
+    /// the pods.
+    pub fn with_taken(
+        snapshot: &Snapshot,
+        knobs: &Headroom,
+        cands: &[&Candidate],
+    ) -> (Guard, Vec<Room>) {
+        let usage = Usage::of(snapshot);
+        (
+            Self::from_usage(snapshot, knobs, &usage),
+            Self::taken_from(snapshot, cands, &usage),
+        )
+    }
+
+    fn from_usage(snapshot: &Snapshot, knobs: &Headroom, usage: &Usage) -> Guard {
         let now = snapshot.now;
         let mut arrivals: Vec<(i64, Room)> = snapshot
             .pods
             .iter()
             .filter(|p| !is_daemon(p) && now - p.created_at <= knobs.lookback_seconds.max(0))
-            .map(|p| (p.created_at, room_of(&pod_requests(p))))
+            .map(|p| (p.created_at, into_room(pod_requests(p))))
             .collect();
         let target = peak_window(&mut arrivals, knobs.window_seconds);
-        let (total, pending) = free_and_pending(snapshot);
         Guard {
             target,
-            free: total.sub(&pending),
+            free: usage.free(snapshot).sub(&usage.pending),
         }
     }
 
     /// Room each candidate's removal takes: its own free room plus the requests of its pods,
-    /// which land on the nodes that stay. One pass over the pods.
+    /// which land on the nodes that stay.
     pub fn taken_by(snapshot: &Snapshot, cands: &[&Candidate]) -> Vec<Room> {
-        let mut used: BTreeMap<&str, Room> = BTreeMap::new();
-        for p in &snapshot.pods {
-            if let Some(n) = &p.node_name {
-                used.entry(n.as_str())
-                    .or_default()
-                    .add_assign(&room_of(&pod_requests(p)));
-            }
-        }
+        Self::taken_from(snapshot, cands, &Usage::of(snapshot))
+    }
+
+    fn taken_from(snapshot: &Snapshot, cands: &[&Candidate], usage: &Usage) -> Vec<Room> {
         cands
             .iter()
             .map(|c| {
-                let Some(node) = snapshot.nodes.get(c.node) else {
+                let (Some(node), Some(used)) = (snapshot.nodes.get(c.node), usage.used.get(c.node))
+                else {
                     return Room::default();
                 };
-                let u = used.get(node.name.as_str()).cloned().unwrap_or_default();
-                let mut taken = clamp(room_of(&node.allocatable).sub(&u));
+                let mut taken = clamp(room_of(&node.allocatable).sub(used));
                 for p in c.pods.iter().filter_map(|&pi| snapshot.pods.get(pi)) {
-                    taken.add_assign(&room_of(&pod_requests(p)));
+                    taken.add_assign(&into_room(pod_requests(p)));
                 }
                 taken
             })
