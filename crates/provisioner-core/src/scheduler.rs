@@ -1971,3 +1971,142 @@ fn resource_reason(requests: &Resources, set: &ShapeSet, shp: &crate::shapes::Sh
     }
     reasons.join("; ")
 }
+
+#[cfg(test)]
+mod distinct_terms_tests {
+    //! `distinct_terms` skips pods whose term inputs it has seen; these tests hold it to the
+    //! plain reading (every pod's terms, deduplicated) so an input the skip forgets shows up.
+    use super::*;
+    use crate::model::{
+        InclusionPolicy, LabelSelector, PodAffinityTerm, TopologySpreadConstraint,
+        WeightedPodAffinityTerm,
+    };
+
+    /// Every pod's terms, each distinct key once in first-seen order, with no skipping.
+    fn every_pods_terms(
+        pods: &[Pod],
+        namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+    ) -> Vec<String> {
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for p in pods {
+            for t in owned_terms(p, namespaces, &[effective_term(p)]) {
+                if seen.insert(t.key.clone()) {
+                    out.push(format!("{:?} {:?}", t.key, t.selector));
+                }
+            }
+        }
+        out
+    }
+
+    fn rendered(terms: &[crate::topology::OwnedTerm]) -> Vec<String> {
+        terms
+            .iter()
+            .map(|t| format!("{:?} {:?}", t.key, t.selector))
+            .collect()
+    }
+
+    fn spread(match_label_keys: &[&str], honor_taints: bool) -> TopologySpreadConstraint {
+        TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: labels::ZONE.into(),
+            when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+            label_selector: LabelSelector::from_labels([("app", "web")]),
+            min_domains: None,
+            node_affinity_policy: None,
+            node_taints_policy: honor_taints.then_some(InclusionPolicy::Honor),
+            match_label_keys: match_label_keys.iter().map(|k| k.to_string()).collect(),
+        }
+    }
+
+    fn anti_affinity(match_label_keys: &[&str]) -> PodAffinityTerm {
+        PodAffinityTerm {
+            label_selector: LabelSelector::from_labels([("app", "web")]),
+            namespaces: vec![],
+            namespace_selector: None,
+            topology_key: labels::HOSTNAME.into(),
+            match_label_keys: match_label_keys.iter().map(|k| k.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn replicas_of_two_revisions_keep_a_term_each() {
+        // A rollout: the same Deployment's pods at two revisions, spread per revision through
+        // matchLabelKeys. The second revision differs only in a label, and must keep its term.
+        let pod = |name: &str, hash: &str| {
+            let mut p = Pod::new("default", name, 100, 1 << 20)
+                .label("app", "web")
+                .label("pod-template-hash", hash);
+            p.topology_spread = vec![spread(&["pod-template-hash"], false)];
+            p
+        };
+        let pods = [pod("a", "1"), pod("b", "1"), pod("c", "2"), pod("d", "2")];
+        let terms = distinct_terms(&pods, &BTreeMap::new());
+        assert_eq!(terms.len(), 2, "one spread term per revision");
+        assert_ne!(terms[0].key.selector, terms[1].key.selector);
+        assert_eq!(rendered(&terms), every_pods_terms(&pods, &BTreeMap::new()));
+    }
+
+    proptest::proptest! {
+        /// Over pods drawn from a small pool of variations (so replicas repeat), the skipping
+        /// reading gives the same terms in the same order as reading every pod.
+        #[test]
+        fn skipping_seen_inputs_gives_every_pods_terms(
+            pods in proptest::collection::vec(
+                (0u8..2, 0u8..2, 0u8..2, 0u8..4, 0u8..3, 0u8..2, 0u8..2), 0..40)
+        ) {
+            let namespaces: BTreeMap<String, BTreeMap<String, String>> = [
+                ("a".to_string(), [("team".to_string(), "x".to_string())].into()),
+                ("b".to_string(), BTreeMap::new()),
+            ]
+            .into();
+            let pods: Vec<Pod> = pods
+                .into_iter()
+                .enumerate()
+                .map(|(i, (ns, rev, tol, constraint, keys, zone, weight))| {
+                    let ns = if ns == 0 { "a" } else { "b" };
+                    let mut p = Pod::new(ns, &format!("p{i}"), 100, 1 << 20)
+                        .label("app", "web")
+                        .label("rev", &rev.to_string());
+                    let keys: &[&str] = match keys {
+                        0 => &[],
+                        1 => &["rev"],
+                        _ => &["app"],
+                    };
+                    if tol == 1 {
+                        p.tolerations = vec![Toleration {
+                            key: Some("dedicated".into()),
+                            operator: TolerationOperator::Exists,
+                            value: None,
+                            effect: None,
+                        }];
+                    }
+                    if zone == 1 {
+                        p.node_selector = [(labels::ZONE.to_string(), "z1".to_string())].into();
+                    }
+                    match constraint {
+                        0 => p.topology_spread = vec![spread(keys, weight == 1)],
+                        1 => p.pod_anti_affinity.required = vec![anti_affinity(keys)],
+                        2 => {
+                            let mut term = anti_affinity(keys);
+                            if weight == 1 {
+                                term.namespace_selector =
+                                    Some(LabelSelector::from_labels([("team", "x")]));
+                            }
+                            p.pod_affinity.preferred = vec![WeightedPodAffinityTerm {
+                                weight: 10 + i32::from(weight),
+                                term,
+                            }];
+                        }
+                        _ => {}
+                    }
+                    p
+                })
+                .collect();
+            proptest::prop_assert_eq!(
+                rendered(&distinct_terms(&pods, &namespaces)),
+                every_pods_terms(&pods, &namespaces)
+            );
+        }
+    }
+}
