@@ -142,6 +142,10 @@ pub fn schedule_evicted<P: Borrow<Pod> + Sync>(
     schedule_in(state, pending, Some(slots), options, planner, price_cap)
 }
 
+/// How many times a run is redone without the pods its launch plan could not place (each
+/// time with fewer pods); past it the last result stands.
+const MAX_RERUNS: usize = 3;
+
 fn schedule_in<P: Borrow<Pod> + Sync>(
     state: &mut ClusterState,
     pending: &[P],
@@ -150,6 +154,117 @@ fn schedule_in<P: Borrow<Pod> + Sync>(
     planner: &dyn LaunchPlanner,
     price_cap: Option<f64>,
 ) -> SchedulingResult {
+    schedule_until_plan_holds(
+        state, pending, slots, options, planner, price_cap, MAX_RERUNS,
+    )
+}
+
+/// Topology is decided pod by pod, before the launch plan packs the new nodes; a pod the plan
+/// then cannot place (a pool's `minValues` or limits) was already counted where it would have
+/// gone. A pod with required pod affinity or a topology spread may have been placed
+/// relative to it: next to a pod that will not run, or spread against it. So when the plan
+/// leaves pods out that another pending pod's terms select, the run is redone from the state
+/// as it was, without them (they stay unschedulable for the plan's reason). Found by
+/// `placements_satisfy_hard_constraints`: a zone-affine pod followed a replica into a zone on
+/// a node the plan then dropped, and its sibling stayed in another zone.
+#[allow(clippy::too_many_arguments)]
+fn schedule_until_plan_holds<P: Borrow<Pod> + Sync>(
+    state: &mut ClusterState,
+    pending: &[P],
+    slots: Option<&[PodSlot]>,
+    options: &SchedulingOptions,
+    planner: &dyn LaunchPlanner,
+    price_cap: Option<f64>,
+    reruns_left: usize,
+) -> SchedulingResult {
+    let relative = |p: &Pod| !p.pod_affinity.required.is_empty() || !p.topology_spread.is_empty();
+    let before = (reruns_left > 0
+        && slots.is_none_or(|s| s.len() == pending.len())
+        && pending.iter().any(|p| relative(p.borrow())))
+    .then(|| state.clone());
+    let (mut result, dropped) = schedule_once(state, pending, slots, options, planner, price_cap);
+    let Some(before) = before else {
+        return result;
+    };
+    if !dropped_pods_matter(pending, &dropped) {
+        return result;
+    }
+    *state = before;
+    let kept: Vec<usize> = (0..pending.len())
+        .filter(|i| dropped.binary_search(i).is_err())
+        .collect();
+    let kept_pods: Vec<&Pod> = kept
+        .iter()
+        .filter_map(|&i| pending.get(i).map(Borrow::borrow))
+        .collect();
+    let kept_slots: Option<Vec<PodSlot>> =
+        slots.map(|s| kept.iter().filter_map(|&i| s.get(i).copied()).collect());
+    let mut again = schedule_until_plan_holds(
+        state,
+        &kept_pods,
+        kept_slots.as_deref(),
+        options,
+        planner,
+        price_cap,
+        reruns_left - 1,
+    );
+    let dropped_refs: BTreeSet<PodRef> = dropped
+        .iter()
+        .filter_map(|&i| pending.get(i).map(|p| pod_ref(p.borrow())))
+        .collect();
+    again.unschedulable.extend(
+        result
+            .unschedulable
+            .drain(..)
+            .filter(|u| dropped_refs.contains(&u.pod)),
+    );
+    again.relaxations.extend(
+        result
+            .relaxations
+            .drain(..)
+            .filter(|r| dropped_refs.contains(&r.pod)),
+    );
+    again
+}
+
+/// Whether a required pod affinity or topology spread of a pod that stays selects one of the
+/// `dropped` pods (sorted indices into `pending`). Labels only, so it may say yes for a pod
+/// in a namespace the term does not cover: that costs a needless rerun, never a wrong answer.
+fn dropped_pods_matter<P: Borrow<Pod>>(pending: &[P], dropped: &[usize]) -> bool {
+    if dropped.is_empty() {
+        return false;
+    }
+    let dropped_pods: Vec<&Pod> = dropped
+        .iter()
+        .filter_map(|&i| pending.get(i).map(Borrow::borrow))
+        .collect();
+    pending.iter().enumerate().any(|(i, p)| {
+        let p = p.borrow();
+        dropped.binary_search(&i).is_err()
+            && dropped_pods.iter().any(|d| {
+                p.pod_affinity.required.iter().any(|t| {
+                    t.label_selector
+                        .with_match_label_keys(&t.match_label_keys, &p.labels)
+                        .matches(&d.labels)
+                }) || p.topology_spread.iter().any(|c| {
+                    c.label_selector
+                        .with_match_label_keys(&c.match_label_keys, &p.labels)
+                        .matches(&d.labels)
+                })
+            })
+    })
+}
+
+/// One run: the result and the indices (into `pending`, sorted) of the pods the launch plan
+/// could not place.
+fn schedule_once<P: Borrow<Pod> + Sync>(
+    state: &mut ClusterState,
+    pending: &[P],
+    slots: Option<&[PodSlot]>,
+    options: &SchedulingOptions,
+    planner: &dyn LaunchPlanner,
+    price_cap: Option<f64>,
+) -> (SchedulingResult, Vec<usize>) {
     let mut run = Run::new(state, options);
     run.price_cap = price_cap;
     // The Karpenter baseline builds its NodeClaims pod by pod, as Karpenter does (see
@@ -220,8 +335,8 @@ fn schedule_in<P: Borrow<Pod> + Sync>(
             });
         }
     }
-    run.finish(planner, &mut result, pending);
-    result
+    let dropped = run.finish(planner, &mut result, pending);
+    (result, dropped)
 }
 
 /// Karpenter's queue order: CPU, then memory, descending; then creation time, namespace, name.
@@ -1479,12 +1594,14 @@ impl<'a> Run<'a> {
         reasons.join("; ")
     }
 
+    /// Builds the launch plan and the result; returns the indices (into `pending`, sorted)
+    /// of the pods the plan could not place.
     fn finish<P: Borrow<Pod> + Sync>(
         self,
         planner: &dyn LaunchPlanner,
         result: &mut SchedulingResult,
         pending: &[P],
-    ) {
+    ) -> Vec<usize> {
         let Run {
             state,
             drafts,
@@ -1589,11 +1706,14 @@ impl<'a> Run<'a> {
                     });
                 }
             }
-            return;
+            // A planner bug: nothing new is placed, and nothing is redone.
+            return Vec::new();
         }
+        let mut dropped = Vec::new();
         for (item, reason) in &plan.unplaced {
             if let Some(d) = drafts.get(*item as usize) {
                 for p in &d.pods {
+                    dropped.push(*p as usize);
                     result.unschedulable.push(Unschedulable {
                         pod: pod_ref(pod_at(p)),
                         reason: reason.clone(),
@@ -1601,12 +1721,14 @@ impl<'a> Run<'a> {
                 }
             }
         }
+        dropped.sort_unstable();
+        dropped.dedup();
         if let Some(cap) = price_cap {
             let least = least_launch_cost(&problem, &plan, &drafts);
             if least >= cap {
                 result.new_node_cost_per_hour = least;
                 result.over_price_cap = true;
-                return;
+                return dropped;
             }
         }
         // The plan is checked: NodeClaims are assembled from the drafts and shapes, so the
@@ -1824,6 +1946,7 @@ impl<'a> Run<'a> {
             .lower_bound
             .and_then(|bound| crate::optimize::gap_pct(result.new_node_cost_per_hour, bound));
         result.planner_notes = plan.notes.clone();
+        dropped
     }
 }
 

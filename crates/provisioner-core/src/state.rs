@@ -9,6 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use crate::free_room::FreeRoom;
 use crate::model::{HostPort, Node, Pod, Protocol, Resources, Snapshot, labels};
 use crate::resources::pod_requests;
@@ -26,7 +28,10 @@ pub struct Base {
     pub node_order: Vec<usize>,
     /// Each node's position in `node_order`.
     pub order_pos: Vec<usize>,
-    /// Requests of every snapshot pod (same indices as `snapshot.pods`).
+    /// Requests of every snapshot pod (same indices as `snapshot.pods`), as
+    /// [`pod_requests`] gives them (no volume attachments). Computed once: a pod's containers
+    /// live on the heap, and the consolidation pass's setup walked them six times, a third of
+    /// its last-level-cache misses at 5,000 nodes (callgrind, `benches/README.md`).
     pub requests: Vec<Resources>,
     /// Node indices by name, so removing candidates does not scan the cluster.
     pub by_name: HashMap<String, Vec<usize>>,
@@ -169,7 +174,10 @@ pub struct ClusterState {
     pub nodes: Nodes,
     /// Copied on write: a simulation copies only the groups its pods change.
     pub groups: Vec<Arc<Group>>,
-    group_index: BTreeMap<GroupKey, usize>,
+    /// Shared between clones until one makes a group: a simulation clones the state (twice
+    /// when its pods have affinity or spread terms, see `scheduler::schedule_until_plan_holds`)
+    /// and rarely adds a group, and a deep copy of the keys was a tenth of a simulation.
+    group_index: Arc<BTreeMap<GroupKey, usize>>,
     /// Pods placed during runs on this state (pending pods that landed on existing nodes).
     /// Shared between clones (a consolidation's incremental search clones a state that holds
     /// every pod moved so far once per step).
@@ -256,11 +264,7 @@ impl ClusterState {
             }
         }
         let shapes = Shapes::build_shared(&snapshot, &existing_capacity, &csi_drivers);
-        let requests: Vec<Resources> = snapshot
-            .pods
-            .iter()
-            .map(|p| with_volumes(pod_requests(p), p))
-            .collect();
+        let requests: Vec<Resources> = snapshot.pods.par_iter().map(|p| pod_requests(p)).collect();
         let by_name: BTreeMap<&str, usize> = snapshot
             .nodes
             .iter()
@@ -292,7 +296,11 @@ impl ClusterState {
                 continue;
             };
             if let (Some(ns), Some(r)) = (nodes.get_mut(*ni), requests.get(pi)) {
-                ns.used.add_assign(r);
+                if p.volumes.is_empty() {
+                    ns.used.add_assign(r);
+                } else {
+                    ns.used.add_assign(&with_volumes(r.clone(), p));
+                }
                 ns.ports.extend(p.host_ports.iter().map(port_key));
                 ns.pods.push(PodSlot::Bound(pi));
             }
@@ -342,7 +350,7 @@ impl ClusterState {
             base,
             nodes,
             groups: Vec::new(),
-            group_index: BTreeMap::new(),
+            group_index: Arc::default(),
             extra_pods: Chunked::default(),
             pinned: Vec::new(),
             removed_nodes,
@@ -642,7 +650,7 @@ impl ClusterState {
         }
         for ((mut g, set), t) in made.into_iter().zip(domains).zip(sources) {
             g.domains = Arc::new(set);
-            self.group_index.insert(t.key.clone(), self.groups.len());
+            Arc::make_mut(&mut self.group_index).insert(t.key.clone(), self.groups.len());
             self.groups.push(Arc::new(g));
         }
     }

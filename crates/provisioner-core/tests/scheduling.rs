@@ -870,3 +870,53 @@ fn karpenter_baseline_hostname_spread_binds_only_the_arriving_pod() {
     assert_eq!(baseline(&s).new_node_claims.len(), 1);
     assert_eq!(run(&s).new_node_claims.len(), 2);
 }
+
+#[test]
+fn pod_affinity_never_follows_a_pod_the_launch_plan_drops() {
+    // `p` (zone-affine to app=a) fills the only existing node, in z2. New nodes come only
+    // in z1, and the pool's limit holds one of them: `w` and `x` each need one, so the plan
+    // drops `x` (app=a). `y` (zone-affine to app=a, no room in z2) would otherwise follow
+    // `x` into z1 and launch on w's node in a zone where no app=a pod runs, away from `p`.
+    let affine = |name: &str, cpu: i64| {
+        let mut pod = Pod::new("ns", name, cpu, GIB / 4).label("app", "a");
+        pod.pod_affinity.required = vec![term(labels::ZONE, &[("app", "a")])];
+        pod
+    };
+    let mut w = Pod::new("ns", "w", 1800, GIB / 4).label("app", "w");
+    w.node_selector.insert(labels::ZONE.into(), "z1".into());
+    let mut x = Pod::new("ns", "x", 1500, GIB / 4).label("app", "a");
+    x.node_selector.insert(labels::ZONE.into(), "z1".into());
+    let mut s = snap(
+        vec![it("c2", 2, 4, 0.10, &["z1"])],
+        vec![affine("p", 2000), w, x, affine("y", 100)],
+    );
+    s.nodepools[0].limits = Some(Resources::new(2000, 0));
+    s.nodes.push(Node::new(
+        "old",
+        "z2",
+        Resources::with_pods(2000, 4 * GIB, 110),
+    ));
+    let r = run(&s);
+    let placed_on = |pod: &str| {
+        r.existing_placements
+            .iter()
+            .find(|p| p.pod.name == pod)
+            .map(|p| p.node.clone())
+    };
+    assert_eq!(placed_on("p").as_deref(), Some("old"));
+    assert!(claim_of(&r, "w").is_some(), "{r:?}");
+    let pending: Vec<&str> = r
+        .unschedulable
+        .iter()
+        .map(|u| u.pod.name.as_str())
+        .collect();
+    assert!(
+        pending.contains(&"x"),
+        "the limit leaves x out: {pending:?}"
+    );
+    assert!(
+        claim_of(&r, "y").is_none() && pending.contains(&"y"),
+        "y must wait for room next to p, not launch in z1: {r:?}"
+    );
+    assert_eq!(r.unschedulable.len(), 2, "{pending:?}");
+}

@@ -50,7 +50,7 @@ use super::make_command;
 use super::replace::{PriceRule, replacements};
 use super::session::{Loop, Plan};
 use super::sim::Sim;
-use crate::model::{DisruptionReason, Snapshot};
+use crate::model::{DisruptionReason, Resources, Snapshot};
 use crate::optimize::Optimizer;
 use crate::packing::LaunchPlanner;
 use crate::result::PodRef;
@@ -138,19 +138,17 @@ impl std::fmt::Debug for Search<'_, '_> {
     }
 }
 
-/// Utilisation of a node: the larger of its CPU and memory request fractions.
-fn utilisation(snapshot: &Snapshot, c: &Candidate) -> f64 {
+/// Utilisation of a node: the larger of its CPU and memory request fractions. `requests`:
+/// each snapshot pod's, by index.
+fn utilisation(snapshot: &Snapshot, requests: &[Resources], c: &Candidate) -> f64 {
     let Some(node) = snapshot.nodes.get(c.node) else {
         return 1.0;
     };
     let mut cpu = 0i64;
     let mut mem = 0i64;
-    for &pi in &c.pods {
-        if let Some(p) = snapshot.pods.get(pi) {
-            let r = crate::resources::pod_requests(p);
-            cpu += r.cpu_milli;
-            mem += r.memory;
-        }
+    for r in c.pods.iter().filter_map(|&pi| requests.get(pi)) {
+        cpu += r.cpu_milli;
+        mem += r.memory;
     }
     let frac = |used: i64, alloc: i64| {
         if alloc > 0 {
@@ -630,22 +628,29 @@ impl<'s, 'a> Search<'s, 'a> {
         if pool.len() < 2 {
             return Vec::new();
         }
-        // Daemonset pods a new node carries: the largest set on any candidate.
-        let index: BTreeMap<&str, usize> = self
+        let requests = &self.sim.base.base.requests;
+        // Daemonset pods a new node carries: the largest set on any candidate. The base state
+        // lists each node's pods, daemons included (a candidate's own list leaves them out).
+        let daemons: Vec<Resources> = self
             .cands
             .iter()
-            .enumerate()
-            .map(|(i, c)| (c.name.as_str(), i))
+            .map(|c| {
+                let mut d = Resources::default();
+                let on_node = self.sim.base.nodes.get(c.node).map(|n| n.pods.as_slice());
+                for slot in on_node.unwrap_or_default() {
+                    if let crate::state::PodSlot::Bound(pi) = *slot
+                        && snap
+                            .pods
+                            .get(pi)
+                            .is_some_and(|p| super::candidates::is_daemon(p))
+                        && let Some(r) = requests.get(pi)
+                    {
+                        d.add_assign(r);
+                    }
+                }
+                d
+            })
             .collect();
-        let mut daemons = vec![crate::model::Resources::default(); self.cands.len()];
-        for p in &snap.pods {
-            if let Some(i) = p.node_name.as_deref().and_then(|n| index.get(n))
-                && super::candidates::is_daemon(p)
-                && let Some(d) = daemons.get_mut(*i)
-            {
-                d.add_assign(&crate::resources::pod_requests(p));
-            }
-        }
         let daemon_overhead = crate::model::Resources::elementwise_max(daemons.iter());
         let members: Vec<Member> = pool
             .iter()
@@ -657,12 +662,17 @@ impl<'s, 'a> Search<'s, 'a> {
                     disruption_cost: c.disruption_cost,
                     ..Member::default()
                 };
-                for p in c.pods.iter().filter_map(|&pi| snap.pods.get(pi)) {
-                    m.need.add_assign(&crate::resources::pod_requests(p));
+                for (p, r) in c
+                    .pods
+                    .iter()
+                    .filter_map(|&pi| Some((snap.pods.get(pi)?, requests.get(pi)?)))
+                {
+                    m.need.add_assign(r);
                     m.remaining.push(self.life.hours(p));
                     if let Some(k) = &self.options.payback {
                         m.eviction += super::payback::pod_eviction_value(
                             p,
+                            r,
                             node,
                             c.price,
                             self.pod_price_floor,
@@ -769,7 +779,7 @@ impl<'s, 'a> Search<'s, 'a> {
         let util: Vec<f64> = self
             .cands
             .iter()
-            .map(|c| utilisation(snapshot, c))
+            .map(|c| utilisation(snapshot, &self.sim.base.base.requests, c))
             .collect();
         let name = |i: usize| self.cands.get(i).map_or("", |c| c.name.as_str());
         let cost = |i: usize| self.cands.get(i).map_or(0.0, |c| c.disruption_cost);
@@ -936,7 +946,7 @@ pub(crate) fn consolidation_in(
     let room = options
         .headroom
         .as_ref()
-        .map(|h| Guard::with_taken(sim.snapshot, h, &cands));
+        .map(|h| Guard::with_taken(sim.snapshot, &sim.base.base.requests, h, &cands));
     let search = Search {
         sim,
         cands,

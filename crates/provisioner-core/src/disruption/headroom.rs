@@ -68,6 +68,12 @@ pub fn room_of(r: &Resources) -> Room {
     }
 }
 
+/// Each snapshot pod's requests, by index, for callers without a simulation base to read
+/// them from.
+fn every_pods_requests(snapshot: &Snapshot) -> Vec<Resources> {
+    snapshot.pods.iter().map(|p| pod_requests(p)).collect()
+}
+
 /// `r` with every negative amount raised to 0: a full node has no room, not less than none.
 fn clamp(mut r: Room) -> Room {
     r.cpu_milli = r.cpu_milli.max(0);
@@ -75,13 +81,6 @@ fn clamp(mut r: Room) -> Room {
     for v in r.extended.values_mut() {
         *v = (*v).max(0);
     }
-    r
-}
-
-/// `r` as room, keeping its own allocation (a pod's requests are built fresh anyway).
-fn into_room(mut r: Resources) -> Room {
-    r.pods = 0;
-    r.ephemeral_storage = 0;
     r
 }
 
@@ -95,7 +94,8 @@ struct Usage {
 }
 
 impl Usage {
-    fn of(snapshot: &Snapshot) -> Usage {
+    /// `requests`: each snapshot pod's, by index ([`crate::state::Base::requests`]).
+    fn of(snapshot: &Snapshot, requests: &[Resources]) -> Usage {
         let index: HashMap<&str, usize> = snapshot
             .nodes
             .iter()
@@ -104,14 +104,14 @@ impl Usage {
             .collect();
         let mut used = vec![Room::default(); snapshot.nodes.len()];
         let mut pending = Room::default();
-        for p in &snapshot.pods {
+        for (p, r) in snapshot.pods.iter().zip(requests) {
             match &p.node_name {
                 Some(n) => {
                     if let Some(u) = index.get(n.as_str()).and_then(|&i| used.get_mut(i)) {
-                        u.add_assign(&into_room(pod_requests(p)));
+                        u.add_assign(&room_of(r));
                     }
                 }
-                None if !is_daemon(p) => pending.add_assign(&into_room(pod_requests(p))),
+                None if !is_daemon(p) => pending.add_assign(&room_of(r)),
                 None => {}
             }
         }
@@ -134,7 +134,7 @@ impl Usage {
 /// counting 0, not less) and the requests of the pending non-daemon pods: what both the
 /// headroom rule and provisioning's anticipation weigh the next arrivals against.
 pub fn free_and_pending(snapshot: &Snapshot) -> (Room, Room) {
-    let usage = Usage::of(snapshot);
+    let usage = Usage::of(snapshot, &every_pods_requests(snapshot));
     (usage.free(snapshot), usage.pending)
 }
 
@@ -168,30 +168,39 @@ pub struct Guard {
 
 impl Guard {
     pub fn new(snapshot: &Snapshot, knobs: &Headroom) -> Guard {
-        Self::from_usage(snapshot, knobs, &Usage::of(snapshot))
+        let requests = every_pods_requests(snapshot);
+        Self::from_usage(snapshot, knobs, &requests, &Usage::of(snapshot, &requests))
     }
 
     /// The guard and the room each of `cands` takes ([`Self::taken_by`]), from one walk over
     /// the pods.
+    /// `requests`: each snapshot pod's, by index ([`crate::state::Base::requests`]).
     pub fn with_taken(
         snapshot: &Snapshot,
+        requests: &[Resources],
         knobs: &Headroom,
         cands: &[&Candidate],
     ) -> (Guard, Vec<Room>) {
-        let usage = Usage::of(snapshot);
+        let usage = Usage::of(snapshot, requests);
         (
-            Self::from_usage(snapshot, knobs, &usage),
-            Self::taken_from(snapshot, cands, &usage),
+            Self::from_usage(snapshot, knobs, requests, &usage),
+            Self::taken_from(snapshot, requests, cands, &usage),
         )
     }
 
-    fn from_usage(snapshot: &Snapshot, knobs: &Headroom, usage: &Usage) -> Guard {
+    fn from_usage(
+        snapshot: &Snapshot,
+        knobs: &Headroom,
+        requests: &[Resources],
+        usage: &Usage,
+    ) -> Guard {
         let now = snapshot.now;
         let mut arrivals: Vec<(i64, Room)> = snapshot
             .pods
             .iter()
-            .filter(|p| !is_daemon(p) && now - p.created_at <= knobs.lookback_seconds.max(0))
-            .map(|p| (p.created_at, into_room(pod_requests(p))))
+            .zip(requests)
+            .filter(|(p, _)| !is_daemon(p) && now - p.created_at <= knobs.lookback_seconds.max(0))
+            .map(|(p, r)| (p.created_at, room_of(r)))
             .collect();
         let target = peak_window(&mut arrivals, knobs.window_seconds);
         Guard {
@@ -203,10 +212,16 @@ impl Guard {
     /// Room each candidate's removal takes: its own free room plus the requests of its pods,
     /// which land on the nodes that stay.
     pub fn taken_by(snapshot: &Snapshot, cands: &[&Candidate]) -> Vec<Room> {
-        Self::taken_from(snapshot, cands, &Usage::of(snapshot))
+        let requests = every_pods_requests(snapshot);
+        Self::taken_from(snapshot, &requests, cands, &Usage::of(snapshot, &requests))
     }
 
-    fn taken_from(snapshot: &Snapshot, cands: &[&Candidate], usage: &Usage) -> Vec<Room> {
+    fn taken_from(
+        snapshot: &Snapshot,
+        requests: &[Resources],
+        cands: &[&Candidate],
+        usage: &Usage,
+    ) -> Vec<Room> {
         cands
             .iter()
             .map(|c| {
@@ -215,8 +230,8 @@ impl Guard {
                     return Room::default();
                 };
                 let mut taken = clamp(room_of(&node.allocatable).sub(used));
-                for p in c.pods.iter().filter_map(|&pi| snapshot.pods.get(pi)) {
-                    taken.add_assign(&into_room(pod_requests(p)));
+                for r in c.pods.iter().filter_map(|&pi| requests.get(pi)) {
+                    taken.add_assign(&room_of(r));
                 }
                 taken
             })

@@ -141,16 +141,17 @@ pub fn request_fraction(req: &Resources, allocatable: &Resources) -> f64 {
         .max(extended)
 }
 
-/// What evicting `pod` from `node` (priced `node_price` per hour) costs, its price per hour
-/// being at least `floor` (the cluster's average price per pod).
+/// What evicting `pod` (requesting `requests`) from `node` (priced `node_price` per hour)
+/// costs, its price per hour being at least `floor` (the cluster's average price per pod).
 pub fn pod_eviction_value(
     pod: &Pod,
+    requests: &Resources,
     node: &Node,
     node_price: f64,
     floor: f64,
     knobs: &Payback,
 ) -> f64 {
-    let share = node_price.max(0.0) * request_fraction(&pod_requests(pod), &node.allocatable);
+    let share = node_price.max(0.0) * request_fraction(requests, &node.allocatable);
     share.max(floor.max(0.0)) * knobs.eviction_pod_hours.max(0.0) * eviction_cost(pod).max(0.0)
 }
 
@@ -185,7 +186,7 @@ pub fn value<'a>(
     let mut eviction = 0.0;
     for (pod, node, price) in pods {
         remaining.push(life.hours(pod));
-        eviction += pod_eviction_value(pod, node, price, floor, knobs);
+        eviction += pod_eviction_value(pod, &pod_requests(pod), node, price, floor, knobs);
     }
     let horizon = median_hours(&mut remaining, knobs.horizon_cap_hours.max(0.0));
     let saving = worst_saving_per_hour * horizon;
