@@ -500,7 +500,7 @@ impl NodeBuilder {
             let Some(shape) = problem.shapes.get(s as usize) else {
                 continue;
             };
-            if self.used.fits_with(&item.requests, &shape.allocatable) {
+            if self.used.fits_with_all(&item.requests, &shape.allocatable) {
                 survivors.push(s);
             }
         }
@@ -524,7 +524,7 @@ impl NodeBuilder {
                 && problem
                     .shapes
                     .get(s as usize)
-                    .is_some_and(|sh| self.used.fits_with(&item.requests, &sh.allocatable))
+                    .is_some_and(|sh| self.used.fits_with_all(&item.requests, &sh.allocatable))
         })
     }
 

@@ -148,6 +148,23 @@ impl Resources {
                 }))
     }
 
+    /// [`Resources::fits_with`] for a node that has no shape yet: `self` was checked against
+    /// other shapes than `available`, so its own extended resources count too. Without it a
+    /// node holding a GPU pod narrowed to a shape without GPUs when the next pod (asking for
+    /// none) allowed only that shape, and the plan lost the node (found by
+    /// `placements_satisfy_hard_constraints`). A bound node keeps the kube-scheduler's check,
+    /// which reads only what the incoming pod asks for.
+    #[inline]
+    pub fn fits_with_all(&self, add: &Resources, available: &Resources) -> bool {
+        self.fits_with(add, available)
+            && (self.extended.is_empty()
+                || self.extended.iter().all(|(k, v)| {
+                    *v <= 0
+                        || add.extended.get(k).is_some_and(|a| *a > 0)
+                        || *v <= available.extended.get(k).copied().unwrap_or(0)
+                }))
+    }
+
     /// The first first-class resource where `self` exceeds `available`, for human reasons
     /// (extended resources: [`Resources::first_excess_extended`]).
     pub fn first_excess(&self, available: &Resources) -> Option<(&'static str, i64, i64)> {

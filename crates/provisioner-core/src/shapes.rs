@@ -148,7 +148,7 @@ impl Shapes {
     pub fn has_room(&self, s: ShapeId, used: &Resources, requests: &Resources) -> bool {
         self.shapes
             .get(s as usize)
-            .is_some_and(|sh| used.fits_with(requests, &sh.allocatable))
+            .is_some_and(|sh| used.fits_with_all(requests, &sh.allocatable))
     }
 
     /// [`Shapes::build`], memoised per thread on its exact inputs. Consecutive decisions of a

@@ -920,3 +920,76 @@ fn pod_affinity_never_follows_a_pod_the_launch_plan_drops() {
     );
     assert_eq!(r.unschedulable.len(), 2, "{pending:?}");
 }
+
+#[test]
+fn a_gpu_node_never_narrows_to_a_type_without_gpus() {
+    // `web` may only run on `cpu` nodes. Joining the GPU pod's node would leave that node
+    // no type with both a GPU and room; the plan lost such nodes, and verification then
+    // rejected the whole plan, so nothing new launched.
+    let mut gpu = it("gpu", 8, 32, 2.0, &["z1"]);
+    gpu.capacity.extended.insert("nvidia.com/gpu".into(), 1);
+    let types = vec![gpu, it("cpu", 8, 32, 0.2, &["z1"])];
+    let mut train = Pod::new("ns", "train", 1000, GIB);
+    train.containers[0]
+        .extended
+        .insert("nvidia.com/gpu".into(), 1);
+    let mut web = Pod::new("ns", "web", 500, GIB);
+    web.node_selector
+        .insert(labels::INSTANCE_TYPE.into(), "cpu".into());
+    for strategy in [Strategy::CostAware, Strategy::KarpenterBaseline] {
+        let s = snap(types.clone(), vec![train.clone(), web.clone()]);
+        let r = schedule(
+            &s,
+            &SchedulingOptions {
+                strategy,
+                ..SchedulingOptions::default()
+            },
+        );
+        assert!(
+            r.unschedulable.is_empty(),
+            "{strategy:?}: {:?}",
+            r.unschedulable
+        );
+        let launched = |pod: &str| claim_of(&r, pod).map(|c| c.launch.instance_type.clone());
+        assert_eq!(launched("train").as_deref(), Some("gpu"), "{strategy:?}");
+        assert_eq!(launched("web").as_deref(), Some("cpu"), "{strategy:?}");
+    }
+}
+
+#[test]
+fn a_nodepool_whose_min_values_a_pod_breaks_gives_way_to_the_next() {
+    // `flex` (heavier) wants two instance types on every NodeClaim; `pinned` allows one, so
+    // Karpenter moves on to the next NodePool instead of leaving the pod pending.
+    let types = vec![it("a", 2, 4, 0.1, &["z1"]), it("b", 4, 8, 0.2, &["z1"])];
+    let mut pinned = Pod::new("ns", "pinned", 500, GIB);
+    pinned
+        .node_selector
+        .insert(labels::INSTANCE_TYPE.into(), "a".into());
+    let free = Pod::new("ns", "free", 500, GIB);
+    let mut s = snap(types, vec![pinned, free]);
+    let mut flex = NodePool::new("flex", 10);
+    flex.requirements.push(Requirement {
+        key: labels::INSTANCE_TYPE.into(),
+        operator: Operator::Exists,
+        values: vec![],
+        min_values: Some(2),
+    });
+    s.nodepools.push(flex);
+    for strategy in [Strategy::CostAware, Strategy::KarpenterBaseline] {
+        let r = schedule(
+            &s,
+            &SchedulingOptions {
+                strategy,
+                ..SchedulingOptions::default()
+            },
+        );
+        assert!(
+            r.unschedulable.is_empty(),
+            "{strategy:?}: {:?}",
+            r.unschedulable
+        );
+        let pool = |pod: &str| claim_of(&r, pod).map(|c| c.nodepool.clone());
+        assert_eq!(pool("pinned").as_deref(), Some("default"), "{strategy:?}");
+        assert_eq!(pool("free").as_deref(), Some("flex"), "{strategy:?}");
+    }
+}

@@ -313,7 +313,7 @@ impl OpenNode {
                 problem
                     .shapes
                     .get(s as usize)
-                    .is_some_and(|sh| used.fits_with(&item.requests, &sh.allocatable))
+                    .is_some_and(|sh| used.fits_with_all(&item.requests, &sh.allocatable))
             };
             let ok = if common <= 64 {
                 // Few compatible shapes (a zone-pinned node or item): check just those.
@@ -600,34 +600,55 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
         // Without NodePool limits, which pool and shapes can launch an item depends only on
         // its shapes and requests; replicas share both, so it is worked out once for them.
         let pick = if any_limits {
-            launchable(problem, item, &reserved)
+            launchable(problem, item, &reserved, 0)
         } else {
             launchables
                 .entry((item.shape_set, item.requests.clone()))
-                .or_insert_with(|| launchable(problem, item, &reserved))
+                .or_insert_with(|| launchable(problem, item, &reserved, 0))
                 .clone()
         };
         match pick {
-            Ok((pool, fitting)) => {
-                let cap = policy.cap(problem, item, &fitting, &demand);
-                // The capped set may be too narrow (minValues); fall back to every fitting shape.
-                let mut n = {
-                    let (l, cap) = list_for(pool, item, &fitting, cap);
-                    open_empty(pool, item, l, cap)
-                };
-                if let Err(first) = n.try_add(problem, id, item) {
-                    n = {
-                        let (l, cap) = list_for(pool, item, &fitting, f64::INFINITY);
+            Ok((mut pool, mut fitting)) => {
+                // A pool whose node cannot take the item (its minValues would break) gives way
+                // to the next pool that can launch it, as Karpenter moves on to the next
+                // NodePool when a NodeClaim for one fails.
+                let mut first_reject = None;
+                let mut opened = None;
+                for skip in 1..=problem.pools.len() {
+                    let cap = policy.cap(problem, item, &fitting, &demand);
+                    // The capped set may be too narrow (minValues); fall back to every fitting
+                    // shape.
+                    let mut n = {
+                        let (l, cap) = list_for(pool, item, &fitting, cap);
                         open_empty(pool, item, l, cap)
                     };
-                    if n.try_add(problem, id, item).is_err() {
-                        unplaced.push((
-                            id,
-                            format!("no launch shape can hold it ({})", describe(&first)),
-                        ));
-                        continue;
+                    match n.try_add(problem, id, item) {
+                        Ok(()) => {
+                            opened = Some(n);
+                            break;
+                        }
+                        Err(first) => {
+                            n = {
+                                let (l, cap) = list_for(pool, item, &fitting, f64::INFINITY);
+                                open_empty(pool, item, l, cap)
+                            };
+                            if n.try_add(problem, id, item).is_ok() {
+                                opened = Some(n);
+                                break;
+                            }
+                            first_reject.get_or_insert(first);
+                        }
+                    }
+                    match launchable(problem, item, &reserved, skip) {
+                        Ok((p, f)) => (pool, fitting) = (p, f),
+                        Err(_) => break,
                     }
                 }
+                let Some(mut n) = opened else {
+                    let why = first_reject.map_or_else(|| "no room".to_string(), |r| describe(&r));
+                    unplaced.push((id, format!("no launch shape can hold it ({why})")));
+                    continue;
+                };
                 // Reserve the largest capacity the node could launch as (Karpenter's rule).
                 let limited = problem
                     .pools
@@ -706,11 +727,13 @@ impl Profiles {
 }
 
 /// Picks the highest-ranked pool with a shape that holds `item` alone within the pool's
-/// remaining limits, and those shapes.
+/// remaining limits, and those shapes; `skip` passes over that many such pools first (the
+/// next choice when a node of the first cannot take the item).
 fn launchable(
     problem: &PackingProblem,
     item: &PackItem,
     reserved: &[Resources],
+    mut skip: usize,
 ) -> Result<(u32, Vec<ShapeId>), String> {
     let set = problem.item_shapes(item);
     let mut pools: Vec<u32> = (0..problem.pools.len() as u32).collect();
@@ -755,7 +778,11 @@ fn launchable(
             .get(pool as usize)
             .map_or("?", |p| p.name.as_str());
         if !fitting.is_empty() {
-            return Ok((pool, fitting));
+            if skip == 0 {
+                return Ok((pool, fitting));
+            }
+            skip -= 1;
+            continue;
         }
         if any_room {
             reasons.push(format!("NodePool {name}: its limits are reached"));
