@@ -1694,9 +1694,13 @@ impl<'a> Run<'a> {
             None => planner.plan(&problem, None),
         };
         if let Err(v) = verify(&problem, &plan) {
-            // A planner bug must not launch a broken plan: report and place nothing new.
+            // A planner bug must not launch a broken plan: report and place nothing new. The
+            // pods placed on existing nodes may have been spread against the dropped ones, so
+            // they count as dropped for the rerun.
+            let mut dropped = Vec::new();
             for d in &drafts {
                 for p in &d.pods {
+                    dropped.push(*p as usize);
                     result.unschedulable.push(Unschedulable {
                         pod: pod_ref(pod_at(p)),
                         reason: format!(
@@ -1706,8 +1710,9 @@ impl<'a> Run<'a> {
                     });
                 }
             }
-            // A planner bug: nothing new is placed, and nothing is redone.
-            return Vec::new();
+            dropped.sort_unstable();
+            dropped.dedup();
+            return dropped;
         }
         let mut dropped = Vec::new();
         for (item, reason) in &plan.unplaced {
