@@ -7,8 +7,7 @@ use anyhow::{Context, Result, bail};
 
 /// `cargo build -p <package>`, then the path of its binary `<bin>` in the target dir.
 pub async fn build(root: &Path, package: &str, bin: &str) -> Result<PathBuf> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let status = tokio::process::Command::new(cargo)
+    let status = crate::cargo_command()
         .current_dir(root)
         .args(["build", "-p", package])
         .status()

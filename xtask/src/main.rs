@@ -116,6 +116,22 @@ enum ControlPlane {
     Build,
 }
 
+/// `cargo` (or `$CARGO`) in the workspace root, for a build or test xtask runs itself.
+///
+/// `cargo xtask` runs this binary through `cargo run`, which sets `CARGO_MANIFEST_DIR` to
+/// xtask's directory. Build scripts that watch that variable (ring's does) saw it set here
+/// and unset under a plain `cargo clippy`, and a different clone path in every CI run: ring
+/// and everything above it (rustls, kube, every crate of ours) rebuilt in each of CI's four
+/// cargo invocations. Removing it gives every invocation the same environment.
+pub fn cargo_command() -> tokio::process::Command {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let mut command = tokio::process::Command::new(cargo);
+    command
+        .current_dir(repo_root())
+        .env_remove("CARGO_MANIFEST_DIR");
+    command
+}
+
 /// The workspace root (xtask lives one level below it).
 pub fn repo_root() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));

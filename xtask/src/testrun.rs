@@ -7,7 +7,6 @@ use std::process::{ExitCode, Stdio};
 
 use anyhow::{Context, Result};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
 
 use crate::controlplane::{Children, Instance};
 
@@ -94,9 +93,7 @@ async fn run_cargo_test(
     helm: &std::path::Path,
     args: &[String],
 ) -> Result<(bool, Totals)> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let mut child = Command::new(cargo)
-        .current_dir(crate::repo_root())
+    let mut child = crate::cargo_command()
         // Every test binary runs even after a failure, so one run reports everything.
         .args(["test", "--workspace", "--no-fail-fast"])
         .args(args)

@@ -62,9 +62,7 @@ async fn cargo_test(dir: &Path, args: &[String]) -> Result<bool> {
     let cli =
         crate::cargobin::build(&crate::repo_root(), "karpenter-capi", "karpenter-capi").await?;
     crate::helm::ensure()?;
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let status = tokio::process::Command::new(cargo)
-        .current_dir(crate::repo_root())
+    let status = crate::cargo_command()
         .args([
             "test",
             "-p",
