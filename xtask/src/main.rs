@@ -118,17 +118,30 @@ enum ControlPlane {
 
 /// `cargo` (or `$CARGO`) in the workspace root, for a build or test xtask runs itself.
 ///
-/// `cargo xtask` runs this binary through `cargo run`, which sets `CARGO_MANIFEST_DIR` to
-/// xtask's directory. Build scripts that watch that variable (ring's does) saw it set here
-/// and unset under a plain `cargo clippy`, and a different clone path in every CI run: ring
-/// and everything above it (rustls, kube, every crate of ours) rebuilt in each of CI's four
-/// cargo invocations. Removing it gives every invocation the same environment.
+/// `cargo xtask` runs this binary through `cargo run`, which sets `CARGO_MANIFEST_DIR`,
+/// `CARGO_PKG_*` and the like to xtask's. Build scripts that watch them (ring's watches the
+/// manifest dir and the package name and version) saw them set here and unset under a plain
+/// `cargo clippy` or `cargo run -p xtask`, and a different clone path in every CI run: ring
+/// and everything above it (rustls, kube, every crate of ours) rebuilt in each of CI's cargo
+/// invocations. Removing them gives every invocation the environment of a plain `cargo`.
 pub fn cargo_command() -> tokio::process::Command {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let mut command = tokio::process::Command::new(cargo);
-    command
-        .current_dir(repo_root())
-        .env_remove("CARGO_MANIFEST_DIR");
+    command.current_dir(repo_root());
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_MANIFEST_")
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+            ]
+            .contains(&name.as_ref())
+        {
+            command.env_remove(name.as_ref());
+        }
+    }
     command
 }
 
