@@ -125,7 +125,9 @@ pub fn schedule_capped<P: Borrow<Pod> + Sync>(
     planner: &dyn LaunchPlanner,
     price_cap: Option<f64>,
 ) -> SchedulingResult {
-    schedule_in(state, pending, None, options, planner, price_cap)
+    schedule_until_plan_holds(
+        state, pending, None, options, planner, price_cap, MAX_RERUNS,
+    )
 }
 
 /// [`schedule_capped`] for pods the state already holds ([`ClusterState::evict_nodes`]):
@@ -139,25 +141,20 @@ pub fn schedule_evicted<P: Borrow<Pod> + Sync>(
     planner: &dyn LaunchPlanner,
     price_cap: Option<f64>,
 ) -> SchedulingResult {
-    schedule_in(state, pending, Some(slots), options, planner, price_cap)
+    schedule_until_plan_holds(
+        state,
+        pending,
+        Some(slots),
+        options,
+        planner,
+        price_cap,
+        MAX_RERUNS,
+    )
 }
 
 /// How many times a run is redone without the pods its launch plan could not place (each
 /// time with fewer pods); past it the last result stands.
 const MAX_RERUNS: usize = 3;
-
-fn schedule_in<P: Borrow<Pod> + Sync>(
-    state: &mut ClusterState,
-    pending: &[P],
-    slots: Option<&[PodSlot]>,
-    options: &SchedulingOptions,
-    planner: &dyn LaunchPlanner,
-    price_cap: Option<f64>,
-) -> SchedulingResult {
-    schedule_until_plan_holds(
-        state, pending, slots, options, planner, price_cap, MAX_RERUNS,
-    )
-}
 
 /// Topology is decided pod by pod, before the launch plan packs the new nodes; a pod the plan
 /// then cannot place (a pool's `minValues` or limits) was already counted where it would have

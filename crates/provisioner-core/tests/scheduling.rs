@@ -40,6 +40,16 @@ fn run(s: &Snapshot) -> SchedulingResult {
     schedule(s, &SchedulingOptions::default())
 }
 
+fn run_as(s: &Snapshot, strategy: Strategy) -> SchedulingResult {
+    schedule(
+        s,
+        &SchedulingOptions {
+            strategy,
+            ..SchedulingOptions::default()
+        },
+    )
+}
+
 fn claim_of<'a>(r: &'a SchedulingResult, pod: &str) -> Option<&'a NewNodeClaim> {
     r.new_node_claims
         .iter()
@@ -938,13 +948,7 @@ fn a_gpu_node_never_narrows_to_a_type_without_gpus() {
         .insert(labels::INSTANCE_TYPE.into(), "cpu".into());
     for strategy in [Strategy::CostAware, Strategy::KarpenterBaseline] {
         let s = snap(types.clone(), vec![train.clone(), web.clone()]);
-        let r = schedule(
-            &s,
-            &SchedulingOptions {
-                strategy,
-                ..SchedulingOptions::default()
-            },
-        );
+        let r = run_as(&s, strategy);
         assert!(
             r.unschedulable.is_empty(),
             "{strategy:?}: {:?}",
@@ -976,13 +980,7 @@ fn a_nodepool_whose_min_values_a_pod_breaks_gives_way_to_the_next() {
     });
     s.nodepools.push(flex);
     for strategy in [Strategy::CostAware, Strategy::KarpenterBaseline] {
-        let r = schedule(
-            &s,
-            &SchedulingOptions {
-                strategy,
-                ..SchedulingOptions::default()
-            },
-        );
+        let r = run_as(&s, strategy);
         assert!(
             r.unschedulable.is_empty(),
             "{strategy:?}: {:?}",
