@@ -176,7 +176,8 @@ pub struct ClusterState {
     pub groups: Vec<Arc<Group>>,
     /// Shared between clones until one makes a group: a simulation clones the state (twice
     /// when its pods have affinity or spread terms, see `scheduler::schedule_until_plan_holds`)
-    /// and rarely adds a group, and a deep copy of the keys was a tenth of a simulation.
+    /// and rarely adds a group; copying the keys for that second clone made the 5,000-node
+    /// consolidation pass 8-20% slower (`benches/README.md`, round 7).
     group_index: Arc<BTreeMap<GroupKey, usize>>,
     /// Pods placed during runs on this state (pending pods that landed on existing nodes).
     /// Shared between clones (a consolidation's incremental search clones a state that holds

@@ -350,12 +350,13 @@ impl<'s, 'a> Search<'s, 'a> {
             .collect();
         let price: f64 = chosen.iter().map(|c| c.price).sum();
         let snap = self.sim.snapshot;
+        let requests = &self.sim.base.base.requests;
         let evicted = || {
             chosen.iter().flat_map(|c| {
                 let node = snap.nodes.get(c.node);
-                c.pods
-                    .iter()
-                    .filter_map(move |&pi| Some((&**snap.pods.get(pi)?, node?, c.price)))
+                c.pods.iter().filter_map(move |&pi| {
+                    Some((&**snap.pods.get(pi)?, requests.get(pi)?, node?, c.price))
+                })
             })
         };
         // With `pay_for_flexibility`, the replacements' options are priced against the saving

@@ -36,7 +36,6 @@ use serde::{Deserialize, Serialize};
 use super::cost::eviction_cost;
 use super::lifetime::{RemainingLife, median_hours};
 use crate::model::{Node, Pod, Resources};
-use crate::resources::pod_requests;
 
 /// Knobs of the payback rule. `None` in [`super::DisruptionOptions::payback`] restores the
 /// plain `saving > 0` rule ranked by `saving - disruption_cost_weight x disruption cost`.
@@ -173,20 +172,20 @@ pub fn average_pod_price(snapshot: &crate::model::Snapshot) -> f64 {
 }
 
 /// The command's value: `worst_saving_per_hour` over the horizon, less evictions and overlap.
-/// `pods` are the evicted pods with their node and its price.
+/// `pods` are the evicted pods with their requests, their node and its price.
 pub fn value<'a>(
     worst_saving_per_hour: f64,
     replacements_price_per_hour: f64,
-    pods: impl IntoIterator<Item = (&'a Pod, &'a Node, f64)>,
+    pods: impl IntoIterator<Item = (&'a Pod, &'a Resources, &'a Node, f64)>,
     life: &RemainingLife,
     floor: f64,
     knobs: &Payback,
 ) -> Value {
     let mut remaining = Vec::new();
     let mut eviction = 0.0;
-    for (pod, node, price) in pods {
+    for (pod, requests, node, price) in pods {
         remaining.push(life.hours(pod));
-        eviction += pod_eviction_value(pod, &pod_requests(pod), node, price, floor, knobs);
+        eviction += pod_eviction_value(pod, requests, node, price, floor, knobs);
     }
     let horizon = median_hours(&mut remaining, knobs.horizon_cap_hours.max(0.0));
     let saving = worst_saving_per_hour * horizon;
@@ -205,6 +204,7 @@ pub fn value<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::pod_requests;
     use proptest::prelude::*;
 
     /// Lindy remaining lives at `now`, with the default 4 h cap.
@@ -241,13 +241,27 @@ mod tests {
         let knobs = Payback::default();
         // Half the node's CPU, 1/h node: evicting costs 0.5 x 1 h = 0.5.
         let p = pod(2000, 1 << 30, 1000 - 600);
-        let young = value(0.2, 0.0, [(&p, &n, 1.0)], &lindy(1000), 0.0, &knobs);
+        let young = value(
+            0.2,
+            0.0,
+            [(&p, &pod_requests(&p), &n, 1.0)],
+            &lindy(1000),
+            0.0,
+            &knobs,
+        );
         assert!((young.horizon_hours - 600.0 / 3600.0).abs() < 1e-12);
         assert!((young.eviction - 0.5).abs() < 1e-12);
         assert!(young.net < 0.0);
         // The same pod after three hours: 0.2/h x 3 h = 0.6 > 0.5.
         let old = pod(2000, 1 << 30, 1000 - 3 * 3600);
-        let v = value(0.2, 0.0, [(&old, &n, 1.0)], &lindy(1000), 0.0, &knobs);
+        let v = value(
+            0.2,
+            0.0,
+            [(&old, &pod_requests(&old), &n, 1.0)],
+            &lindy(1000),
+            0.0,
+            &knobs,
+        );
         assert!((v.net - 0.1).abs() < 1e-9, "{v:?}");
     }
 
@@ -260,11 +274,12 @@ mod tests {
                 .iter()
                 .map(|a| pod(100, 1 << 20, 100_000 - a))
                 .collect();
+            let requests: Vec<Resources> = pods.iter().map(pod_requests).collect();
             let life = RemainingLife::lindy(100_000, knobs.horizon_cap_hours);
             value(
                 0.0,
                 0.0,
-                pods.iter().map(|p| (p, &n, 1.0)),
+                pods.iter().zip(&requests).map(|(p, r)| (p, r, &n, 1.0)),
                 &life,
                 0.0,
                 &knobs,
@@ -285,9 +300,23 @@ mod tests {
         let knobs = Payback::default();
         let tiny = pod(10, 1 << 20, 0);
         // Share alone: 1.0/h x 10m/4000m = 0.0025.
-        let v = value(0.0, 0.0, [(&tiny, &n, 1.0)], &lindy(3600), 0.0, &knobs);
+        let v = value(
+            0.0,
+            0.0,
+            [(&tiny, &pod_requests(&tiny), &n, 1.0)],
+            &lindy(3600),
+            0.0,
+            &knobs,
+        );
         assert!((v.eviction - 0.0025).abs() < 1e-12);
-        let v = value(0.0, 0.0, [(&tiny, &n, 1.0)], &lindy(3600), 0.1, &knobs);
+        let v = value(
+            0.0,
+            0.0,
+            [(&tiny, &pod_requests(&tiny), &n, 1.0)],
+            &lindy(3600),
+            0.1,
+            &knobs,
+        );
         assert!((v.eviction - 0.1).abs() < 1e-12);
     }
 
@@ -298,17 +327,38 @@ mod tests {
         // Half the node's CPU on a 1/h node, an hour old: eviction 0.5, horizon 1 h.
         let p = pod(2000, 1 << 20, 10_000 - 3600);
         let life = RemainingLife::lindy(10_000, knobs.horizon_cap_hours);
-        let base = value(0.0, 0.0, [(&p, &n, 1.0)], &life, 0.0, &knobs);
+        let base = value(
+            0.0,
+            0.0,
+            [(&p, &pod_requests(&p), &n, 1.0)],
+            &life,
+            0.0,
+            &knobs,
+        );
         let need = base.paying_saving_per_hour(1.0, &knobs);
         // need x 1 h = 0.5 + (1 - need) x 90 s.
         assert!((need - 0.525 / 1.025).abs() < 1e-12, "{need}");
-        let at = value(need, 1.0 - need, [(&p, &n, 1.0)], &life, 0.0, &knobs);
+        let at = value(
+            need,
+            1.0 - need,
+            [(&p, &pod_requests(&p), &n, 1.0)],
+            &life,
+            0.0,
+            &knobs,
+        );
         assert!(at.net.abs() < 1e-12, "{at:?}");
         // Nothing to evict, no overlap: any saving pays; no horizon to earn it in: none does.
         let free = value(0.0, 0.0, std::iter::empty(), &life, 0.0, &knobs);
         assert_eq!(free.paying_saving_per_hour(0.0, &knobs), 0.0);
         let young = pod(2000, 1 << 20, 10_000);
-        let none = value(0.0, 0.0, [(&young, &n, 1.0)], &life, 0.0, &knobs);
+        let none = value(
+            0.0,
+            0.0,
+            [(&young, &pod_requests(&young), &n, 1.0)],
+            &life,
+            0.0,
+            &knobs,
+        );
         let no_ready = Payback {
             replacement_ready_seconds: 0,
             ..knobs.clone()
@@ -332,9 +382,9 @@ mod tests {
             let knobs = Payback::default();
             let p = pod(cpu, 1 << 20, 200_000 - age);
             let q = pod(cpu, 1 << 20, 200_000 - age);
-            let one = value(saving, 0.0, [(&p, &n, 1.0)], &lindy(200_000), 0.0, &knobs);
-            let more = value(saving + extra, 0.0, [(&p, &n, 1.0)], &lindy(200_000), 0.0, &knobs);
-            let two = value(saving, 0.0, [(&p, &n, 1.0), (&q, &n, 1.0)], &lindy(200_000), 0.0, &knobs);
+            let one = value(saving, 0.0, [(&p, &pod_requests(&p), &n, 1.0)], &lindy(200_000), 0.0, &knobs);
+            let more = value(saving + extra, 0.0, [(&p, &pod_requests(&p), &n, 1.0)], &lindy(200_000), 0.0, &knobs);
+            let two = value(saving, 0.0, [(&p, &pod_requests(&p), &n, 1.0), (&q, &pod_requests(&q), &n, 1.0)], &lindy(200_000), 0.0, &knobs);
             prop_assert!(more.net >= one.net - 1e-12);
             prop_assert!(two.net <= one.net + 1e-12);
             prop_assert!(one.horizon_hours >= 0.0 && one.horizon_hours <= knobs.horizon_cap_hours);

@@ -1499,9 +1499,13 @@ proptest! {
         prop_assert_eq!(chosen.len(), cmd.candidates.len());
         let knobs = opts.payback.clone().unwrap_or_default();
         let snap = &s;
+        let requests: Vec<Resources> = s.pods.iter().map(|p| pod_requests(p)).collect();
+        let requests = &requests;
         let pods = chosen.iter().flat_map(|c| {
             let node = &snap.nodes[c.node];
-            c.pods.iter().map(move |&pi| (&*snap.pods[pi], node, c.price))
+            c.pods
+                .iter()
+                .map(move |&pi| (&*snap.pods[pi], &requests[pi], node, c.price))
         });
         let v = payback::value(
             cmd.worst_case_saving_per_hour,
