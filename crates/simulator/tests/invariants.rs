@@ -2,12 +2,15 @@
 //! bound where it does not fit, every pod bound within a bounded wait, every evicted pod
 //! placed again, no pod left pending at the end, utilisation never above 100%.
 //!
-//! The generators only make pods some catalog type holds, under NodePools without limits, so
+//! The generators only make pods some catalog type holds, under NodePools without limits (the
+//! variants add spot, a preferred NodePool some pods may not use, the packing scheduler), so
 //! a pod that waits for long or never runs is an autoscaler bug, not the workload's fault
 //! (the core's property test found three such bugs at high case counts; `docs/simulator.md`,
 //! round 7). CI runs a few cases; `PROPTEST_CASES=500 cargo test --release -p
 //! karpenter-capi-simulator --test invariants` hunts deeper.
 
+use karpenter_capi_simulator::convert::NodePoolV1;
+use karpenter_capi_simulator::scenario::{CapacityTypeName, SchedulerScoring};
 use karpenter_capi_simulator::{generators, run, scenario};
 use proptest::prelude::*;
 
@@ -16,8 +19,62 @@ use proptest::prelude::*;
 /// a failed first try, with room to spare. Seen in every report: 91-102 s.
 const MAX_WAIT_SECONDS: f64 = 600.0;
 
-fn scenario_for(kind: &str, seed: u64, pods: usize) -> scenario::LoadedScenario {
+/// A NodePool preferred over `default` (weight 50) that only some pods can or may use, so the
+/// planners must fall back to `default` for the others.
+fn preferred_pool(restriction: &str) -> NodePoolV1 {
+    let yaml = format!(
+        "apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {{name: preferred}}
+spec:
+  weight: 50
+  template:
+    spec:
+      nodeClassRef: {{group: karpenter.cluster.x-k8s.io, kind: ClusterAPINodeClass, name: default}}
+{restriction}"
+    );
+    serde_saphyr::from_str(&yaml).expect("a valid NodePool")
+}
+
+/// What the generated scenario is run with besides its own NodePool: the variations a real
+/// cluster adds and the generators do not.
+#[derive(Debug, Clone, Copy)]
+enum Variant {
+    AsGenerated,
+    /// Spot offered next to on-demand (spot at 35% of the price).
+    Spot,
+    /// A preferred pool tainted with a taint no generated pod tolerates.
+    TaintedPreferredPool,
+    /// A preferred pool in one zone only, and the kube-scheduler packing (most-allocated).
+    OneZonePreferredPoolPacking,
+}
+
+const VARIANTS: [Variant; 4] = [
+    Variant::AsGenerated,
+    Variant::Spot,
+    Variant::TaintedPreferredPool,
+    Variant::OneZonePreferredPoolPacking,
+];
+
+fn scenario_for(kind: &str, seed: u64, pods: usize, variant: Variant) -> scenario::LoadedScenario {
     let mut s = generators::generate(kind, seed, Some(pods)).expect("a known generator");
+    match variant {
+        Variant::AsGenerated => {}
+        Variant::Spot => {
+            s.capacity_types = vec![CapacityTypeName::OnDemand, CapacityTypeName::Spot];
+            s.catalog.spot_price_factor = Some(0.35);
+        }
+        Variant::TaintedPreferredPool => s.node_pools.push(preferred_pool(
+            "      requirements: []\n      taints: [{key: dedicated, value: batch, effect: NoSchedule}]\n",
+        )),
+        Variant::OneZonePreferredPoolPacking => {
+            let zone = s.zones.first().cloned().unwrap_or_default();
+            s.node_pools.push(preferred_pool(&format!(
+                "      requirements: [{{key: topology.kubernetes.io/zone, operator: In, values: [{zone}]}}]\n"
+            )));
+            s.settings.scheduler_scoring = SchedulerScoring::MostAllocated;
+        }
+    }
     // Short runs: arrivals, departures and consolidation all happen within three hours, and
     // every pod has half an hour after the last arrival to be placed.
     let last_arrival = s
@@ -28,11 +85,11 @@ fn scenario_for(kind: &str, seed: u64, pods: usize) -> scenario::LoadedScenario 
         .max()
         .unwrap_or(0);
     s.settings.end_seconds = Some((last_arrival + 1800).max(3 * 3600));
-    scenario::from_value(s, &format!("{kind}-{seed}-{pods}"))
+    scenario::from_value(s, &format!("{kind}-{seed}-{pods}-{variant:?}"))
 }
 
-fn check(kind: &str, seed: u64, pods: usize) -> Result<(), TestCaseError> {
-    let ls = scenario_for(kind, seed, pods);
+fn check(kind: &str, seed: u64, pods: usize, variant: Variant) -> Result<(), TestCaseError> {
+    let ls = scenario_for(kind, seed, pods, variant);
     let opts = run::RunOptions {
         strategies: vec!["cost-aware".into(), "karpenter".into(), "cas".into()],
         seeds: 1,
@@ -41,7 +98,7 @@ fn check(kind: &str, seed: u64, pods: usize) -> Result<(), TestCaseError> {
     prop_assert_eq!(report.runs.len(), 3);
     for r in &report.runs {
         let s = &r.summary;
-        let who = format!("{kind} seed {seed} pods {pods}, {}", r.strategy);
+        let who = format!("{kind} seed {seed} pods {pods} {variant:?}, {}", r.strategy);
         prop_assert_eq!(s.overcommitted_bindings, 0, "{}: overcommitted", who);
         prop_assert_eq!(
             s.pods_never_scheduled,
@@ -65,6 +122,15 @@ fn check(kind: &str, seed: u64, pods: usize) -> Result<(), TestCaseError> {
         );
         prop_assert!(s.total_cost.is_finite() && s.total_cost >= 0.0, "{}", who);
         prop_assert!(s.nodes_terminated <= s.nodes_launched, "{}", who);
+        // The variant took effect: Karpenter-shaped strategies launch the cheapest offering.
+        if matches!(variant, Variant::Spot) && r.strategy != "cas" {
+            prop_assert!(
+                r.node_usage.iter().any(|u| u.capacity_type == "spot"),
+                "{}: spot offered at 35% of the price and never launched: {:?}",
+                who,
+                r.node_usage
+            );
+        }
         for x in &r.series {
             prop_assert!(
                 x.cpu_utilisation <= 1.0 + 1e-9 && x.memory_utilisation <= 1.0 + 1e-9,
@@ -80,14 +146,15 @@ fn check(kind: &str, seed: u64, pods: usize) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
 
     #[test]
     fn every_strategy_places_every_generated_pod_in_time(
         kind in prop::sample::select(generators::KINDS),
         seed in 0u64..1_000_000,
         pods in 10usize..80,
+        variant in prop::sample::select(&VARIANTS[..]),
     ) {
-        check(kind, seed, pods)?;
+        check(kind, seed, pods, variant)?;
     }
 }
