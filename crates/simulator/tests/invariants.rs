@@ -3,12 +3,16 @@
 //! placed again, no pod left pending at the end, utilisation never above 100%.
 //!
 //! The generators only make pods some catalog type holds, under NodePools without limits (the
-//! variants add spot, a preferred NodePool some pods may not use, the packing scheduler), so
+//! variants add spot, a preferred NodePool some pods may not use or that runs out of its
+//! limits, the packing scheduler), so
 //! a pod that waits for long or never runs is an autoscaler bug, not the workload's fault
 //! (the core's property test found three such bugs at high case counts; `docs/simulator.md`,
 //! round 7). CI runs a few cases; `PROPTEST_CASES=500 cargo test --release -p
 //! karpenter-capi-simulator --test invariants` hunts deeper.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karpenter_capi_simulator::convert::NodePoolV1;
 use karpenter_capi_simulator::scenario::{CapacityTypeName, SchedulerScoring};
 use karpenter_capi_simulator::{generators, run, scenario};
@@ -47,13 +51,17 @@ enum Variant {
     TaintedPreferredPool,
     /// A preferred pool in one zone only, and the kube-scheduler packing (most-allocated).
     OneZonePreferredPoolPacking,
+    /// A preferred pool limited to 16 CPUs that asks for at least 3 instance types per
+    /// launch: the rest overflows to `default`.
+    LimitedPreferredPoolMinValues,
 }
 
-const VARIANTS: [Variant; 4] = [
+const VARIANTS: [Variant; 5] = [
     Variant::AsGenerated,
     Variant::Spot,
     Variant::TaintedPreferredPool,
     Variant::OneZonePreferredPoolPacking,
+    Variant::LimitedPreferredPoolMinValues,
 ];
 
 fn scenario_for(kind: &str, seed: u64, pods: usize, variant: Variant) -> scenario::LoadedScenario {
@@ -73,6 +81,16 @@ fn scenario_for(kind: &str, seed: u64, pods: usize, variant: Variant) -> scenari
                 "      requirements: [{{key: topology.kubernetes.io/zone, operator: In, values: [{zone}]}}]\n"
             )));
             s.settings.scheduler_scoring = SchedulerScoring::MostAllocated;
+        }
+        Variant::LimitedPreferredPoolMinValues => {
+            let mut pool = preferred_pool(
+                "      requirements: [{key: node.kubernetes.io/instance-type, operator: Exists, minValues: 3}]\n",
+            );
+            pool.spec.limits = Some(BTreeMap::from([(
+                "cpu".to_string(),
+                Quantity("16".to_string()),
+            )]));
+            s.node_pools.push(pool);
         }
     }
     // Short runs: arrivals, departures and consolidation all happen within three hours, and
