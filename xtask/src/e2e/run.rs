@@ -103,3 +103,51 @@ fn cleanup_orphans() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// `.rs` files under `dir` with a line that starts with `needle` (comments aside),
+    /// skipping `target` directories.
+    fn files_containing(dir: &Path, needle: &str, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "target") {
+                    files_containing(&path, needle, out);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && std::fs::read_to_string(&path)
+                    .is_ok_and(|s| s.lines().any(|l| l.trim_start().starts_with(needle)))
+            {
+                out.push(path.display().to_string());
+            }
+        }
+    }
+
+    /// The e2e step runs every ignored test of the workspace (`cargo_test`); an ignored test
+    /// anywhere else would run there, against the e2e environment, by surprise.
+    #[test]
+    fn only_the_e2e_scenarios_are_ignored_tests() {
+        let root = crate::repo_root();
+        let needle = "#[ignore";
+        let mut found = Vec::new();
+        for dir in ["crates", "bins", "benches", "xtask", "tests"] {
+            files_containing(&root.join(dir), needle, &mut found);
+        }
+        let e2e = root.join("tests/e2e").display().to_string();
+        let elsewhere: Vec<&String> = found.iter().filter(|f| !f.starts_with(&e2e)).collect();
+        assert!(
+            elsewhere.is_empty(),
+            "ignored tests outside tests/e2e would run in the e2e step: {elsewhere:?}"
+        );
+        assert!(
+            found.iter().any(|f| f.starts_with(&e2e)),
+            "no ignored e2e scenario found under {e2e}"
+        );
+    }
+}
