@@ -463,6 +463,17 @@ pub fn not_initialized(claim: &NodeClaim, node: &Node) -> Option<String> {
     {
         return Some("unregistered taint is still there".into());
     }
+    // As Karpenter: Ready is not enough while the node lifecycle controller has not yet
+    // removed `node.kubernetes.io/not-ready` (and the like). An initialized claim's node is
+    // taken as it is, taints included, so a provisioning round in that window found no room
+    // for the pods already meant for this node and launched a second one (seen in CI:
+    // `capacity_failure_backs_off_the_shape`, two `dear` replicas instead of one).
+    if let Some(t) = taints
+        .iter()
+        .find(|t| kcapi_snapshot::cluster::is_ephemeral_taint(t))
+    {
+        return Some(format!("ephemeral taint {} is still there", t.key));
+    }
     let allocatable = node
         .status
         .as_ref()
@@ -523,6 +534,11 @@ mod tests {
         assert!(not_initialized(&claim, &node(false, json!([]), "1")).is_some());
         assert!(not_initialized(&claim, &node(true, startup, "1")).is_some());
         assert!(not_initialized(&claim, &node(true, unregistered, "1")).is_some());
+        // Ready, but the node lifecycle controller has not removed its not-ready taint yet.
+        let not_ready = json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]);
+        assert!(not_initialized(&claim, &node(true, not_ready, "1")).is_some());
+        let other = json!([{"key": "dedicated", "value": "web", "effect": "NoSchedule"}]);
+        assert_eq!(not_initialized(&claim, &node(true, other, "1")), None);
         assert!(not_initialized(&claim, &node(true, json!([]), "0")).is_some());
         assert_eq!(not_initialized(&claim, &node(true, json!([]), "1")), None);
     }

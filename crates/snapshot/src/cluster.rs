@@ -254,7 +254,7 @@ pub fn build(objects: &Objects<'_>) -> Built {
 /// Taints a node carries only while it comes up (kubelet, node lifecycle controller, cloud
 /// controller, Karpenter's registration): they say nothing about where pods may go once it is
 /// ready, as Karpenter's `KnownEphemeralTaints`. Matched by key and effect.
-const EPHEMERAL_TAINTS: &[(&str, core::TaintEffect)] = &[
+pub const EPHEMERAL_TAINTS: &[(&str, core::TaintEffect)] = &[
     (
         "node.kubernetes.io/not-ready",
         core::TaintEffect::NoSchedule,
@@ -272,6 +272,15 @@ const EPHEMERAL_TAINTS: &[(&str, core::TaintEffect)] = &[
         core::TaintEffect::NoExecute,
     ),
 ];
+
+/// Whether `t` is one of the [`EPHEMERAL_TAINTS`] (a taint with an unknown effect is not).
+pub fn is_ephemeral_taint(t: &corev1::Taint) -> bool {
+    crate::constraints::taint_effect(&t.effect).is_some_and(|e| {
+        EPHEMERAL_TAINTS
+            .iter()
+            .any(|(k, ek)| t.key == *k && e == *ek)
+    })
+}
 
 /// A claimed node that has not finished coming up, seen as it will be once it has (as
 /// Karpenter's `StateNode` does): before registration its labels and taints are the
