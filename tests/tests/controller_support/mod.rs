@@ -348,7 +348,32 @@ pub async fn provision_in(
         )
         .await
         .expect("node status");
+    clear_not_ready_taint(&nodes, &node_name).await;
     (node_name, pid)
+}
+
+/// Plays the node lifecycle controller these tests do not run: the apiserver's
+/// TaintNodesByCondition admission puts `node.kubernetes.io/not-ready` on every new Node and
+/// only the controller manager takes it off once the node is Ready. Read-modify-write with the
+/// resourceVersion, because the autoscaler may be taking the unregistered taint off meanwhile.
+pub async fn clear_not_ready_taint(nodes: &Api<Node>, name: &str) {
+    for _ in 0..50 {
+        let mut node = nodes.get(name).await.expect("get node");
+        let spec = node.spec.get_or_insert_with(Default::default);
+        let before = spec.taints.as_ref().map_or(0, Vec::len);
+        if let Some(taints) = spec.taints.as_mut() {
+            taints.retain(|t| t.key != "node.kubernetes.io/not-ready");
+        }
+        if spec.taints.as_ref().map_or(0, Vec::len) == before {
+            return;
+        }
+        match nodes.replace(name, &PostParams::default(), &node).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => panic!("remove not-ready from {name}: {e}"),
+        }
+    }
+    panic!("remove not-ready from {name}: conflicts kept coming");
 }
 
 /// NodeClaims of the scope's NodePool.
