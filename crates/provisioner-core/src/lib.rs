@@ -26,6 +26,7 @@
 pub mod anticipate;
 pub mod builders;
 pub mod disruption;
+mod domain_counts;
 pub mod filter;
 mod free_room;
 mod interner;

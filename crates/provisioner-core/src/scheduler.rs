@@ -879,11 +879,18 @@ impl<'a> Run<'a> {
             let Some(node) = base.snapshot.nodes.get(ni) else {
                 continue;
             };
+            // Hostname groups read their count by the node's number; others by domain name.
+            let host = base.host_of.get(ni).copied().unwrap_or(u32::MAX);
             for (g, self_sel, elig, _) in owned {
                 let Some(grp) = self.state.groups.get(*g) else {
                     continue;
                 };
-                if !grp.allows(node_domain(node, &grp.key), *self_sel, elig) {
+                let ok = match grp.allows_host(&base.hosts, host, *self_sel) {
+                    Some(ok) => ok,
+                    None => grp.allows(node_domain(node, &grp.key), *self_sel, elig),
+                };
+                debug_assert_eq!(ok, grp.allows(node_domain(node, &grp.key), *self_sel, elig));
+                if !ok {
                     continue 'nodes;
                 }
             }
@@ -891,7 +898,12 @@ impl<'a> Run<'a> {
                 let Some(grp) = self.state.groups.get(*g) else {
                     continue;
                 };
-                if !grp.inverse_allows(node_domain(node, &grp.key)) {
+                let ok = match grp.inverse_allows_host(&base.hosts, host) {
+                    Some(ok) => ok,
+                    None => grp.inverse_allows(node_domain(node, &grp.key)),
+                };
+                debug_assert_eq!(ok, grp.inverse_allows(node_domain(node, &grp.key)));
+                if !ok {
                     continue 'nodes;
                 }
             }
@@ -2233,5 +2245,108 @@ mod distinct_terms_tests {
                 every_pods_terms(&pods, &namespaces)
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod host_number_tests {
+    //! The first fit reads hostname groups by node number (`ClusterState`'s `hosts`); these
+    //! check that path is the one taken and that it keeps pods where the rules by name would
+    //! (`find_existing` also compares both readings under debug assertions).
+    use super::*;
+    use crate::model::{LabelSelector, Node, PodAffinityTerm};
+
+    const GIB: i64 = 1 << 30;
+
+    fn away_from(app: &str) -> PodAffinityTerm {
+        PodAffinityTerm {
+            label_selector: LabelSelector::from_labels([("app", app)]),
+            namespaces: vec![],
+            namespace_selector: None,
+            topology_key: labels::HOSTNAME.into(),
+            match_label_keys: vec![],
+        }
+    }
+
+    /// 40 nodes with room; on each but the last a pod with `app=bound` and anti-affinity to
+    /// `app=<avoid>` (more than the 32 changes a group keeps apart from its shared base, so
+    /// the counts are folded into the numbered array), and one pending pod labelled `pending`
+    /// with anti-affinity to `app=<pending_avoids>`.
+    fn cluster(avoid: &str, pending: &str, pending_avoids: &str) -> (ClusterState, Pod) {
+        let mut s = Snapshot::default();
+        for i in 0..40 {
+            s.nodes.push(Node::new(
+                &format!("n{i:02}"),
+                "z1",
+                Resources::with_pods(4000, 8 * GIB, 110),
+            ));
+        }
+        let mut pods = Vec::new();
+        for i in 0..39 {
+            let mut p = Pod::new("ns", &format!("b{i}"), 100, GIB / 8)
+                .label("app", "bound")
+                .on(&format!("n{i:02}"));
+            p.pod_anti_affinity.required = vec![away_from(avoid)];
+            pods.push(p);
+        }
+        s.pods = Snapshot::shared_pods(pods);
+        let mut p = Pod::new("ns", "new", 100, GIB / 8).label("app", pending);
+        p.pod_anti_affinity.required = vec![away_from(pending_avoids)];
+        (ClusterState::new(&s), p)
+    }
+
+    fn placed_on(state: &mut ClusterState, pod: &Pod) -> Vec<String> {
+        let r = schedule_on(
+            state,
+            std::slice::from_ref(pod),
+            &SchedulingOptions::default(),
+        );
+        r.existing_placements
+            .iter()
+            .map(|p| p.node.clone())
+            .collect()
+    }
+
+    #[test]
+    fn anti_affinity_by_node_number_keeps_the_pod_off_nodes_with_matches() {
+        // The pending pod avoids `bound` pods: only the last node has none.
+        let (mut state, pod) = cluster("nobody", "new", "bound");
+        state.create_groups(&owned_terms(&pod, &BTreeMap::new(), &[]));
+        let hosts = Arc::clone(&state.base.hosts);
+        let group = state
+            .groups
+            .iter()
+            .find(|g| {
+                g.kind == Kind::AntiAffinity
+                    && g.selector == LabelSelector::from_labels([("app", "bound")])
+            })
+            .expect("the pending pod's group");
+        assert!(
+            group.counts.uses_ids(&hosts),
+            "hostname counts are numbered"
+        );
+        assert_eq!(
+            group.counts.len(),
+            39,
+            "one domain per node holding a match"
+        );
+        assert_eq!(placed_on(&mut state, &pod), vec!["n39".to_string()]);
+    }
+
+    #[test]
+    fn inverse_anti_affinity_by_node_number_keeps_the_pod_away_from_their_owners() {
+        // The bound pods avoid `web`: a `web` pod can only go to the last node.
+        let (mut state, pod) = cluster("web", "web", "nobody");
+        let hosts = Arc::clone(&state.base.hosts);
+        assert!(
+            state.groups.iter().any(|g| g.kind == Kind::AntiAffinity
+                && g.owners.uses_ids(&hosts)
+                && g.owners.len() == 39),
+            "the owners of the bound pods' term are counted by number"
+        );
+        assert_eq!(placed_on(&mut state, &pod), vec!["n39".to_string()]);
+        // A pod they do not avoid takes the first node in order.
+        let (mut state, other) = cluster("web", "api", "nobody");
+        assert_eq!(placed_on(&mut state, &other), vec!["n00".to_string()]);
     }
 }

@@ -15,7 +15,7 @@ use crate::free_room::FreeRoom;
 use crate::model::{HostPort, Node, Pod, Protocol, Resources, Snapshot, labels};
 use crate::resources::pod_requests;
 use crate::shapes::{Shapes, csi_resource};
-use crate::topology::{Group, GroupKey, Kind, OwnedTerm};
+use crate::topology::{Counts, DomainIds, Group, GroupKey, Kind, OwnedTerm};
 
 /// Immutable parts shared by every clone.
 #[derive(Debug)]
@@ -35,6 +35,10 @@ pub struct Base {
     pub requests: Vec<Resources>,
     /// Node indices by name, so removing candidates does not scan the cluster.
     pub by_name: HashMap<String, Vec<usize>>,
+    /// The nodes' hostname domains, numbered: hostname groups count by number.
+    pub hosts: Arc<DomainIds>,
+    /// Each node's number in `hosts` (same indices as `snapshot.nodes`).
+    pub host_of: Vec<u32>,
     /// What the scheduler derives from this cluster once for every simulation on it.
     pub(crate) memo: crate::scheduler::Memo,
 }
@@ -219,6 +223,24 @@ impl Pinned {
 }
 
 /// The domain of a node for a topology key (hostname falls back to the node name).
+/// Numbers the nodes' hostname domains.
+fn number_hosts(nodes: &[Node]) -> (Arc<DomainIds>, Vec<u32>) {
+    let ids = DomainIds::from_names(
+        nodes
+            .iter()
+            .filter_map(|n| node_domain(n, labels::HOSTNAME)),
+    );
+    let of = nodes
+        .iter()
+        .map(|n| {
+            node_domain(n, labels::HOSTNAME)
+                .and_then(|d| ids.id(d))
+                .unwrap_or(u32::MAX)
+        })
+        .collect();
+    (Arc::new(ids), of)
+}
+
 pub fn node_domain<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
     match node.labels.get(key) {
         Some(v) => Some(v.as_str()),
@@ -338,9 +360,12 @@ impl ClusterState {
             .filter(|(_, n)| n.marked_for_deletion)
             .map(|(i, _)| i)
             .collect();
+        let (hosts, host_of) = number_hosts(&snapshot.nodes);
         let base = Arc::new(Base {
             memo: crate::scheduler::Memo::default(),
             by_name: index_by_name,
+            hosts,
+            host_of,
             snapshot,
             shapes,
             node_order,
@@ -398,6 +423,8 @@ impl ClusterState {
             order_pos: b.order_pos.clone(),
             requests: b.requests.clone(),
             by_name: b.by_name.clone(),
+            hosts: Arc::clone(&b.hosts),
+            host_of: b.host_of.clone(),
             memo: crate::scheduler::Memo::default(),
         });
         let groups: Vec<Arc<Group>> = self.groups.iter().map(|g| Arc::new(g.unshared())).collect();
@@ -558,7 +585,12 @@ impl ClusterState {
         let mut seen: BTreeSet<&GroupKey> = BTreeSet::new();
         for t in terms {
             if !self.group_index.contains_key(&t.key) && seen.insert(&t.key) {
-                made.push(Group::new(t));
+                let mut g = Group::new(t);
+                if g.key == labels::HOSTNAME {
+                    g.counts = Counts::with_ids(Arc::clone(&self.base.hosts));
+                    g.owners = Counts::with_ids(Arc::clone(&self.base.hosts));
+                }
+                made.push(g);
                 sources.push(t);
             }
         }

@@ -5,9 +5,10 @@
 //! value), the pods its selector selects; anti-affinity groups also count where their owners
 //! are, for the inverse check (an existing pod's anti-affinity keeps matching pods away).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+pub use crate::domain_counts::{Counts, DomainIds};
 use crate::model::{
     InclusionPolicy, LabelSelector, NodeSelectorTerm, Pod, Taint, Toleration, WhenUnsatisfiable,
     labels,
@@ -67,133 +68,6 @@ pub struct Group {
     /// Domains a pod could land in (existing nodes and launch shapes), for spread minimums.
     /// Fixed once the group is made, so clones share it.
     pub domains: Arc<BTreeSet<String>>,
-}
-
-/// A count per domain that is cheap to clone: a shared base map and a small private overlay.
-///
-/// Consolidation clones one cluster state per simulation; a hostname-keyed group holds one
-/// count per node, so copying plain maps made every simulation cost as much as the cluster is
-/// large (profiles: about half of a simulation at 1,000 nodes was cloning and dropping them).
-/// Here a clone copies the overlay only (the domains this state changed), and the overlay is
-/// folded into a new base when it grows past a fraction of it. Reads see `base + overlay`;
-/// a domain is *present* (see [`Counts::len`]) once anything was added to it, as a map entry
-/// would be.
-#[derive(Debug, Clone, Default)]
-pub struct Counts {
-    base: Arc<HashMap<String, i32>>,
-    overlay: BTreeMap<String, i32>,
-    /// Domains present in `base` or `overlay`.
-    present: usize,
-    /// Domains whose count is above zero.
-    positive: usize,
-}
-
-impl Counts {
-    /// The count of a domain (0 when absent).
-    pub fn get(&self, domain: &str) -> i32 {
-        match self.overlay.get(domain) {
-            Some(c) => *c,
-            None => self.base.get(domain).copied().unwrap_or(0),
-        }
-    }
-
-    fn lookup(&self, domain: &str) -> Option<i32> {
-        self.overlay
-            .get(domain)
-            .or_else(|| self.base.get(domain))
-            .copied()
-    }
-
-    /// Adds `k` to a domain, making it present.
-    pub fn add(&mut self, domain: &str, k: i32) {
-        let old = self.lookup(domain);
-        if old.is_none() {
-            self.present += 1;
-        }
-        let old = old.unwrap_or(0);
-        let new = old + k;
-        if old > 0 {
-            self.positive -= 1;
-        }
-        if new > 0 {
-            self.positive += 1;
-        }
-        match self.overlay.get_mut(domain) {
-            Some(c) => *c = new,
-            None => {
-                self.overlay.insert(domain.to_string(), new);
-                self.compact();
-            }
-        }
-    }
-
-    /// Subtracts one from a domain that is present (an absent domain stays absent).
-    pub fn decrement(&mut self, domain: &str) {
-        if self.lookup(domain).is_some() {
-            self.add(domain, -1);
-        }
-    }
-
-    /// Domains present (as a map's length).
-    pub fn len(&self) -> usize {
-        self.present
-    }
-
-    /// Whether every count lives in the shared base.
-    pub fn overlay_is_empty(&self) -> bool {
-        self.overlay.is_empty()
-    }
-
-    /// No domain present.
-    pub fn is_empty(&self) -> bool {
-        self.present == 0
-    }
-
-    /// Whether some domain counts above zero.
-    pub fn any_positive(&self) -> bool {
-        self.positive > 0
-    }
-
-    /// Every present domain and its count, in domain order.
-    pub fn to_map(&self) -> BTreeMap<String, i32> {
-        let mut m: BTreeMap<String, i32> = self.base.iter().map(|(k, v)| (k.clone(), *v)).collect();
-        for (k, v) in &self.overlay {
-            m.insert(k.clone(), *v);
-        }
-        m
-    }
-
-    /// A copy that shares nothing with `self` (the straightforward reference in tests).
-    #[cfg(test)]
-    pub(crate) fn unshared(&self) -> Counts {
-        let mut c = Counts::default();
-        for (k, v) in self.to_map() {
-            c.add(&k, v);
-        }
-        c
-    }
-
-    /// Folds a large overlay into a new base, so clones stay small.
-    fn compact(&mut self) {
-        if self.overlay.len() <= 32 || self.overlay.len() * 8 <= self.base.len() {
-            return;
-        }
-        self.fold();
-    }
-
-    /// Folds the whole overlay into the base: for a state about to be cloned many times. An
-    /// overlay may hold up to an eighth of the base between compactions, and copying that
-    /// per clone made a consolidation simulation's cost grow with the cluster (hostname
-    /// groups have a domain per node).
-    pub fn fold(&mut self) {
-        if self.overlay.is_empty() {
-            return;
-        }
-        let base = Arc::make_mut(&mut self.base);
-        for (k, v) in std::mem::take(&mut self.overlay) {
-            base.insert(k, v);
-        }
-    }
 }
 
 /// A term as a pod carries it, before it is interned as a [`Group`].
@@ -299,6 +173,33 @@ impl Group {
             }
             Kind::AntiAffinity => domain.is_none_or(|d| self.counts.get(d) == 0),
         }
+    }
+
+    /// [`Group::allows`] for a hostname group at the interned domain `id`, when its counts
+    /// keep domains by number (the existing-node first fit reads one per node it walks past);
+    /// `None` otherwise (another key, or counts numbered by another interner than `ids`). A new host can always open, so the spread minimum is 0 here, as in
+    /// [`Group::global_min`].
+    pub fn allows_host(&self, ids: &Arc<DomainIds>, id: u32, self_selected: bool) -> Option<bool> {
+        if self.key != labels::HOSTNAME || !self.counts.uses_ids(ids) {
+            return None;
+        }
+        let count = self.counts.get_id(id)?;
+        Some(match self.kind {
+            Kind::Spread => count + i32::from(self_selected) <= self.max_skew,
+            Kind::Affinity => count > 0 || (self_selected && !self.any_selected()),
+            Kind::AntiAffinity => count == 0,
+        })
+    }
+
+    /// [`Group::inverse_allows`] at an interned hostname, as [`Group::allows_host`].
+    pub fn inverse_allows_host(&self, ids: &Arc<DomainIds>, id: u32) -> Option<bool> {
+        if self.key != labels::HOSTNAME || !self.owners.uses_ids(ids) {
+            return None;
+        }
+        if self.kind != Kind::AntiAffinity {
+            return Some(true);
+        }
+        Some(self.owners.get_id(id)? == 0)
     }
 
     fn any_selected_in(&self, eligible: &BTreeSet<String>) -> bool {
@@ -491,46 +392,6 @@ mod tests {
         g.counts.add("B", 1);
         assert!(!g.allows(Some("A"), true, &eligible));
         assert!(g.allows(Some("B"), true, &eligible));
-    }
-
-    proptest::proptest! {
-        /// `Counts` reads like a plain map through adds, decrements, compaction, folds and
-        /// clones that go on changing independently.
-        #[test]
-        fn counts_behave_like_a_map(ops in proptest::collection::vec((0u8..4, 0u16..120, -2i32..4), 0..400)) {
-            let mut fast = Counts::default();
-            let mut model: BTreeMap<String, i32> = BTreeMap::new();
-            let mut snapshots: Vec<(Counts, BTreeMap<String, i32>)> = Vec::new();
-            for (op, d, k) in ops {
-                let d = format!("d{d}");
-                match op {
-                    0 => {
-                        fast.add(&d, k);
-                        *model.entry(d).or_insert(0) += k;
-                    }
-                    1 => {
-                        fast.decrement(&d);
-                        if let Some(c) = model.get_mut(&d) {
-                            *c -= 1;
-                        }
-                    }
-                    2 => snapshots.push((fast.clone(), model.clone())),
-                    _ => {
-                        fast.fold();
-                        proptest::prop_assert!(fast.overlay_is_empty());
-                    }
-                }
-                proptest::prop_assert_eq!(fast.len(), model.len());
-                proptest::prop_assert_eq!(fast.any_positive(), model.values().any(|c| *c > 0));
-            }
-            proptest::prop_assert_eq!(fast.to_map(), model.clone());
-            for (c, m) in &snapshots {
-                proptest::prop_assert_eq!(&c.to_map(), m);
-                for (d, v) in m {
-                    proptest::prop_assert_eq!(c.get(d), *v);
-                }
-            }
-        }
     }
 
     #[test]
