@@ -144,7 +144,12 @@ impl Counts {
     }
 
     fn lookup(&self, domain: &str) -> Option<i32> {
-        if let Some(id) = self.interned(domain)
+        self.lookup_as(domain, self.interned(domain))
+    }
+
+    /// [`Counts::lookup`] with the domain's number already looked up.
+    fn lookup_as(&self, domain: &str, id: Option<u32>) -> Option<i32> {
+        if let Some(id) = id
             && let Some(d) = &self.dense
         {
             return d.get(id);
@@ -157,7 +162,13 @@ impl Counts {
 
     /// Adds `k` to a domain, making it present.
     pub fn add(&mut self, domain: &str, k: i32) {
-        let old = self.lookup(domain);
+        let id = self.interned(domain);
+        self.add_as(domain, id, k);
+    }
+
+    /// [`Counts::add`] with the domain's number already looked up (one hash, not three).
+    fn add_as(&mut self, domain: &str, id: Option<u32>, k: i32) {
+        let old = self.lookup_as(domain, id);
         if old.is_none() {
             self.present += 1;
         }
@@ -169,7 +180,7 @@ impl Counts {
         if new > 0 {
             self.positive += 1;
         }
-        match (self.interned(domain), self.dense.as_mut()) {
+        match (id, self.dense.as_mut()) {
             (Some(id), Some(d)) => {
                 d.overlay.insert(id, new);
             }
@@ -185,8 +196,9 @@ impl Counts {
 
     /// Subtracts one from a domain that is present (an absent domain stays absent).
     pub fn decrement(&mut self, domain: &str) {
-        if self.lookup(domain).is_some() {
-            self.add(domain, -1);
+        let id = self.interned(domain);
+        if self.lookup_as(domain, id).is_some() {
+            self.add_as(domain, id, -1);
         }
     }
 

@@ -29,6 +29,7 @@ pub mod disruption;
 mod domain_counts;
 pub mod filter;
 mod free_room;
+mod group_lookup;
 mod interner;
 pub mod model;
 pub mod optimize;

@@ -818,13 +818,7 @@ impl<'a> Run<'a> {
             let elig = self.eligible(g, class);
             owned.push((g, self_sel, elig, t.hard_label));
         }
-        let inverse: Vec<usize> = (0..self.state.groups.len())
-            .filter(|g| {
-                self.state.groups.get(*g).is_some_and(|x| {
-                    x.kind == Kind::AntiAffinity && !x.owners.is_empty() && x.selects(pod)
-                })
-            })
-            .collect();
+        let inverse = self.state.inverse_groups(pod);
 
         // 1. Existing and in-flight nodes, first fit.
         if let Some(ni) = self.find_existing(pod, class, &requests, &owned, &inverse) {
@@ -859,9 +853,12 @@ impl<'a> Run<'a> {
         let mut pos = 0;
         'nodes: while let Some(&ni) = base.node_order.get(pos) {
             // Whole blocks of nodes without the room are skipped (the first fit is the same).
-            if pos % crate::free_room::BLOCK == 0 && !self.state.block_may_fit(pos, requests) {
-                pos += crate::free_room::BLOCK;
-                continue;
+            if pos % crate::free_room::BLOCK == 0 {
+                let next = self.state.next_block_may_fit(pos, requests);
+                if next != pos {
+                    pos = next;
+                    continue;
+                }
             }
             pos += 1;
             if !c.nodes_ok.get(ni).copied().unwrap_or(false) {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::free_room::FreeRoom;
+use crate::group_lookup::GroupLookup;
 use crate::model::{HostPort, Node, Pod, Protocol, Resources, Snapshot, labels};
 use crate::resources::pod_requests;
 use crate::shapes::{Shapes, csi_resource};
@@ -183,6 +184,8 @@ pub struct ClusterState {
     /// and rarely adds a group; copying the keys for that second clone made the 5,000-node
     /// consolidation pass 8-20% slower (`benches/README.md`, round 7).
     group_index: Arc<BTreeMap<GroupKey, usize>>,
+    /// The groups by the labels their selectors need, for placing and evicting pods.
+    lookup: Arc<GroupLookup>,
     /// Pods placed during runs on this state (pending pods that landed on existing nodes).
     /// Shared between clones (a consolidation's incremental search clones a state that holds
     /// every pod moved so far once per step).
@@ -377,6 +380,7 @@ impl ClusterState {
             nodes,
             groups: Vec::new(),
             group_index: Arc::default(),
+            lookup: Arc::default(),
             extra_pods: Chunked::default(),
             pinned: Vec::new(),
             removed_nodes,
@@ -433,6 +437,7 @@ impl ClusterState {
             nodes: Nodes::from_vec(self.nodes.iter().cloned().collect()),
             groups,
             group_index: self.group_index.clone(),
+            lookup: self.lookup.clone(),
             extra_pods: Chunked::from_vec(
                 self.extra_pods
                     .iter()
@@ -546,21 +551,55 @@ impl ClusterState {
     }
 
     fn unrecord(&mut self, pod: &Pod, node: &Node) {
-        for g in &mut self.groups {
-            let Some(d) = node_domain(node, &g.key) else {
-                continue;
-            };
-            let counted = g.selects(pod) && g.counts_node(&node.labels, &node.taints);
-            let owner = g.kind == Kind::AntiAffinity && owns(pod, g);
-            if !counted && !owner {
-                continue;
+        self.count_pod(pod, node, -1);
+    }
+
+    /// The anti-affinity groups with owners somewhere that select `pod` (their owners keep it
+    /// away), in group order.
+    pub fn inverse_groups(&self, pod: &Pod) -> Vec<usize> {
+        let mut out = Vec::new();
+        self.lookup.may_select(&pod.labels, |gi| {
+            if self.groups.get(gi).is_some_and(|g| {
+                g.kind == Kind::AntiAffinity && !g.owners.is_empty() && g.selects(pod)
+            }) {
+                out.push(gi);
             }
-            let g = Arc::make_mut(g);
-            if counted {
-                g.counts.decrement(d);
+        });
+        out.sort_unstable();
+        out
+    }
+
+    /// Adds (`by` 1) or takes away (-1, an absent domain staying absent) a pod on `node` in
+    /// the groups that select it and the anti-affinity groups it owns.
+    fn count_pod(&mut self, pod: &Pod, node: &Node, by: i32) {
+        let change = |c: &mut crate::topology::Counts, d: &str| {
+            if by < 0 {
+                c.decrement(d);
+            } else {
+                c.add(d, by);
             }
-            if owner {
-                g.owners.decrement(d);
+        };
+        let lookup = Arc::clone(&self.lookup);
+        let groups = &mut self.groups;
+        lookup.may_select(&pod.labels, |gi| {
+            if let Some(g) = groups.get_mut(gi)
+                && let Some(d) = node_domain(node, &g.key)
+                && g.selects(pod)
+                && g.counts_node(&node.labels, &node.taints)
+            {
+                change(&mut Arc::make_mut(g).counts, d);
+            }
+        });
+        let anti = &pod.pod_anti_affinity;
+        if anti.required.is_empty() && anti.preferred.is_empty() {
+            return;
+        }
+        for &gi in lookup.anti_affinity() {
+            if let Some(g) = groups.get_mut(gi)
+                && let Some(d) = node_domain(node, &g.key)
+                && owns(pod, g)
+            {
+                change(&mut Arc::make_mut(g).owners, d);
             }
         }
     }
@@ -597,20 +636,10 @@ impl ClusterState {
         if made.is_empty() {
             return;
         }
-        let mut by_label: HashMap<&str, Vec<(&str, usize)>> = HashMap::new();
-        let mut always: Vec<usize> = Vec::new();
-        for (gi, t) in sources.iter().enumerate() {
-            match t.selector.match_labels.iter().next() {
-                Some((k, v)) => by_label
-                    .entry(k.as_str())
-                    .or_default()
-                    .push((v.as_str(), gi)),
-                None => always.push(gi),
-            }
+        let mut new_groups = GroupLookup::default();
+        for (gi, g) in made.iter().enumerate() {
+            new_groups.add(gi, &g.selector, g.kind);
         }
-        let anti: Vec<usize> = (0..made.len())
-            .filter(|gi| made.get(*gi).is_some_and(|g| g.kind == Kind::AntiAffinity))
-            .collect();
         let mut domains: Vec<BTreeSet<String>> = vec![BTreeSet::new(); made.len()];
         let mut maybe: Vec<usize> = Vec::new();
         let base = Arc::clone(&self.base);
@@ -634,12 +663,7 @@ impl ClusterState {
                     continue;
                 };
                 maybe.clear();
-                maybe.extend_from_slice(&always);
-                for (k, v) in p.labels.iter() {
-                    if let Some(list) = by_label.get(k.as_str()) {
-                        maybe.extend(list.iter().filter(|(gv, _)| *gv == v).map(|(_, gi)| *gi));
-                    }
-                }
+                new_groups.may_select(&p.labels, |gi| maybe.push(gi));
                 for &gi in &maybe {
                     if let Some(g) = made.get_mut(gi)
                         && let Some(d) = node_domain(n, &g.key)
@@ -653,7 +677,7 @@ impl ClusterState {
                 if anti_terms.required.is_empty() && anti_terms.preferred.is_empty() {
                     continue;
                 }
-                for &gi in &anti {
+                for &gi in new_groups.anti_affinity() {
                     if let Some(g) = made.get_mut(gi)
                         && let Some(d) = node_domain(n, &g.key)
                         && owns(p, g)
@@ -684,6 +708,7 @@ impl ClusterState {
         for ((mut g, set), t) in made.into_iter().zip(domains).zip(sources) {
             g.domains = Arc::new(set);
             Arc::make_mut(&mut self.group_index).insert(t.key.clone(), self.groups.len());
+            Arc::make_mut(&mut self.lookup).add(self.groups.len(), &g.selector, g.kind);
             self.groups.push(Arc::new(g));
         }
     }
@@ -719,23 +744,7 @@ impl ClusterState {
         let Some(node) = base.snapshot.nodes.get(node_index) else {
             return;
         };
-        for g in &mut self.groups {
-            let Some(d) = node_domain(node, &g.key) else {
-                continue;
-            };
-            let counted = g.selects(pod) && g.counts_node(&node.labels, &node.taints);
-            let owner = g.kind == Kind::AntiAffinity && owns(pod, g);
-            if !counted && !owner {
-                continue;
-            }
-            let g = Arc::make_mut(g);
-            if counted {
-                g.counts.add(d, 1);
-            }
-            if owner {
-                g.owners.add(d, 1);
-            }
-        }
+        self.count_pod(pod, node, 1);
         if let Some(ns) = self.nodes.get_mut(node_index) {
             ns.used.add_assign(requests);
             ns.ports.extend(pod.host_ports.iter().map(port_key));
@@ -750,10 +759,12 @@ impl ClusterState {
         }
     }
 
-    /// Whether some node in the block of the node order that starts at `pos` may have room
-    /// for `requests` ([`FreeRoom`]); `false` means the first-fit scan can skip the block.
-    pub fn block_may_fit(&self, pos: usize, requests: &Resources) -> bool {
-        self.free_room.may_fit(pos, requests)
+    /// From `pos` (the start of a block of the node order), the start of the first block
+    /// whose nodes may have room for `requests` ([`FreeRoom`]); the first-fit scan skips
+    /// everything before it. The order's length or more when no block may.
+    pub fn next_block_may_fit(&self, pos: usize, requests: &Resources) -> usize {
+        self.free_room
+            .next_may_fit(pos, self.base.node_order.len(), requests)
     }
 
     /// Records a pod pinned to domains on a new node (hostname is not known yet).
