@@ -225,7 +225,6 @@ impl Pinned {
     }
 }
 
-/// The domain of a node for a topology key (hostname falls back to the node name).
 /// Numbers the nodes' hostname domains.
 fn number_hosts(nodes: &[Node]) -> (Arc<DomainIds>, Vec<u32>) {
     let ids = DomainIds::from_names(
@@ -244,6 +243,7 @@ fn number_hosts(nodes: &[Node]) -> (Arc<DomainIds>, Vec<u32>) {
     (Arc::new(ids), of)
 }
 
+/// The domain of a node for a topology key (hostname falls back to the node name).
 pub fn node_domain<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
     match node.labels.get(key) {
         Some(v) => Some(v.as_str()),

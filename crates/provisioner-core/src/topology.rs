@@ -177,8 +177,8 @@ impl Group {
 
     /// [`Group::allows`] for a hostname group at the interned domain `id`, when its counts
     /// keep domains by number (the existing-node first fit reads one per node it walks past);
-    /// `None` otherwise (another key, or counts numbered by another interner than `ids`). A new host can always open, so the spread minimum is 0 here, as in
-    /// [`Group::global_min`].
+    /// `None` otherwise (another key, or counts numbered by another interner than `ids`). A
+    /// new host can always open, so the spread minimum is 0 here, as in [`Group::global_min`].
     pub fn allows_host(&self, ids: &Arc<DomainIds>, id: u32, self_selected: bool) -> Option<bool> {
         if self.key != labels::HOSTNAME || !self.counts.uses_ids(ids) {
             return None;
