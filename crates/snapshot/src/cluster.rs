@@ -254,7 +254,7 @@ pub fn build(objects: &Objects<'_>) -> Built {
 /// Taints a node carries only while it comes up (kubelet, node lifecycle controller, cloud
 /// controller, Karpenter's registration): they say nothing about where pods may go once it is
 /// ready, as Karpenter's `KnownEphemeralTaints`. Matched by key and effect.
-pub const EPHEMERAL_TAINTS: &[(&str, core::TaintEffect)] = &[
+const EPHEMERAL_TAINTS: &[(&str, core::TaintEffect)] = &[
     (
         "node.kubernetes.io/not-ready",
         core::TaintEffect::NoSchedule,
@@ -275,11 +275,14 @@ pub const EPHEMERAL_TAINTS: &[(&str, core::TaintEffect)] = &[
 
 /// Whether `t` is one of the [`EPHEMERAL_TAINTS`] (a taint with an unknown effect is not).
 pub fn is_ephemeral_taint(t: &corev1::Taint) -> bool {
-    crate::constraints::taint_effect(&t.effect).is_some_and(|e| {
-        EPHEMERAL_TAINTS
-            .iter()
-            .any(|(k, ek)| t.key == *k && e == *ek)
-    })
+    crate::constraints::taint_effect(&t.effect).is_some_and(|e| is_ephemeral(&t.key, e))
+}
+
+/// Whether a taint with this key and effect is one of the [`EPHEMERAL_TAINTS`].
+fn is_ephemeral(key: &str, effect: core::TaintEffect) -> bool {
+    EPHEMERAL_TAINTS
+        .iter()
+        .any(|(k, e)| key == *k && effect == *e)
 }
 
 /// A claimed node that has not finished coming up, seen as it will be once it has (as
@@ -311,9 +314,7 @@ fn expected_when_ready(node: &mut core::Node, c: &NodeClaim, registered: bool) {
         .filter_map(|t| taint(t, "spec.startupTaints").ok())
         .collect();
     node.taints.retain(|t| {
-        !EPHEMERAL_TAINTS
-            .iter()
-            .any(|(k, e)| t.key == *k && t.effect == *e)
+        !is_ephemeral(&t.key, t.effect)
             && !startup
                 .iter()
                 .any(|s| s.key == t.key && s.effect == t.effect)
