@@ -16,7 +16,7 @@
 //! Usage: [`PodFilter::new`] once per pod and cluster state (it counts the topology groups
 //! over the cluster), then [`PodFilter::allows`] per candidate node.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::model::{
     HostPort, NodeSelectorTerm, Pod, PodAffinity, PodAffinityTerm, Requirement, Resources, Taint,
@@ -454,7 +454,7 @@ fn inverse_groups(pod: &Pod, nodes: &[NodeView], ctx: &Context<'_>) -> Vec<(Grou
     // anti-affinity pods of a cluster are mostly replicas of a few specs: work out each
     // spec's groups once per call (the Cluster-Autoscaler baseline builds a filter per pod
     // per node group, and building every mark's terms anew was most of its time).
-    let mut index: BTreeMap<GroupKey, usize> = BTreeMap::new();
+    let mut index: HashMap<GroupKey, usize> = HashMap::new();
     let mut groups: Vec<Group> = Vec::new();
     // Per spec seen: a mark of it, and its terms that select `pod` as (group, topology key).
     let mut specs: Vec<(&PodMark, Vec<(usize, String)>)> = Vec::new();
@@ -497,11 +497,16 @@ fn inverse_groups(pod: &Pod, nodes: &[NodeView], ctx: &Context<'_>) -> Vec<(Grou
             }
         }
     }
-    // In the order of their keys, as the groups were kept before.
-    let mut out: Vec<Option<Group>> = groups.into_iter().map(Some).collect();
-    index
-        .into_iter()
-        .filter_map(|(key, gi)| Some((key, out.get_mut(gi).and_then(Option::take)?)))
+    // In the order they were first met (nodes in order, then their pods).
+    let mut keys: Vec<Option<GroupKey>> = vec![None; groups.len()];
+    for (key, gi) in index {
+        if let Some(slot) = keys.get_mut(gi) {
+            *slot = Some(key);
+        }
+    }
+    keys.into_iter()
+        .zip(groups)
+        .filter_map(|(k, g)| Some((k?, g)))
         .collect()
 }
 

@@ -310,6 +310,10 @@ pub struct PackingProblem {
     pub shapes: Arc<Vec<Shape>>,
     /// Shape ids largest first ([`size_order`]), shared the same way.
     pub by_size: Arc<Vec<ShapeId>>,
+    /// Shape ids cheapest first ([`price_order`]), shared the same way; empty when the
+    /// builder did not sort them (the planners then sort).
+    #[serde(default)]
+    pub by_price: Arc<Vec<ShapeId>>,
     pub pools: Vec<PackPool>,
     /// Distinct compatible-shape sets, shared by items.
     pub shape_sets: Vec<ShapeSet>,
@@ -325,6 +329,15 @@ pub fn price_order(shapes: &[Shape]) -> Vec<ShapeId> {
     let price = |s: &ShapeId| shapes.get(*s as usize).map_or(f64::INFINITY, |sh| sh.price);
     ids.sort_by(|a, b| price(a).total_cmp(&price(b)).then(a.cmp(b)));
     ids
+}
+
+/// [`PackingProblem::by_price`], or the shapes sorted now when the builder left it empty.
+pub fn price_order_of(problem: &PackingProblem) -> std::borrow::Cow<'_, [ShapeId]> {
+    if problem.by_price.len() == problem.shapes.len() {
+        std::borrow::Cow::Borrowed(problem.by_price.as_slice())
+    } else {
+        std::borrow::Cow::Owned(price_order(&problem.shapes))
+    }
 }
 
 /// Shape ids largest first: CPU descending, then memory descending, then id.
@@ -350,6 +363,7 @@ impl PackingProblem {
         let all = ShapeSet::from_ids(shapes.len(), 0..shapes.len() as u32);
         PackingProblem {
             by_size: Arc::new(size_order(&shapes)),
+            by_price: Arc::new(price_order(&shapes)),
             shapes: Arc::new(shapes),
             pools,
             shape_sets: vec![all],

@@ -30,7 +30,7 @@ use crate::result::*;
 use crate::state::{ClusterState, PodSlot, node_domain, with_volumes};
 use crate::strategies::Strategy;
 use crate::taints::{first_untolerated, tolerates_all};
-use crate::topology::{Kind, owned_terms};
+use crate::topology::{Kind, OwnedTerm, owned_terms};
 
 /// Instance-type options kept per NodeClaim, cheapest first (Karpenter's launch limit).
 pub const MAX_INSTANCE_TYPE_OPTIONS: usize = 60;
@@ -405,10 +405,11 @@ pub(crate) fn distinct_terms<'p>(
     pods: impl IntoIterator<Item = &'p Pod>,
     namespaces: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Vec<crate::topology::OwnedTerm> {
-    let mut seen = BTreeSet::new();
+    let mut seen = std::collections::HashSet::new();
     let mut terms = Vec::new();
     // Replicas own the same terms: a pod whose term inputs were seen adds nothing, and
-    // building its terms (selectors and filters rendered as keys) was a quarter of a
+    // building its terms (selectors and filters rendered as keys, before they were compared
+    // by value) was a quarter of a
     // 5,000-node consolidation pass (callgrind, `benches/README.md`).
     let mut inputs_seen: std::collections::HashSet<TermInputs<'p>> =
         std::collections::HashSet::new();
@@ -816,7 +817,7 @@ impl<'a> Run<'a> {
             let g = self.state.group(&t);
             let self_sel = self.state.groups.get(g).is_some_and(|x| x.selects(pod));
             let elig = self.eligible(g, class);
-            owned.push((g, self_sel, elig, t.hard_label));
+            owned.push((g, self_sel, elig, t));
         }
         let inverse = self.state.inverse_groups(pod);
 
@@ -845,7 +846,7 @@ impl<'a> Run<'a> {
         pod: &Pod,
         class: usize,
         requests: &Resources,
-        owned: &[(usize, bool, Arc<BTreeSet<String>>, String)],
+        owned: &[(usize, bool, Arc<BTreeSet<String>>, OwnedTerm)],
         inverse: &[usize],
     ) -> Option<usize> {
         let c = self.classes.get(class)?;
@@ -915,7 +916,7 @@ impl<'a> Run<'a> {
         index: u32,
         class: usize,
         requests: Resources,
-        owned: &[(usize, bool, Arc<BTreeSet<String>>, String)],
+        owned: &[(usize, bool, Arc<BTreeSet<String>>, OwnedTerm)],
         inverse: &[usize],
     ) -> Result<(), String> {
         let Some(c) = self.classes.get(class) else {
@@ -1206,7 +1207,7 @@ impl<'a> Run<'a> {
         index: u32,
         class: usize,
         requests: &Resources,
-        owned: &[(usize, bool, Arc<BTreeSet<String>>, String)],
+        owned: &[(usize, bool, Arc<BTreeSet<String>>, OwnedTerm)],
         inverse: &[usize],
     ) -> bool {
         let Some(c) = self.classes.get(class).cloned() else {
@@ -1341,7 +1342,7 @@ impl<'a> Run<'a> {
     /// top of `used`.
     fn restrict_topology(
         &mut self,
-        owned: &[(usize, bool, Arc<BTreeSet<String>>, String)],
+        owned: &[(usize, bool, Arc<BTreeSet<String>>, OwnedTerm)],
         inverse: &[usize],
         set: &mut ShapeSet,
         used: &Resources,
@@ -1409,7 +1410,7 @@ impl<'a> Run<'a> {
     fn pick_pins(
         &mut self,
         pod: &Pod,
-        owned: &[(usize, bool, Arc<BTreeSet<String>>, String)],
+        owned: &[(usize, bool, Arc<BTreeSet<String>>, OwnedTerm)],
         set: &mut ShapeSet,
         used: &Resources,
         requests: &Resources,
@@ -1515,7 +1516,7 @@ impl<'a> Run<'a> {
             }
         }
         // Visited cheapest first, so each domain's list comes out in price order.
-        for sid in crate::packing::price_order(&shp.shapes) {
+        for &sid in shp.by_price.iter() {
             let v = of_shape.get(sid as usize).copied().unwrap_or(u32::MAX);
             if let Some(l) = by_price.get_mut(v as usize) {
                 l.push(sid);
@@ -1658,6 +1659,7 @@ impl<'a> Run<'a> {
         let mut problem = PackingProblem {
             shapes: Arc::clone(&shp.shapes),
             by_size: Arc::clone(&shp.by_size),
+            by_price: Arc::clone(&shp.by_price),
             pools: shp.pools.clone(),
             shape_sets,
             items,
@@ -2121,12 +2123,12 @@ mod distinct_terms_tests {
         pods: &[Pod],
         namespaces: &BTreeMap<String, BTreeMap<String, String>>,
     ) -> Vec<String> {
-        let mut seen = BTreeSet::new();
+        let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
         for p in pods {
             for t in owned_terms(p, namespaces, &[effective_term(p)]) {
                 if seen.insert(t.key.clone()) {
-                    out.push(format!("{:?} {:?}", t.key, t.selector));
+                    out.push(format!("{:?}", t.key));
                 }
             }
         }
@@ -2134,10 +2136,7 @@ mod distinct_terms_tests {
     }
 
     fn rendered(terms: &[crate::topology::OwnedTerm]) -> Vec<String> {
-        terms
-            .iter()
-            .map(|t| format!("{:?} {:?}", t.key, t.selector))
-            .collect()
+        terms.iter().map(|t| format!("{:?}", t.key)).collect()
     }
 
     fn spread(match_label_keys: &[&str], honor_taints: bool) -> TopologySpreadConstraint {

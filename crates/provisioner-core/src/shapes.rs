@@ -29,6 +29,9 @@ pub struct Shapes {
     /// Shape ids largest first (CPU, then memory, then id): the order the greedy scans new
     /// nodes' candidate shapes in, sorted once here instead of on every packing run.
     pub by_size: Arc<Vec<ShapeId>>,
+    /// Shape ids cheapest first ([`crate::packing::price_order`]): every packing run and
+    /// every consolidation simulation reads it, so it is sorted once here.
+    pub by_price: Arc<Vec<ShapeId>>,
     pub labels: Vec<BTreeMap<String, String>>,
     pub taints: Vec<Vec<Taint>>,
     /// NodePools in weight order (highest first, then name), as packing pools.
@@ -288,6 +291,7 @@ impl Shapes {
             }
         }
         out.by_size = Arc::new(size_order(&shapes));
+        out.by_price = Arc::new(crate::packing::price_order(&shapes));
         out.shapes = Arc::new(shapes);
         out
     }

@@ -6,7 +6,7 @@
 //! [`ClusterState::remove_nodes`] (their pods become pending, their counts leave the topology
 //! groups) and runs [`crate::schedule_on`] with those pods.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -183,7 +183,7 @@ pub struct ClusterState {
     /// when its pods have affinity or spread terms, see `scheduler::schedule_until_plan_holds`)
     /// and rarely adds a group; copying the keys for that second clone made the 5,000-node
     /// consolidation pass 8-20% slower (`benches/README.md`, round 7).
-    group_index: Arc<BTreeMap<GroupKey, usize>>,
+    group_index: Arc<HashMap<GroupKey, usize>>,
     /// The groups by the labels their selectors need, for placing and evicting pods.
     lookup: Arc<GroupLookup>,
     /// Pods placed during runs on this state (pending pods that landed on existing nodes).
@@ -621,7 +621,7 @@ impl ClusterState {
     pub fn create_groups(&mut self, terms: &[OwnedTerm]) {
         let mut made: Vec<Group> = Vec::new();
         let mut sources: Vec<&OwnedTerm> = Vec::new();
-        let mut seen: BTreeSet<&GroupKey> = BTreeSet::new();
+        let mut seen: HashSet<&GroupKey> = HashSet::new();
         for t in terms {
             if !self.group_index.contains_key(&t.key) && seen.insert(&t.key) {
                 let mut g = Group::new(t);

@@ -70,26 +70,48 @@ pub struct Group {
     pub domains: Arc<BTreeSet<String>>,
 }
 
-/// A term as a pod carries it, before it is interned as a [`Group`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A term as a pod carries it, before it is interned as a [`Group`]. Compared and hashed
+/// by value: the groups are found by it every time a pod is placed, and rendering the
+/// selector and filter to strings for a sorted key was a seventh of a consolidation
+/// simulation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct GroupKey {
     pub kind: Kind,
     pub key: String,
     pub scope: NamespaceScope,
-    pub selector: String,
+    pub selector: LabelSelector,
     pub max_skew: i32,
     pub min_domains: Option<i32>,
-    /// The node filter, rendered (it has no order of its own).
-    pub filter: String,
+    pub filter: NodeFilter,
 }
 
-/// A pod's term with what is needed to build its group.
+/// A pod's term: its group's key, and how it reads in a reason (rendered by `Display` only
+/// when a reason is written).
 #[derive(Debug, Clone)]
 pub struct OwnedTerm {
     pub key: GroupKey,
-    pub filter: NodeFilter,
-    pub selector: LabelSelector,
-    pub hard_label: String,
+    /// "topology spread", "pod affinity", "preferred pod anti-affinity", ...
+    what: &'static str,
+    /// A spread's `maxSkew` as written (the key holds it raised to at least 1).
+    declared_skew: i32,
+    /// A spread with `whenUnsatisfiable: ScheduleAnyway`.
+    soft: bool,
+}
+
+impl std::fmt::Display for OwnedTerm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.key.kind {
+            Kind::Spread => write!(
+                f,
+                "{} on {} (maxSkew {}{})",
+                self.what,
+                self.key.key,
+                self.declared_skew,
+                if self.soft { ", ScheduleAnyway" } else { "" }
+            ),
+            Kind::Affinity | Kind::AntiAffinity => write!(f, "{} on {}", self.what, self.key.key),
+        }
+    }
 }
 
 impl Group {
@@ -239,40 +261,36 @@ pub fn owned_terms(
                 kind: Kind::Spread,
                 key: tsc.topology_key.clone(),
                 scope: NamespaceScope::Set([pod.namespace.clone()].into()),
-                selector: format!("{selector:?}"),
+                selector,
                 max_skew: tsc.max_skew.max(1),
                 min_domains: tsc.min_domains,
-                filter: format!("{filter:?}"),
+                filter,
             },
-            filter,
-            selector,
-            hard_label: format!(
-                "topology spread on {} (maxSkew {}{})",
-                tsc.topology_key,
-                tsc.max_skew,
-                if soft { ", ScheduleAnyway" } else { "" }
-            ),
+            what: "topology spread",
+            declared_skew: tsc.max_skew,
+            soft,
         });
     }
-    let mut push_affinity = |kind: Kind, term: &crate::model::PodAffinityTerm, what: &str| {
-        let selector = term
-            .label_selector
-            .with_match_label_keys(&term.match_label_keys, &pod.labels);
-        out.push(OwnedTerm {
-            key: GroupKey {
-                kind,
-                key: term.topology_key.clone(),
-                scope: NamespaceScope::of_term(term, &pod.namespace, namespaces),
-                selector: format!("{selector:?}"),
-                max_skew: 0,
-                min_domains: None,
-                filter: String::new(),
-            },
-            filter: NodeFilter::default(),
-            selector,
-            hard_label: format!("{what} on {}", term.topology_key),
-        });
-    };
+    let mut push_affinity =
+        |kind: Kind, term: &crate::model::PodAffinityTerm, what: &'static str| {
+            let selector = term
+                .label_selector
+                .with_match_label_keys(&term.match_label_keys, &pod.labels);
+            out.push(OwnedTerm {
+                key: GroupKey {
+                    kind,
+                    key: term.topology_key.clone(),
+                    scope: NamespaceScope::of_term(term, &pod.namespace, namespaces),
+                    selector,
+                    max_skew: 0,
+                    min_domains: None,
+                    filter: NodeFilter::default(),
+                },
+                what,
+                declared_skew: 0,
+                soft: false,
+            });
+        };
     for t in &pod.pod_affinity.required {
         push_affinity(Kind::Affinity, t, "pod affinity");
     }
@@ -310,10 +328,10 @@ impl Group {
             kind: term.key.kind,
             key: term.key.key.clone(),
             scope: term.key.scope.clone(),
-            selector: term.selector.clone(),
+            selector: term.key.selector.clone(),
             max_skew: term.key.max_skew,
             min_domains: term.key.min_domains,
-            filter: term.filter.clone(),
+            filter: term.key.filter.clone(),
             counts: Counts::default(),
             owners: Counts::default(),
             domains: Arc::default(),

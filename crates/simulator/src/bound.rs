@@ -54,7 +54,9 @@ use std::time::Instant;
 
 use provisioner_core as core;
 use provisioner_core::optimize::{BoundMethod, OptimizerConfig, packing_lower_bound};
-use provisioner_core::packing::{PackItem, PackPool, PackingProblem, Shape, ShapeSet, size_order};
+use provisioner_core::packing::{
+    PackItem, PackPool, PackingProblem, Shape, ShapeSet, price_order, size_order,
+};
 use provisioner_core::requirements::terms_match;
 use provisioner_core::resources::pod_requests;
 use provisioner_core::taints::tolerates_all;
@@ -389,6 +391,7 @@ fn label_fit(
 struct Prepared {
     problem_shapes: Arc<Vec<Shape>>,
     by_size: Arc<Vec<core::packing::ShapeId>>,
+    by_price: Arc<Vec<core::packing::ShapeId>>,
     pools: Vec<PackPool>,
     shape_sets: Vec<ShapeSet>,
     classes: Vec<Class>,
@@ -541,6 +544,7 @@ fn prepare(w: &World) -> Prepared {
     let problem_shapes: Vec<Shape> = bshapes.into_iter().map(|b| b.shape).collect();
     Prepared {
         by_size: Arc::new(size_order(&problem_shapes)),
+        by_price: Arc::new(price_order(&problem_shapes)),
         problem_shapes: Arc::new(problem_shapes),
         pools,
         shape_sets,
@@ -678,6 +682,7 @@ fn solve(prep: &Prepared, key: &[(u32, u32)], config: &OptimizerConfig) -> Solve
     let problem = PackingProblem {
         shapes: Arc::clone(&prep.problem_shapes),
         by_size: Arc::clone(&prep.by_size),
+        by_price: Arc::clone(&prep.by_price),
         pools: prep.pools.clone(),
         shape_sets: prep.shape_sets.clone(),
         items,

@@ -90,6 +90,7 @@ fn round_strategy(max_items: usize) -> impl Strategy<Value = Round> {
             }
             let problem = PackingProblem {
                 by_size: std::sync::Arc::new(crate::packing::size_order(&shapes)),
+                by_price: std::sync::Arc::new(crate::packing::price_order(&shapes)),
                 shapes: std::sync::Arc::new(shapes),
                 pools: vec![PackPool::unlimited("first"), second],
                 shape_sets: vec![all, even],

@@ -471,7 +471,7 @@ pub fn run(problem: &PackingProblem, policy: &dyn Policy) -> LaunchPlan {
     // node's compatibility set. Shapes that do not fit the opener alone never fit the node
     // later, so including them changes no decision.
     let mut lists: HashMap<(u32, u32), Arc<CandList>> = HashMap::new();
-    let price_order = crate::packing::price_order(&problem.shapes);
+    let price_order = crate::packing::price_order_of(problem);
     // A node's shapes: with NodePool limits, exactly the fitting ones within the cap (the
     // reservation below counts the largest); without, the pool's shapes for the item's set,
     // shared, with the cap applied through the node's compatible set (shapes above it that
