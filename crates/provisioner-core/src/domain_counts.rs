@@ -13,7 +13,9 @@
 //! scale round 8). Domains interned in a [`DomainIds`] are kept in an array instead, so that
 //! read is one index.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 use std::sync::Arc;
 
 /// Domain names numbered once per cluster (the hostnames of its existing nodes).

@@ -16,7 +16,9 @@
 //! Usage: [`PodFilter::new`] once per pod and cluster state (it counts the topology groups
 //! over the cluster), then [`PodFilter::allows`] per candidate node.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::{HashMap, HashMapExt};
 
 use crate::model::{
     HostPort, NodeSelectorTerm, Pod, PodAffinity, PodAffinityTerm, Requirement, Resources, Taint,

@@ -9,7 +9,7 @@
 //! `matchLabels` entry can only select pods carrying that label with that value, so groups
 //! are filed under their first entry; the selector itself still decides.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use crate::model::{LabelSelector, Labels};
 use crate::topology::Kind;

@@ -4,7 +4,7 @@
 //! replica of a deployment); keeping one copy and comparing ids saves both the copies and the
 //! work of intersecting or comparing them again.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt};
 use std::hash::Hash;
 
 /// Values by id and ids by value.

@@ -10,7 +10,9 @@
 //! new nodes, the plan is verified, and NodeClaims are assembled with their options.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -405,14 +407,13 @@ pub(crate) fn distinct_terms<'p>(
     pods: impl IntoIterator<Item = &'p Pod>,
     namespaces: &BTreeMap<String, BTreeMap<String, String>>,
 ) -> Vec<crate::topology::OwnedTerm> {
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     let mut terms = Vec::new();
     // Replicas own the same terms: a pod whose term inputs were seen adds nothing, and
     // building its terms (selectors and filters rendered as keys, before they were compared
     // by value) was a quarter of a
     // 5,000-node consolidation pass (callgrind, `benches/README.md`).
-    let mut inputs_seen: std::collections::HashSet<TermInputs<'p>> =
-        std::collections::HashSet::new();
+    let mut inputs_seen: HashSet<TermInputs<'p>> = HashSet::new();
     for p in pods {
         let a = &p.pod_affinity;
         let anti = &p.pod_anti_affinity;
@@ -2123,7 +2124,7 @@ mod distinct_terms_tests {
         pods: &[Pod],
         namespaces: &BTreeMap<String, BTreeMap<String, String>>,
     ) -> Vec<String> {
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         let mut out = Vec::new();
         for p in pods {
             for t in owned_terms(p, namespaces, &[effective_term(p)]) {

@@ -6,7 +6,9 @@
 //! [`ClusterState::remove_nodes`] (their pods become pending, their counts leave the topology
 //! groups) and runs [`crate::schedule_on`] with those pods.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::sync::Arc;
 
 use rayon::prelude::*;
