@@ -755,7 +755,7 @@ impl ClusterState {
         if let Some(&pos) = base.order_pos.get(node_index) {
             let nodes = &self.nodes;
             let order = &base.node_order;
-            self.free_room.refresh(pos, order.len(), |p| {
+            self.free_room.refresh(pos, order.len(), requests, |p| {
                 order.get(p).and_then(|ni| nodes.get(*ni))
             });
         }
