@@ -202,7 +202,7 @@ mod tests {
             allocatable: Resources::with_pods(1000, 1 << 30, 110),
             ports: Default::default(),
             removed,
-            pods: Vec::new(),
+            pods: Default::default(),
         }
     }
 

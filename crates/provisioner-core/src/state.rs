@@ -54,7 +54,10 @@ pub struct NodeState {
     pub ports: BTreeSet<(Protocol, u16, String)>,
     pub removed: bool,
     /// Indices of pods on it: snapshot pods (`Bound`) or pods placed during a run (`Extra`).
-    pub pods: Vec<PodSlot>,
+    /// Shared between states until a pod lands here: a state copies a chunk of 64 nodes to
+    /// change one, and copying every node's list with it was a twentieth of a consolidation
+    /// simulation (`benches/README.md`, "Scale, round 10").
+    pub pods: Arc<Vec<PodSlot>>,
 }
 
 /// A vector copied on write in chunks: a clone shares every chunk and a change copies only
@@ -315,7 +318,7 @@ impl ClusterState {
                     allocatable: alloc,
                     ports: BTreeSet::new(),
                     removed: n.marked_for_deletion,
-                    pods: Vec::new(),
+                    pods: Arc::default(),
                 }
             })
             .collect();
@@ -330,7 +333,7 @@ impl ClusterState {
                     ns.used.add_assign(&with_volumes(r.clone(), p));
                 }
                 ns.ports.extend(p.host_ports.iter().map(port_key));
-                ns.pods.push(PodSlot::Bound(pi));
+                Arc::make_mut(&mut ns.pods).push(PodSlot::Bound(pi));
             }
         }
         let mut node_order: Vec<usize> = (0..snapshot.nodes.len()).collect();
@@ -526,7 +529,7 @@ impl ClusterState {
             ns.removed = true;
             self.removed_nodes.push(ni);
             let slots = std::mem::take(&mut ns.pods);
-            for slot in slots {
+            for &slot in slots.iter() {
                 let Some(p) = self.shared_pod(slot) else {
                     continue;
                 };
@@ -660,7 +663,7 @@ impl ClusterState {
                     set.insert(d.to_string());
                 }
             }
-            for slot in &ns.pods {
+            for slot in ns.pods.iter() {
                 let Some(p) = self.pod_at(*slot) else {
                     continue;
                 };
@@ -750,7 +753,7 @@ impl ClusterState {
         if let Some(ns) = self.nodes.get_mut(node_index) {
             ns.used.add_assign(requests);
             ns.ports.extend(pod.host_ports.iter().map(port_key));
-            ns.pods.push(slot);
+            Arc::make_mut(&mut ns.pods).push(slot);
         }
         if let Some(&pos) = base.order_pos.get(node_index) {
             let nodes = &self.nodes;

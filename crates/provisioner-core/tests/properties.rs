@@ -875,7 +875,7 @@ proptest! {
                 let ns = &state.nodes[ni];
                 let Some(d) = node_domain(n, &g.key) else { continue };
                 if ns.removed { continue; }
-                for slot in &ns.pods {
+                for slot in ns.pods.iter() {
                     let Some(p) = state.pod_at(*slot) else { continue };
                     if g.selects(p) && g.counts_node(&n.labels, &n.taints) {
                         *counts.entry(d.to_string()).or_default() += 1;
