@@ -30,12 +30,101 @@ type Room = [i64; 3];
 
 const NONE: Room = [i64::MIN; 3];
 
-/// Per block, the most free room of any node in it, each dimension on its own; then per
-/// [`FANOUT`] entries of the level below, up to a level of one entry.
+/// Most CPU-and-memory corners kept per block ([`Corners`]).
+const CORNERS: usize = 6;
+
+/// The CPU and memory room of the nodes of a block that no other node of it beats in both:
+/// a pod fits some node by CPU and memory only if one of these holds it.
+///
+/// The most room in each dimension on its own says a block may fit when one node has the
+/// CPU and another the memory. A cluster that consolidation has just filled is like that
+/// everywhere (room left in scraps), and the first-fit scan walked node by node through
+/// most of it for every pod it re-placed (scale round 11 in `benches/README.md`). Beyond
+/// [`CORNERS`] corners, neighbours in CPU order are merged into their elementwise most: a
+/// looser bound, never a wrong one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Corners {
+    len: u8,
+    at: [[i64; 2]; CORNERS],
+}
+
+impl Corners {
+    const EMPTY: Corners = Corners {
+        len: 0,
+        at: [[i64::MIN; 2]; CORNERS],
+    };
+
+    fn points(&self) -> &[[i64; 2]] {
+        self.at.get(..usize::from(self.len)).unwrap_or_default()
+    }
+
+    /// Whether some corner has `cpu` and `memory` together.
+    fn holds(&self, cpu: i64, memory: i64) -> bool {
+        self.points().iter().any(|p| cpu <= p[0] && memory <= p[1])
+    }
+
+    /// Whether some corner has strictly more of both than `room`, so a node with `room` is
+    /// none of the corners and shrinking or removing it leaves them as they are.
+    fn beat(&self, room: &Room) -> bool {
+        self.points()
+            .iter()
+            .any(|p| room[0] < p[0] && room[1] < p[1])
+    }
+
+    fn of(rooms: impl Iterator<Item = Room>) -> Corners {
+        let mut front = [[0i64; 2]; BLOCK];
+        let mut n = 0usize;
+        for r in rooms {
+            let r = [r[0], r[1]];
+            if front.iter().take(n).any(|p| p[0] >= r[0] && p[1] >= r[1]) {
+                continue;
+            }
+            // Drop the points `r` beats, keeping the rest in place.
+            let mut kept = 0usize;
+            for i in 0..n {
+                let Some(&p) = front.get(i) else { break };
+                if !(r[0] >= p[0] && r[1] >= p[1])
+                    && let Some(slot) = front.get_mut(kept)
+                {
+                    *slot = p;
+                    kept += 1;
+                }
+            }
+            if let Some(slot) = front.get_mut(kept) {
+                *slot = r;
+                n = kept + 1;
+            }
+        }
+        let front = front.get_mut(..n).unwrap_or_default();
+        // By CPU, least first: memory then falls along it (no point beats another).
+        front.sort_unstable();
+        let mut out = Corners::EMPTY;
+        let groups = n.min(CORNERS);
+        for g in 0..groups {
+            // Group `g` of `groups` contiguous runs: its most CPU is its last point's, its
+            // most memory its first's.
+            let (lo, hi) = (g * n / groups, (g + 1) * n / groups);
+            if let (Some(first), Some(last), Some(slot)) = (
+                front.get(lo),
+                front.get(hi.saturating_sub(1)),
+                out.at.get_mut(g),
+            ) {
+                *slot = [last[0], first[1]];
+            }
+        }
+        out.len = u8::try_from(groups).unwrap_or(0);
+        out
+    }
+}
+
+/// Per block, the most free room of any node in it, each dimension on its own, and its
+/// [`Corners`]; then per [`FANOUT`] entries of the level below, up to a level of one entry.
 #[derive(Debug, Clone, Default)]
 pub struct FreeRoom {
     /// `levels[0]` per block; `levels[k]` per `FANOUT^k` blocks.
     levels: Vec<Vec<Room>>,
+    /// Per block.
+    corners: Vec<Corners>,
 }
 
 /// A node's free room. Unbounded capacities count as unbounded so that the comparison can
@@ -70,10 +159,23 @@ fn holds(room: &Room, requests: &Resources) -> bool {
 }
 
 impl FreeRoom {
+    /// Whether some node of block `b` may hold `requests`; unknown blocks may.
+    fn block_holds(&self, b: usize, requests: &Resources) -> bool {
+        let max = self.levels.first().and_then(|l| l.get(b));
+        max.is_none_or(|r| holds(r, requests))
+            && self
+                .corners
+                .get(b)
+                .is_none_or(|c| c.holds(requests.cpu_milli, requests.memory))
+    }
+}
+
+impl FreeRoom {
     /// The summary of every block; `node(i)` is the node at position `i` of the order.
     pub fn build<'a>(len: usize, node: impl Fn(usize) -> Option<&'a NodeState>) -> FreeRoom {
         let mut f = FreeRoom {
             levels: vec![vec![NONE; len.div_ceil(BLOCK)]],
+            corners: vec![Corners::EMPTY; len.div_ceil(BLOCK)],
         };
         for b in 0..len.div_ceil(BLOCK) {
             let _ = f.recount(b, len, &node);
@@ -111,7 +213,8 @@ impl FreeRoom {
                 now[2].saturating_add(taken.pods),
             ];
             let took = taken.cpu_milli >= 0 && taken.memory >= 0 && taken.pods >= 0;
-            if took && before.iter().zip(bound).all(|(b, m)| b < m) {
+            let cornered = self.corners.get(i).is_none_or(|c| c.beat(&before));
+            if took && cornered && before.iter().zip(bound).all(|(b, m)| b < m) {
                 return;
             }
         }
@@ -128,25 +231,90 @@ impl FreeRoom {
         }
     }
 
+    /// Takes nodes that went away (`positions`, marked removed) out of their blocks' bounds,
+    /// and recomputes the spans above those blocks from the level below.
+    ///
+    /// Without this a removed node's room stayed in its block until a pod landing there
+    /// recounted it, and landing pods recount only when they held the bound. A consolidation
+    /// simulation removes its candidates, usually the emptiest nodes and so the ones holding
+    /// their blocks' bounds: with a tenth of the cluster removed nearly every block kept
+    /// looking open, and each pod to re-place walked node by node through most of the
+    /// cluster (scale round 11 in `benches/README.md`).
+    pub fn forget<'a>(
+        &mut self,
+        positions: &[usize],
+        len: usize,
+        node: impl Fn(usize) -> Option<&'a NodeState>,
+    ) {
+        let mut changed: Vec<usize> = Vec::new();
+        for &pos in positions {
+            let b = pos / BLOCK;
+            if changed.last() == Some(&b) {
+                continue;
+            }
+            let Some(bound) = self.levels.first().and_then(|l| l.get(b)) else {
+                continue;
+            };
+            // A node whose room was below the bound in every dimension, and below a corner in
+            // CPU and memory, did not make either.
+            let corners = self.corners.get(b);
+            let held = node(pos).is_none_or(|ns| {
+                let r = room_of(ns);
+                r.iter().zip(bound).any(|(r, m)| r >= m) || corners.is_some_and(|c| !c.beat(&r))
+            });
+            if held {
+                changed.push(b);
+            }
+        }
+        if changed.is_empty() {
+            return;
+        }
+        changed.sort_unstable();
+        changed.dedup();
+        for &b in &changed {
+            let _ = self.recount(b, len, &node);
+        }
+        for k in 1..self.levels.len() {
+            for c in changed.iter_mut() {
+                *c /= FANOUT;
+            }
+            changed.dedup();
+            let (below, above) = self.levels.split_at_mut(k);
+            let (Some(below), Some(level)) = (below.last(), above.first_mut()) else {
+                return;
+            };
+            for &i in &changed {
+                let children = below.iter().skip(i * FANOUT).take(FANOUT);
+                if let Some(slot) = level.get_mut(i) {
+                    *slot = max_of(children);
+                }
+            }
+        }
+    }
+
     fn recount<'a>(
         &mut self,
         b: usize,
         len: usize,
         node: &impl Fn(usize) -> Option<&'a NodeState>,
     ) -> Room {
-        let mut best: Room = NONE;
-        for pos in b * BLOCK..((b + 1) * BLOCK).min(len) {
-            let Some(ns) = node(pos) else { continue };
-            if ns.removed {
-                continue;
-            }
-            let r = room_of(ns);
-            for (m, v) in best.iter_mut().zip(r) {
-                *m = (*m).max(v);
+        let mut rooms = [NONE; BLOCK];
+        let mut n = 0usize;
+        for ns in (b * BLOCK..((b + 1) * BLOCK).min(len)).filter_map(node) {
+            if !ns.removed
+                && let Some(slot) = rooms.get_mut(n)
+            {
+                *slot = room_of(ns);
+                n += 1;
             }
         }
+        let rooms = rooms.get(..n).unwrap_or_default();
+        let best = max_of(rooms.iter());
         if let Some(slot) = self.levels.first_mut().and_then(|l| l.get_mut(b)) {
             *slot = best;
+        }
+        if let Some(slot) = self.corners.get_mut(b) {
+            *slot = Corners::of(rooms.iter().copied());
         }
         best
     }
@@ -156,10 +324,7 @@ impl FreeRoom {
     /// [`FreeRoom::next_may_fit`]; this is its block-by-block reference in tests.
     #[cfg(test)]
     pub fn may_fit(&self, pos: usize, requests: &Resources) -> bool {
-        self.levels
-            .first()
-            .and_then(|l| l.get(pos / BLOCK))
-            .is_none_or(|m| holds(m, requests))
+        self.block_holds(pos / BLOCK, requests)
     }
 
     /// From `pos` (the start of a block), the start of the first block at or after it that
@@ -172,7 +337,7 @@ impl FreeRoom {
         while pos < len {
             let block = pos / BLOCK;
             // The block itself first: when it may fit (the common case) one comparison.
-            if blocks.get(block).is_none_or(|r| holds(r, requests)) {
+            if block >= blocks.len() || self.block_holds(block, requests) {
                 return pos;
             }
             // No room in it: skip the widest span starting here without room either.
@@ -272,6 +437,83 @@ mod tests {
                     .unwrap_or(len);
                 let skip = f.next_may_fit(pos, len, &want);
                 proptest::prop_assert_eq!(skip.min(len), scan);
+                // Never past a node that has the room.
+                let truth = (pos..len)
+                    .find(|&p| !nodes[p].removed && nodes[p].used.fits_with(&want, &nodes[p].allocatable))
+                    .map_or(len, |p| p / BLOCK * BLOCK);
+                proptest::prop_assert!(skip.min(len) <= truth, "skipped to {} past room at {}", skip, truth);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Nodes going away (a consolidation simulation's candidates) leave every level what a
+        /// fresh build of the cluster without them gives: no removed node's room keeps a
+        /// block or a span looking open.
+        #[test]
+        fn removed_nodes_leave_the_bounds_of_a_fresh_build(
+            len in 1usize..6000,
+            rooms in proptest::collection::vec((0usize..6000, 0i64..1000), 0..200),
+            gone in proptest::collection::vec(0usize..6000, 0..300),
+        ) {
+            let mut nodes: Vec<NodeState> = (0..len).map(|_| node(0, false)).collect();
+            for (at, cpu_free) in rooms {
+                nodes[at % len] = node(cpu_free, false);
+            }
+            let mut f = FreeRoom::build(len, |i| nodes.get(i));
+            let mut gone: Vec<usize> = gone.into_iter().map(|g| g % len).collect();
+            gone.sort_unstable();
+            gone.dedup();
+            for &g in &gone {
+                nodes[g].removed = true;
+            }
+            f.forget(&gone, len, |i| nodes.get(i));
+            let fresh = FreeRoom::build(len, |i| nodes.get(i));
+            proptest::prop_assert_eq!(&f.levels, &fresh.levels);
+        }
+    }
+
+    #[test]
+    fn a_block_with_cpu_on_one_node_and_memory_on_another_is_skipped() {
+        let mut nodes: Vec<NodeState> = (0..BLOCK * 2).map(|_| node(0, false)).collect();
+        // Block 0: CPU room on one node, memory room on another; block 1: both on one node.
+        let scrap = |cpu: i64, mem: i64| NodeState {
+            used: Resources::with_pods(1000 - cpu, (1 << 30) - mem, 1),
+            ..node(0, false)
+        };
+        for n in nodes.iter_mut() {
+            *n = scrap(0, 0);
+        }
+        nodes[3] = scrap(800, 1 << 20);
+        nodes[9] = scrap(100, 1 << 29);
+        nodes[BLOCK + 7] = scrap(600, 1 << 28);
+        let f = FreeRoom::build(nodes.len(), |i| nodes.get(i));
+        let want = Resources::with_pods(500, 1 << 27, 1);
+        assert!(!f.may_fit(0, &want), "no node of block 0 has both");
+        assert_eq!(f.next_may_fit(0, nodes.len(), &want), BLOCK);
+        // Each half alone still fits block 0.
+        assert!(f.may_fit(0, &Resources::with_pods(800, 0, 1)));
+        assert!(f.may_fit(0, &Resources::with_pods(0, 1 << 29, 1)));
+    }
+
+    proptest::proptest! {
+        /// The corners hold every request some node holds (CPU and memory), and only those
+        /// while no corners had to be merged.
+        #[test]
+        fn corners_hold_what_some_node_holds(
+            rooms in proptest::collection::vec((0i64..64, 0i64..64), 0..=64),
+            asks in proptest::collection::vec((0i64..70, 0i64..70), 1..20),
+        ) {
+            let rooms: Vec<Room> = rooms.into_iter().map(|(c, m)| [c, m, 1]).collect();
+            let c = Corners::of(rooms.iter().copied());
+            let exact = usize::from(c.len) < CORNERS;
+            for (cpu, mem) in asks {
+                let some = rooms.iter().any(|r| cpu <= r[0] && mem <= r[1]);
+                if some {
+                    proptest::prop_assert!(c.holds(cpu, mem));
+                } else if exact {
+                    proptest::prop_assert!(!c.holds(cpu, mem), "{:?} holds ({}, {})", c, cpu, mem);
+                }
             }
         }
     }

@@ -516,6 +516,7 @@ impl ClusterState {
             .collect();
         indices.sort_unstable();
         indices.dedup();
+        let mut gone: Vec<usize> = Vec::with_capacity(indices.len());
         for ni in indices {
             let Some(n) = base.snapshot.nodes.get(ni) else {
                 continue;
@@ -528,6 +529,9 @@ impl ClusterState {
             }
             ns.removed = true;
             self.removed_nodes.push(ni);
+            if let Some(&pos) = base.order_pos.get(ni) {
+                gone.push(pos);
+            }
             let slots = std::mem::take(&mut ns.pods);
             for &slot in slots.iter() {
                 let Some(p) = self.shared_pod(slot) else {
@@ -539,6 +543,12 @@ impl ClusterState {
                 }
             }
         }
+        gone.sort_unstable();
+        let nodes = &self.nodes;
+        let order = &base.node_order;
+        self.free_room.forget(&gone, order.len(), |p| {
+            order.get(p).and_then(|ni| nodes.get(*ni))
+        });
         out
     }
 
