@@ -90,26 +90,36 @@ impl Corners {
                     kept += 1;
                 }
             }
-            if let Some(slot) = front.get_mut(kept) {
-                *slot = r;
-                n = kept + 1;
+            match front.get_mut(kept) {
+                Some(slot) => {
+                    *slot = r;
+                    n = kept + 1;
+                }
+                // More rooms than a block has nodes: fold the extra one into the last point
+                // (a looser bound, never a lost room).
+                None => {
+                    if let Some(last) = front.last_mut() {
+                        *last = [last[0].max(r[0]), last[1].max(r[1])];
+                    }
+                    n = kept;
+                }
             }
         }
         let front = front.get_mut(..n).unwrap_or_default();
-        // By CPU, least first: memory then falls along it (no point beats another).
+        // By CPU, least first, so that merged neighbours are close in CPU.
         front.sort_unstable();
         let mut out = Corners::EMPTY;
         let groups = n.min(CORNERS);
         for g in 0..groups {
-            // Group `g` of `groups` contiguous runs: its most CPU is its last point's, its
-            // most memory its first's.
+            // Group `g` of `groups` contiguous runs, as its elementwise most.
             let (lo, hi) = (g * n / groups, (g + 1) * n / groups);
-            if let (Some(first), Some(last), Some(slot)) = (
-                front.get(lo),
-                front.get(hi.saturating_sub(1)),
-                out.at.get_mut(g),
-            ) {
-                *slot = [last[0], first[1]];
+            let most = front
+                .get(lo..hi)
+                .unwrap_or_default()
+                .iter()
+                .fold([i64::MIN; 2], |m, p| [m[0].max(p[0]), m[1].max(p[1])]);
+            if let Some(slot) = out.at.get_mut(g) {
+                *slot = most;
             }
         }
         out.len = u8::try_from(groups).unwrap_or(0);
@@ -501,7 +511,7 @@ mod tests {
         /// while no corners had to be merged.
         #[test]
         fn corners_hold_what_some_node_holds(
-            rooms in proptest::collection::vec((0i64..64, 0i64..64), 0..=64),
+            rooms in proptest::collection::vec((0i64..64, 0i64..64), 0..=80),
             asks in proptest::collection::vec((0i64..70, 0i64..70), 1..20),
         ) {
             let rooms: Vec<Room> = rooms.into_iter().map(|(c, m)| [c, m, 1]).collect();
