@@ -456,6 +456,72 @@ mod tests {
         }
     }
 
+    fn node2(cpu_free: i64, mem_free: i64, removed: bool) -> NodeState {
+        NodeState {
+            used: Resources::with_pods(1000 - cpu_free, 1000 - mem_free, 1),
+            allocatable: Resources::with_pods(1000, 1000, 110),
+            ports: Default::default(),
+            removed,
+            pods: Default::default(),
+        }
+    }
+
+    proptest::proptest! {
+        /// CPU and memory both vary, pods land (taking both), nodes go: the scan never passes
+        /// a node with the room, every block's corners hold what its nodes hold, and a block
+        /// whose corners were not merged keeps exactly the corners a fresh build gives.
+        #[test]
+        fn corners_stay_sound_through_landings_and_removals(
+            len in 1usize..400,
+            rooms in proptest::collection::vec((0usize..400, 0i64..1000, 0i64..1000), 0..200),
+            changes in proptest::collection::vec(
+                (0usize..400, 0i64..1000, 0i64..1000, proptest::bool::weighted(0.15)),
+                0..60,
+            ),
+            wants in proptest::collection::vec((1i64..1000, 1i64..1000), 1..8),
+        ) {
+            let mut nodes: Vec<NodeState> = (0..len).map(|_| node2(0, 0, false)).collect();
+            for (at, c, m) in rooms {
+                nodes[at % len] = node2(c, m, false);
+            }
+            let mut f = FreeRoom::build(len, |i| nodes.get(i));
+            for (at, take_cpu, take_mem, removed) in changes {
+                let at = at % len;
+                if nodes[at].removed {
+                    continue;
+                }
+                if removed {
+                    nodes[at].removed = true;
+                    f.forget(&[at], len, |i| nodes.get(i));
+                    continue;
+                }
+                // A pod landing: takes what the node has left, at most the draw.
+                let r = room_of(&nodes[at]);
+                let taken = Resources::with_pods(take_cpu.min(r[0]), take_mem.min(r[1]), 1);
+                nodes[at].used.add_assign(&taken);
+                f.refresh(at, len, &taken, |i| nodes.get(i));
+            }
+            let fresh = FreeRoom::build(len, |i| nodes.get(i));
+            proptest::prop_assert_eq!(&f.levels[0], &fresh.levels[0]);
+            for (b, (kept, exact)) in f.corners.iter().zip(&fresh.corners).enumerate() {
+                if usize::from(kept.len) < CORNERS {
+                    proptest::prop_assert_eq!(kept, exact, "block {}", b);
+                }
+                for p in exact.points() {
+                    proptest::prop_assert!(kept.holds(p[0], p[1]), "block {}: {:?} lost from {:?}", b, p, kept);
+                }
+            }
+            for (c, m) in wants {
+                let want = Resources::with_pods(c, m, 1);
+                let skip = f.next_may_fit(0, len, &want).min(len);
+                let truth = (0..len)
+                    .find(|&p| !nodes[p].removed && nodes[p].used.fits_with(&want, &nodes[p].allocatable))
+                    .map_or(len, |p| p / BLOCK * BLOCK);
+                proptest::prop_assert!(skip <= truth, "skipped to {} past room at {}", skip, truth);
+            }
+        }
+    }
+
     proptest::proptest! {
         /// Nodes going away (a consolidation simulation's candidates) leave every level what a
         /// fresh build of the cluster without them gives: no removed node's room keeps a
