@@ -8,7 +8,6 @@
 //! stops a control plane someone else is using.
 
 use std::fs::File;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -364,8 +363,7 @@ fn spawn(command: &mut Command, log: &Path) -> Result<Child> {
 }
 
 pub fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
+    Ok(testenv::ports::free_port()?)
 }
 
 /// Whether `pid` is alive (not a zombie) and runs `binary`.

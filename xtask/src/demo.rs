@@ -155,7 +155,7 @@ async fn setup_and_watch(
 
     let log_path = env_dir.join(format!("{ns}-controller.log"));
     let log = std::fs::File::create(&log_path)?;
-    let metrics_port = free_port()?;
+    let metrics_port = crate::controlplane::free_port()?;
     let mut child = tokio::process::Command::new(bins.controller)
         .arg("--kubeconfig")
         .arg(kubeconfig)
@@ -172,7 +172,7 @@ async fn setup_and_watch(
         .kill_on_drop(true)
         .spawn()
         .context("starting karpenter-capi-controller")?;
-    let ui_port = free_port()?;
+    let ui_port = crate::controlplane::free_port()?;
     let ui_log_path = env_dir.join(format!("{ns}-ui.log"));
     let ui_log = std::fs::File::create(&ui_log_path)?;
     let mut ui = tokio::process::Command::new(bins.cli)
@@ -291,12 +291,6 @@ fn workload(ns: &str) -> Result<Deployment> {
             },
         },
     }))?)
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
 }
 
 /// Drives the phases and redraws the terminal until the duration (if any) ends.

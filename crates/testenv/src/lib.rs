@@ -10,6 +10,7 @@
 
 pub mod e2e;
 pub mod gomod;
+pub mod ports;
 pub mod second;
 pub mod versions;
 

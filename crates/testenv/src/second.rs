@@ -37,10 +37,7 @@ fn field<'a>(state: &'a serde_json::Value, key: &str) -> Result<&'a serde_json::
 }
 
 fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port: {e}"))
+    crate::ports::free_port().map_err(|e| format!("no free port: {e}"))
 }
 
 impl SecondCluster {

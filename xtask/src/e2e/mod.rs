@@ -418,6 +418,10 @@ async fn start(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    // The probe answered, but was it the manager? A process that took its health port
+    // answers too (kwok's server once did, while the manager had exited at once with
+    // "address already in use"): the manager must still be running.
+    procs.check_alive("capi-manager")?;
     mark("capi_ready", &mut step);
     let listen = Duration::from_secs(120);
     wait_port(procs, "kube-scheduler", scheduler_port, listen).await?;
