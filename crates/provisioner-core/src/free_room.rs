@@ -178,9 +178,16 @@ impl FreeRoom {
                 .get(b)
                 .is_none_or(|c| c.holds(requests.cpu_milli, requests.memory))
     }
-}
 
-impl FreeRoom {
+    /// Whether a node with `room` may be what block `b`'s summary holds: its room reaches
+    /// the block's most in some dimension, or no corner beats it in both CPU and memory.
+    /// A node that made neither can shrink or go without a recount.
+    fn may_make_bound(&self, b: usize, room: &Room) -> bool {
+        let max = self.levels.first().and_then(|l| l.get(b));
+        max.is_none_or(|m| room.iter().zip(m).any(|(r, m)| r >= m))
+            || self.corners.get(b).is_some_and(|c| !c.beat(room))
+    }
+
     /// The summary of every block; `node(i)` is the node at position `i` of the order.
     pub fn build<'a>(len: usize, node: impl Fn(usize) -> Option<&'a NodeState>) -> FreeRoom {
         let mut f = FreeRoom {
@@ -215,7 +222,7 @@ impl FreeRoom {
         node: impl Fn(usize) -> Option<&'a NodeState>,
     ) {
         let mut i = pos / BLOCK;
-        if let (Some(ns), Some(bound)) = (node(pos), self.levels.first().and_then(|l| l.get(i))) {
+        if let Some(ns) = node(pos) {
             let now = room_of(ns);
             let before = [
                 now[0].saturating_add(taken.cpu_milli),
@@ -223,8 +230,7 @@ impl FreeRoom {
                 now[2].saturating_add(taken.pods),
             ];
             let took = taken.cpu_milli >= 0 && taken.memory >= 0 && taken.pods >= 0;
-            let cornered = self.corners.get(i).is_none_or(|c| c.beat(&before));
-            if took && cornered && before.iter().zip(bound).all(|(b, m)| b < m) {
+            if took && !self.may_make_bound(i, &before) {
                 return;
             }
         }
@@ -262,17 +268,10 @@ impl FreeRoom {
             if changed.last() == Some(&b) {
                 continue;
             }
-            let Some(bound) = self.levels.first().and_then(|l| l.get(b)) else {
+            if b >= self.corners.len() {
                 continue;
-            };
-            // A node whose room was below the bound in every dimension, and below a corner in
-            // CPU and memory, did not make either.
-            let corners = self.corners.get(b);
-            let held = node(pos).is_none_or(|ns| {
-                let r = room_of(ns);
-                r.iter().zip(bound).any(|(r, m)| r >= m) || corners.is_some_and(|c| !c.beat(&r))
-            });
-            if held {
+            }
+            if node(pos).is_none_or(|ns| self.may_make_bound(b, &room_of(ns))) {
                 changed.push(b);
             }
         }
@@ -341,13 +340,13 @@ impl FreeRoom {
     /// may hold `requests`, skipping whole spans where no node has the room; `len` or more
     /// when none may. Every block it steps over has no node with that room.
     pub fn next_may_fit(&self, mut pos: usize, len: usize, requests: &Resources) -> usize {
-        let Some(blocks) = self.levels.first() else {
+        if self.levels.is_empty() {
             return pos;
-        };
+        }
         while pos < len {
             let block = pos / BLOCK;
             // The block itself first: when it may fit (the common case) one comparison.
-            if block >= blocks.len() || self.block_holds(block, requests) {
+            if self.block_holds(block, requests) {
                 return pos;
             }
             // No room in it: skip the widest span starting here without room either.
@@ -551,15 +550,12 @@ mod tests {
 
     #[test]
     fn a_block_with_cpu_on_one_node_and_memory_on_another_is_skipped() {
-        let mut nodes: Vec<NodeState> = (0..BLOCK * 2).map(|_| node(0, false)).collect();
         // Block 0: CPU room on one node, memory room on another; block 1: both on one node.
         let scrap = |cpu: i64, mem: i64| NodeState {
             used: Resources::with_pods(1000 - cpu, (1 << 30) - mem, 1),
             ..node(0, false)
         };
-        for n in nodes.iter_mut() {
-            *n = scrap(0, 0);
-        }
+        let mut nodes: Vec<NodeState> = (0..BLOCK * 2).map(|_| scrap(0, 0)).collect();
         nodes[3] = scrap(800, 1 << 20);
         nodes[9] = scrap(100, 1 << 29);
         nodes[BLOCK + 7] = scrap(600, 1 << 28);
