@@ -533,8 +533,22 @@ type ClassMemo = (HashMap<String, usize>, Vec<Arc<Class>>);
 struct EligibleStatic {
     /// The group's domains and the class's shapes' values for the key.
     fixed: Arc<BTreeSet<String>>,
-    /// Affinity groups: per domain, the nodes of the class (before removals) that lie in it.
-    nodes_per_domain: Option<BTreeMap<String, usize>>,
+    /// Affinity groups: the nodes of the class (before removals) per domain.
+    nodes_per_domain: Option<NodesPerDomain>,
+}
+
+/// An affinity group's domains with the class's nodes in each, numbered so that a
+/// simulation subtracts its removed nodes by index. Looking up each removed node's label by
+/// name was a twelfth of a simulation at 10,000 nodes, growing with the nodes removed
+/// (`benches/README.md`, scale round 12).
+#[derive(Debug)]
+struct NodesPerDomain {
+    domains: Vec<String>,
+    /// Per domain number, the class's nodes in it.
+    nodes: Vec<usize>,
+    /// Per snapshot node, its domain number; `u32::MAX` for a node outside the class or
+    /// without the key.
+    domain_of: Vec<u32>,
 }
 
 /// What the scheduler works out about one cluster that no simulation on it changes: each pod
@@ -772,23 +786,23 @@ impl<'a> Run<'a> {
                         // Existing nodes the pod may use are domains too (Karpenter's domain
                         // universe includes them): a matching pod on one rules out
                         // bootstrapping elsewhere. Removed nodes no longer count.
-                        let mut left = per_domain.clone();
+                        let mut left = per_domain.nodes.clone();
                         for &ni in self.state.removed_nodes() {
-                            if !c.nodes_ok.get(ni).copied().unwrap_or(false) {
-                                continue;
-                            }
-                            if let Some(d) = base
-                                .snapshot
-                                .nodes
-                                .get(ni)
-                                .and_then(|n| crate::state::node_domain(n, &g.key))
-                                && let Some(k) = left.get_mut(d)
+                            if let Some(&d) = per_domain.domain_of.get(ni)
+                                && let Some(k) = left.get_mut(d as usize)
                             {
                                 *k = k.saturating_sub(1);
                             }
                         }
                         let mut set = (*st.fixed).clone();
-                        set.extend(left.into_iter().filter(|(_, k)| *k > 0).map(|(d, _)| d));
+                        set.extend(
+                            per_domain
+                                .domains
+                                .iter()
+                                .zip(&left)
+                                .filter(|(_, k)| **k > 0)
+                                .map(|(d, _)| d.clone()),
+                        );
                         Arc::new(set)
                     }
                 }
@@ -1762,20 +1776,9 @@ impl<'a> Run<'a> {
                     .unwrap_or_default()
             })
             .collect();
-        // Each shape's zone as an index into the distinct zones, worked out once: comparing
-        // zone names per shape per claim was a twelfth of a 100,000-pod run.
-        let mut zone_names: Vec<&str> = Vec::new();
-        let zone_of: Vec<usize> = problem
-            .shapes
-            .iter()
-            .map(|sh| match zone_names.iter().position(|z| *z == sh.zone) {
-                Some(i) => i,
-                None => {
-                    zone_names.push(sh.zone.as_str());
-                    zone_names.len() - 1
-                }
-            })
-            .collect();
+        // Each shape's zone as an index into the distinct zones (worked out with the shapes).
+        let zone_names = &shp.zones;
+        let zone_of = &shp.zone_of;
         let option_lists: std::sync::Mutex<HashMap<Vec<ShapeId>, Arc<[InstanceTypeOption]>>> =
             std::sync::Mutex::new(HashMap::new());
         let requirement_lists: std::sync::Mutex<HashMap<RequirementsKey, Arc<[Requirement]>>> =
@@ -1814,7 +1817,9 @@ impl<'a> Run<'a> {
                     if sh.pool != launch.pool || !req.fits_in(&sh.allocatable) {
                         continue;
                     }
-                    if let Some(seen) = zone_of.get(s as usize).and_then(|z| zone_seen.get_mut(*z))
+                    if let Some(seen) = zone_of
+                        .get(s as usize)
+                        .and_then(|z| zone_seen.get_mut(*z as usize))
                     {
                         *seen = true;
                     }
@@ -1836,7 +1841,7 @@ impl<'a> Run<'a> {
                     .iter()
                     .zip(&zone_seen)
                     .filter(|(_, seen)| **seen)
-                    .map(|(z, _)| *z)
+                    .map(|(z, _)| z.as_str())
                     .collect();
                 zones.sort_unstable();
                 let mut cts: Vec<&'static str> = ct_seen.iter().map(|c| c.as_label()).collect();
@@ -2018,15 +2023,32 @@ fn eligible_static(
         }
     }
     let nodes_per_domain = (g.kind == Kind::Affinity).then(|| {
-        let mut m: BTreeMap<String, usize> = BTreeMap::new();
+        let mut number: BTreeMap<&str, u32> = BTreeMap::new();
+        let mut per = NodesPerDomain {
+            domains: Vec::new(),
+            nodes: Vec::new(),
+            domain_of: vec![u32::MAX; base.snapshot.nodes.len()],
+        };
         for (i, n) in base.snapshot.nodes.iter().enumerate() {
-            if c.nodes_ok.get(i).copied().unwrap_or(false)
-                && let Some(d) = crate::state::node_domain(n, &g.key)
-            {
-                *m.entry(d.to_string()).or_insert(0) += 1;
+            if !c.nodes_ok.get(i).copied().unwrap_or(false) {
+                continue;
+            }
+            let Some(d) = crate::state::node_domain(n, &g.key) else {
+                continue;
+            };
+            let id = *number.entry(d).or_insert_with(|| {
+                per.domains.push(d.to_string());
+                per.nodes.push(0);
+                (per.domains.len() - 1) as u32
+            });
+            if let Some(k) = per.nodes.get_mut(id as usize) {
+                *k += 1;
+            }
+            if let Some(slot) = per.domain_of.get_mut(i) {
+                *slot = id;
             }
         }
-        m
+        per
     });
     EligibleStatic {
         fixed: Arc::new(fixed),

@@ -40,6 +40,12 @@ pub struct Shapes {
     pub pool_source: Vec<usize>,
     /// Why a NodePool has no shapes at all, for reasons.
     pub empty_pools: Vec<String>,
+    /// The distinct zones of the shapes, in the order shapes first name them.
+    pub zones: Vec<String>,
+    /// Each shape's zone as an index into `zones`. Assembling a launch's NodeClaims needs
+    /// it, and working it out there by comparing names per shape was a tenth of a
+    /// consolidation simulation that launches a replacement (`benches/README.md`).
+    pub zone_of: Vec<u32>,
 }
 
 /// The order NodePools are tried in: weight descending, then name.
@@ -289,6 +295,16 @@ impl Shapes {
             if shapes.len() == before {
                 out.empty_pools.push(pool.name.clone());
             }
+        }
+        for sh in &shapes {
+            let z = match out.zones.iter().position(|z| *z == sh.zone) {
+                Some(i) => i,
+                None => {
+                    out.zones.push(sh.zone.clone());
+                    out.zones.len() - 1
+                }
+            };
+            out.zone_of.push(z as u32);
         }
         out.by_size = Arc::new(size_order(&shapes));
         out.by_price = Arc::new(crate::packing::price_order(&shapes));

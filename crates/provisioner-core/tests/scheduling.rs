@@ -800,6 +800,33 @@ fn affinity_sees_matching_pods_on_existing_nodes_in_any_zone() {
     assert_eq!(r.existing_placements[0].node, "n2", "{r:?}");
 }
 
+/// The same, but the node that runs the matching pod is being deleted: its pods no longer
+/// count, so the pod starts its group where it can run (on `n1` in z1) instead of waiting
+/// for a zone whose only node is going.
+#[test]
+fn affinity_ignores_matching_pods_in_a_zone_whose_nodes_are_all_going() {
+    let mut s = snap(vec![it("small", 2, 4, 0.10, &["z1"])], vec![]);
+    s.nodes.push(Node::new(
+        "n1",
+        "z1",
+        Resources::with_pods(4000, 8 * GIB, 110),
+    ));
+    let mut going = Node::new("n2", "z2", Resources::with_pods(4000, 8 * GIB, 110));
+    going.marked_for_deletion = true;
+    s.nodes.push(going);
+    let mut first = Pod::new("default", "first", 100, GIB).label("app", "db");
+    first.node_name = Some("n2".into());
+    let mut next = Pod::new("default", "next", 100, GIB).label("app", "db");
+    next.pod_affinity
+        .required
+        .push(term(labels::ZONE, &[("app", "db")]));
+    s.pods = vec![first.into(), next.into()];
+    let r = run(&s);
+    assert!(r.unschedulable.is_empty(), "{r:?}");
+    assert_eq!(r.existing_placements.len(), 1, "{r:?}");
+    assert_eq!(r.existing_placements[0].node, "n1", "{r:?}");
+}
+
 fn baseline(s: &Snapshot) -> SchedulingResult {
     schedule(
         s,
