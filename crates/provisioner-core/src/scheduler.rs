@@ -2337,7 +2337,7 @@ mod host_number_tests {
             .iter()
             .find(|g| {
                 g.kind == Kind::AntiAffinity
-                    && g.selector == LabelSelector::from_labels([("app", "bound")])
+                    && *g.selector == LabelSelector::from_labels([("app", "bound")])
             })
             .expect("the pending pod's group");
         assert!(

@@ -877,7 +877,7 @@ fn owns_terms(
             t.topology_key == group.key
                 && t.label_selector
                     .with_match_label_keys(&t.match_label_keys, pod_labels)
-                    == group.selector
+                    == *group.selector
         })
 }
 

@@ -56,11 +56,15 @@ pub struct Group {
     pub uid: u64,
     pub kind: Kind,
     pub key: String,
-    pub scope: NamespaceScope,
-    pub selector: LabelSelector,
+    /// The scope, selector and filter never change once the group is made: shared, so that
+    /// the first change of a group's counts in a simulation (which copies the group) does
+    /// not copy their strings. That copy was a tenth of a consolidation simulation
+    /// (`benches/README.md`, scale round 12).
+    pub scope: Arc<NamespaceScope>,
+    pub selector: Arc<LabelSelector>,
     pub max_skew: i32,
     pub min_domains: Option<i32>,
-    pub filter: NodeFilter,
+    pub filter: Arc<NodeFilter>,
     /// Selected pods per domain.
     pub counts: Counts,
     /// Owners per domain (anti-affinity only).
@@ -327,11 +331,11 @@ impl Group {
             uid: NEXT_UID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             kind: term.key.kind,
             key: term.key.key.clone(),
-            scope: term.key.scope.clone(),
-            selector: term.key.selector.clone(),
+            scope: Arc::new(term.key.scope.clone()),
+            selector: Arc::new(term.key.selector.clone()),
             max_skew: term.key.max_skew,
             min_domains: term.key.min_domains,
-            filter: term.key.filter.clone(),
+            filter: Arc::new(term.key.filter.clone()),
             counts: Counts::default(),
             owners: Counts::default(),
             domains: Arc::default(),
@@ -348,11 +352,11 @@ mod tests {
             uid: 0,
             kind,
             key: key.into(),
-            scope: NamespaceScope::All,
-            selector: LabelSelector::from_labels([("app", "web")]),
+            scope: Arc::new(NamespaceScope::All),
+            selector: Arc::new(LabelSelector::from_labels([("app", "web")])),
             max_skew: skew,
             min_domains: None,
-            filter: NodeFilter::default(),
+            filter: Arc::default(),
             counts: Counts::default(),
             owners: Counts::default(),
             domains: Arc::default(),
