@@ -200,6 +200,20 @@ impl Counts {
         self.compact();
     }
 
+    /// [`Counts::add`] (`by` above 0) or [`Counts::decrement`] (below 0) of the interned
+    /// domain `id`, for counts that keep domains by number ([`Counts::uses_ids`]): the caller
+    /// knows the number, so the name is neither looked up nor hashed.
+    pub fn change_id(&mut self, id: u32, by: i32) {
+        if self.dense.is_none() {
+            return;
+        }
+        if by >= 0 {
+            self.add_as("", Some(id), by);
+        } else if self.lookup_as("", Some(id)).is_some() {
+            self.add_as("", Some(id), -1);
+        }
+    }
+
     /// Subtracts one from a domain that is present (an absent domain stays absent).
     pub fn decrement(&mut self, domain: &str) {
         let id = self.interned(domain);
@@ -297,7 +311,7 @@ mod tests {
         #[test]
         fn counts_behave_like_a_map(
             interned in proptest::bool::ANY,
-            ops in proptest::collection::vec((0u8..4, 0u16..120, -2i32..4), 0..400),
+            ops in proptest::collection::vec((0u8..5, 0u16..120, -2i32..4), 0..400),
         ) {
             let ids = Arc::new(DomainIds::from_names(
                 (0..60).map(|d| format!("d{d}")).collect::<Vec<_>>().iter().map(String::as_str),
@@ -315,6 +329,20 @@ mod tests {
                     1 => {
                         fast.decrement(&d);
                         if let Some(c) = model.get_mut(&d) {
+                            *c -= 1;
+                        }
+                    }
+                    // By number where the domain is interned (a negative change is a
+                    // decrement, as `ClusterState` uses it), by name otherwise.
+                    4 => {
+                        match ids.id(&d).filter(|_| fast.uses_ids(&ids)) {
+                            Some(id) => fast.change_id(id, k),
+                            None if k < 0 => fast.decrement(&d),
+                            None => fast.add(&d, k),
+                        }
+                        if k >= 0 {
+                            *model.entry(d).or_insert(0) += k;
+                        } else if let Some(c) = model.get_mut(&d) {
                             *c -= 1;
                         }
                     }

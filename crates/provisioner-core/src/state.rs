@@ -537,7 +537,7 @@ impl ClusterState {
                 let Some(p) = self.shared_pod(slot) else {
                     continue;
                 };
-                self.unrecord(&p, n);
+                self.count_pod(&p, ni, n, -1);
                 if !p.is_daemonset_pod() {
                     out.push(Evicted { slot, node: ni });
                 }
@@ -565,10 +565,6 @@ impl ClusterState {
         }
     }
 
-    fn unrecord(&mut self, pod: &Pod, node: &Node) {
-        self.count_pod(pod, node, -1);
-    }
-
     /// The anti-affinity groups with owners somewhere that select `pod` (their owners keep it
     /// away), in group order.
     pub fn inverse_groups(&self, pod: &Pod) -> Vec<usize> {
@@ -584,25 +580,36 @@ impl ClusterState {
         out
     }
 
-    /// Adds (`by` 1) or takes away (-1, an absent domain staying absent) a pod on `node` in
-    /// the groups that select it and the anti-affinity groups it owns.
-    fn count_pod(&mut self, pod: &Pod, node: &Node, by: i32) {
-        let change = |c: &mut crate::topology::Counts, d: &str| {
-            if by < 0 {
-                c.decrement(d);
-            } else {
-                c.add(d, by);
+    /// Adds (`by` 1) or takes away (-1, an absent domain staying absent) a pod on `node`
+    /// (snapshot node `ni`) in the groups that select it and the anti-affinity groups it owns.
+    /// Hostname groups count by the node's number: looking up its hostname label by name for
+    /// every group of every pod moved was a tenth of a consolidation simulation
+    /// (`benches/README.md`, scale round 12).
+    fn count_pod(&mut self, pod: &Pod, ni: usize, node: &Node, by: i32) {
+        let base = Arc::clone(&self.base);
+        let host = base.host_of.get(ni).copied().filter(|id| *id != u32::MAX);
+        // The node's number when `c` (of a group on `key`) keeps hostnames by number, else
+        // its domain by name; `None` when the node has no domain for the key.
+        let at = |c: &Counts, key: &str| -> Option<Result<u32, &str>> {
+            match host {
+                Some(id) if key == labels::HOSTNAME && c.uses_ids(&base.hosts) => Some(Ok(id)),
+                _ => node_domain(node, key).map(Err),
             }
+        };
+        let change = |c: &mut Counts, at: Result<u32, &str>| match at {
+            Ok(id) => c.change_id(id, by),
+            Err(d) if by < 0 => c.decrement(d),
+            Err(d) => c.add(d, by),
         };
         let lookup = Arc::clone(&self.lookup);
         let groups = &mut self.groups;
         lookup.may_select(&pod.labels, |gi| {
             if let Some(g) = groups.get_mut(gi)
-                && let Some(d) = node_domain(node, &g.key)
+                && let Some(a) = at(&g.counts, &g.key)
                 && g.selects(pod)
                 && g.counts_node(&node.labels, &node.taints)
             {
-                change(&mut Arc::make_mut(g).counts, d);
+                change(&mut Arc::make_mut(g).counts, a);
             }
         });
         let anti = &pod.pod_anti_affinity;
@@ -611,10 +618,10 @@ impl ClusterState {
         }
         for &gi in lookup.anti_affinity() {
             if let Some(g) = groups.get_mut(gi)
-                && let Some(d) = node_domain(node, &g.key)
+                && let Some(a) = at(&g.owners, &g.key)
                 && owns(pod, g)
             {
-                change(&mut Arc::make_mut(g).owners, d);
+                change(&mut Arc::make_mut(g).owners, a);
             }
         }
     }
@@ -759,7 +766,7 @@ impl ClusterState {
         let Some(node) = base.snapshot.nodes.get(node_index) else {
             return;
         };
-        self.count_pod(pod, node, 1);
+        self.count_pod(pod, node_index, node, 1);
         if let Some(ns) = self.nodes.get_mut(node_index) {
             ns.used.add_assign(requests);
             ns.ports.extend(pod.host_ports.iter().map(port_key));
