@@ -771,23 +771,18 @@ fn a_price_cap_skips_building_claims_only_when_the_nodes_cost_at_least_that() {
     );
 }
 
-/// Required zone affinity to a pod that runs on an existing node in a zone no launchable type
-/// offers: the pod must join it there, not bootstrap a new domain (it used to look for
-/// matching pods only in the zones of launchable shapes, found none, and went anywhere). The
-/// property tests found this (a self-affine group split over two zones).
-#[test]
-fn affinity_sees_matching_pods_on_existing_nodes_in_any_zone() {
+/// Nodes `n1` in z1 and `n2` in z2 (being deleted when `n2_going`), only z1 launchable;
+/// `first` (app=db) runs on `n2` and `next` (app=db) has a required zone affinity to app=db.
+fn zone_affinity_to_a_pod_on_n2(n2_going: bool) -> Snapshot {
     let mut s = snap(vec![it("small", 2, 4, 0.10, &["z1"])], vec![]);
     s.nodes.push(Node::new(
         "n1",
         "z1",
         Resources::with_pods(4000, 8 * GIB, 110),
     ));
-    s.nodes.push(Node::new(
-        "n2",
-        "z2",
-        Resources::with_pods(4000, 8 * GIB, 110),
-    ));
+    let mut n2 = Node::new("n2", "z2", Resources::with_pods(4000, 8 * GIB, 110));
+    n2.marked_for_deletion = n2_going;
+    s.nodes.push(n2);
     let mut first = Pod::new("default", "first", 100, GIB).label("app", "db");
     first.node_name = Some("n2".into());
     let mut next = Pod::new("default", "next", 100, GIB).label("app", "db");
@@ -795,7 +790,16 @@ fn affinity_sees_matching_pods_on_existing_nodes_in_any_zone() {
         .required
         .push(term(labels::ZONE, &[("app", "db")]));
     s.pods = vec![first.into(), next.into()];
-    let r = run(&s);
+    s
+}
+
+/// Required zone affinity to a pod that runs on an existing node in a zone no launchable type
+/// offers: the pod must join it there, not bootstrap a new domain (it used to look for
+/// matching pods only in the zones of launchable shapes, found none, and went anywhere). The
+/// property tests found this (a self-affine group split over two zones).
+#[test]
+fn affinity_sees_matching_pods_on_existing_nodes_in_any_zone() {
+    let r = run(&zone_affinity_to_a_pod_on_n2(false));
     assert_eq!(r.existing_placements.len(), 1, "{r:?}");
     assert_eq!(r.existing_placements[0].node, "n2", "{r:?}");
 }
@@ -805,23 +809,7 @@ fn affinity_sees_matching_pods_on_existing_nodes_in_any_zone() {
 /// for a zone whose only node is going.
 #[test]
 fn affinity_ignores_matching_pods_in_a_zone_whose_nodes_are_all_going() {
-    let mut s = snap(vec![it("small", 2, 4, 0.10, &["z1"])], vec![]);
-    s.nodes.push(Node::new(
-        "n1",
-        "z1",
-        Resources::with_pods(4000, 8 * GIB, 110),
-    ));
-    let mut going = Node::new("n2", "z2", Resources::with_pods(4000, 8 * GIB, 110));
-    going.marked_for_deletion = true;
-    s.nodes.push(going);
-    let mut first = Pod::new("default", "first", 100, GIB).label("app", "db");
-    first.node_name = Some("n2".into());
-    let mut next = Pod::new("default", "next", 100, GIB).label("app", "db");
-    next.pod_affinity
-        .required
-        .push(term(labels::ZONE, &[("app", "db")]));
-    s.pods = vec![first.into(), next.into()];
-    let r = run(&s);
+    let r = run(&zone_affinity_to_a_pod_on_n2(true));
     assert!(r.unschedulable.is_empty(), "{r:?}");
     assert_eq!(r.existing_placements.len(), 1, "{r:?}");
     assert_eq!(r.existing_placements[0].node, "n1", "{r:?}");
