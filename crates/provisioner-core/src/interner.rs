@@ -39,6 +39,11 @@ impl<T: Hash + Eq + Clone> Interner<T> {
     pub fn get(&self, id: u32) -> Option<&T> {
         self.values.get(id as usize)
     }
+
+    /// The values, by id.
+    pub fn into_values(self) -> Vec<T> {
+        self.values
+    }
 }
 
 #[cfg(test)]

@@ -2023,12 +2023,9 @@ fn eligible_static(
         }
     }
     let nodes_per_domain = (g.kind == Kind::Affinity).then(|| {
-        let mut number: BTreeMap<&str, u32> = BTreeMap::new();
-        let mut per = NodesPerDomain {
-            domains: Vec::new(),
-            nodes: Vec::new(),
-            domain_of: vec![u32::MAX; base.snapshot.nodes.len()],
-        };
+        let mut number = crate::interner::Interner::default();
+        let mut nodes: Vec<usize> = Vec::new();
+        let mut domain_of = vec![u32::MAX; base.snapshot.nodes.len()];
         for (i, n) in base.snapshot.nodes.iter().enumerate() {
             if !c.nodes_ok.get(i).copied().unwrap_or(false) {
                 continue;
@@ -2036,19 +2033,26 @@ fn eligible_static(
             let Some(d) = crate::state::node_domain(n, &g.key) else {
                 continue;
             };
-            let id = *number.entry(d).or_insert_with(|| {
-                per.domains.push(d.to_string());
-                per.nodes.push(0);
-                (per.domains.len() - 1) as u32
-            });
-            if let Some(k) = per.nodes.get_mut(id as usize) {
+            let id = number.id(d);
+            if nodes.len() <= id as usize {
+                nodes.resize(id as usize + 1, 0);
+            }
+            if let Some(k) = nodes.get_mut(id as usize) {
                 *k += 1;
             }
-            if let Some(slot) = per.domain_of.get_mut(i) {
+            if let Some(slot) = domain_of.get_mut(i) {
                 *slot = id;
             }
         }
-        per
+        NodesPerDomain {
+            domains: number
+                .into_values()
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+            nodes,
+            domain_of,
+        }
     });
     EligibleStatic {
         fixed: Arc::new(fixed),

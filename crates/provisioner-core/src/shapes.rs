@@ -40,11 +40,11 @@ pub struct Shapes {
     pub pool_source: Vec<usize>,
     /// Why a NodePool has no shapes at all, for reasons.
     pub empty_pools: Vec<String>,
-    /// The distinct zones of the shapes, in the order shapes first name them.
+    /// The distinct zones of the shapes, numbered in the order shapes first name them.
     pub zones: Vec<String>,
     /// Each shape's zone as an index into `zones`. Assembling a launch's NodeClaims needs
-    /// it, and working it out there by comparing names per shape was a tenth of a
-    /// consolidation simulation that launches a replacement (`benches/README.md`).
+    /// it, and working it out there by comparing names per shape was nearly a fifth of a
+    /// consolidation simulation (`benches/README.md`, scale round 12).
     pub zone_of: Vec<u32>,
 }
 
@@ -296,16 +296,13 @@ impl Shapes {
                 out.empty_pools.push(pool.name.clone());
             }
         }
-        for sh in &shapes {
-            let z = match out.zones.iter().position(|z| *z == sh.zone) {
-                Some(i) => i,
-                None => {
-                    out.zones.push(sh.zone.clone());
-                    out.zones.len() - 1
-                }
-            };
-            out.zone_of.push(z as u32);
-        }
+        let mut zones = crate::interner::Interner::default();
+        out.zone_of = shapes.iter().map(|sh| zones.id(sh.zone.as_str())).collect();
+        out.zones = zones
+            .into_values()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         out.by_size = Arc::new(size_order(&shapes));
         out.by_price = Arc::new(crate::packing::price_order(&shapes));
         out.shapes = Arc::new(shapes);
