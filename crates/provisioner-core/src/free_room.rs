@@ -16,6 +16,7 @@
 //! [`FreeRoom::refresh`]). A removed node is left counted until its block is next recounted;
 //! that only makes the bound looser, never wrong.
 
+use crate::chunked::Chunked;
 use crate::model::Resources;
 use crate::state::NodeState;
 
@@ -127,14 +128,27 @@ impl Corners {
     }
 }
 
-/// Per block, the most free room of any node in it, each dimension on its own, and its
-/// [`Corners`]; then per [`FANOUT`] entries of the level below, up to a level of one entry.
+/// One block's summary: the most free room of any node in it, each dimension on its own,
+/// and its [`Corners`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Block {
+    most: Room,
+    corners: Corners,
+}
+
+/// Blocks per copy-on-write chunk of [`FreeRoom::blocks`] (a kilobyte).
+const BLOCKS_PER_CHUNK: usize = 8;
+
+/// Per block its [`Block`] summary; then per [`FANOUT`] entries of the level below, up to a
+/// level of one entry.
 #[derive(Debug, Clone, Default)]
 pub struct FreeRoom {
-    /// `levels[0]` per block; `levels[k]` per `FANOUT^k` blocks.
-    levels: Vec<Vec<Room>>,
-    /// Per block.
-    corners: Vec<Corners>,
+    /// Copied on write in chunks: every simulation clones the state and changes a few
+    /// blocks, and copying all of them (128 bytes a block, 20 KB at 10,000 nodes) made the
+    /// clone grow with the cluster (`benches/README.md`, scale round 13).
+    blocks: Chunked<Block, BLOCKS_PER_CHUNK>,
+    /// `spans[k]` per `FANOUT^(k+1)` blocks.
+    spans: Vec<Vec<Room>>,
 }
 
 /// A node's free room. Unbounded capacities count as unbounded so that the comparison can
@@ -154,6 +168,27 @@ fn room_of(ns: &NodeState) -> Room {
     ]
 }
 
+impl Block {
+    /// The summary of block `b` of the `len` nodes (removed nodes left out).
+    fn of<'a>(b: usize, len: usize, node: &impl Fn(usize) -> Option<&'a NodeState>) -> Block {
+        let mut rooms = [NONE; BLOCK];
+        let mut n = 0usize;
+        for ns in (b * BLOCK..((b + 1) * BLOCK).min(len)).filter_map(node) {
+            if !ns.removed
+                && let Some(slot) = rooms.get_mut(n)
+            {
+                *slot = room_of(ns);
+                n += 1;
+            }
+        }
+        let rooms = rooms.get(..n).unwrap_or_default();
+        Block {
+            most: max_of(rooms.iter()),
+            corners: Corners::of(rooms.iter().copied()),
+        }
+    }
+}
+
 fn max_of<'a>(rooms: impl Iterator<Item = &'a Room>) -> Room {
     let mut best = NONE;
     for r in rooms {
@@ -171,38 +206,36 @@ fn holds(room: &Room, requests: &Resources) -> bool {
 impl FreeRoom {
     /// Whether some node of block `b` may hold `requests`; unknown blocks may.
     fn block_holds(&self, b: usize, requests: &Resources) -> bool {
-        let max = self.levels.first().and_then(|l| l.get(b));
-        max.is_none_or(|r| holds(r, requests))
-            && self
-                .corners
-                .get(b)
-                .is_none_or(|c| c.holds(requests.cpu_milli, requests.memory))
+        self.blocks.get(b).is_none_or(|k| {
+            holds(&k.most, requests) && k.corners.holds(requests.cpu_milli, requests.memory)
+        })
     }
 
     /// Whether a node with `room` may be what block `b`'s summary holds: its room reaches
     /// the block's most in some dimension, or no corner beats it in both CPU and memory.
     /// A node that made neither can shrink or go without a recount.
     fn may_make_bound(&self, b: usize, room: &Room) -> bool {
-        let max = self.levels.first().and_then(|l| l.get(b));
-        max.is_none_or(|m| room.iter().zip(m).any(|(r, m)| r >= m))
-            || self.corners.get(b).is_some_and(|c| !c.beat(room))
+        self.blocks
+            .get(b)
+            .is_none_or(|k| room.iter().zip(&k.most).any(|(r, m)| r >= m) || !k.corners.beat(room))
     }
 
     /// The summary of every block; `node(i)` is the node at position `i` of the order.
     pub fn build<'a>(len: usize, node: impl Fn(usize) -> Option<&'a NodeState>) -> FreeRoom {
-        let mut f = FreeRoom {
-            levels: vec![vec![NONE; len.div_ceil(BLOCK)]],
-            corners: vec![Corners::EMPTY; len.div_ceil(BLOCK)],
-        };
-        for b in 0..len.div_ceil(BLOCK) {
-            let _ = f.recount(b, len, &node);
-        }
-        while f.levels.last().is_some_and(|l| l.len() > 1) {
-            let below = f.levels.last().map_or(&[][..], Vec::as_slice);
+        let blocks: Vec<Block> = (0..len.div_ceil(BLOCK))
+            .map(|b| Block::of(b, len, &node))
+            .collect();
+        let mut spans: Vec<Vec<Room>> = Vec::new();
+        let mut below: Vec<Room> = blocks.iter().map(|k| k.most).collect();
+        while below.len() > 1 {
             let up: Vec<Room> = below.chunks(FANOUT).map(|c| max_of(c.iter())).collect();
-            f.levels.push(up);
+            spans.push(up.clone());
+            below = up;
         }
-        f
+        FreeRoom {
+            blocks: Chunked::from_vec(blocks),
+            spans,
+        }
     }
 
     /// Recounts the block holding position `pos` after a node in it changed. The spans above
@@ -235,7 +268,7 @@ impl FreeRoom {
             }
         }
         let room = self.recount(i, len, &node);
-        for level in self.levels.iter_mut().skip(1) {
+        for level in &mut self.spans {
             i /= FANOUT;
             let Some(slot) = level.get_mut(i) else { return };
             if slot.iter().zip(&room).all(|(s, r)| s >= r) {
@@ -268,7 +301,7 @@ impl FreeRoom {
             if changed.last() == Some(&b) {
                 continue;
             }
-            if b >= self.corners.len() {
+            if b >= self.blocks.len() {
                 continue;
             }
             if node(pos).is_none_or(|ns| self.may_make_bound(b, &room_of(ns))) {
@@ -283,19 +316,26 @@ impl FreeRoom {
         for &b in &changed {
             let _ = self.recount(b, len, &node);
         }
-        for k in 1..self.levels.len() {
+        for k in 0..self.spans.len() {
             for c in changed.iter_mut() {
                 *c /= FANOUT;
             }
             changed.dedup();
-            let (below, above) = self.levels.split_at_mut(k);
-            let (Some(below), Some(level)) = (below.last(), above.first_mut()) else {
+            let (below, above) = self.spans.split_at_mut(k);
+            let Some(level) = above.first_mut() else {
                 return;
             };
             for &i in &changed {
-                let children = below.iter().skip(i * FANOUT).take(FANOUT);
+                let most = match below.last() {
+                    Some(below) => max_of(below.iter().skip(i * FANOUT).take(FANOUT)),
+                    None => max_of(
+                        (i * FANOUT..(i + 1) * FANOUT)
+                            .filter_map(|b| self.blocks.get(b))
+                            .map(|k| &k.most),
+                    ),
+                };
                 if let Some(slot) = level.get_mut(i) {
-                    *slot = max_of(children);
+                    *slot = most;
                 }
             }
         }
@@ -307,25 +347,25 @@ impl FreeRoom {
         len: usize,
         node: &impl Fn(usize) -> Option<&'a NodeState>,
     ) -> Room {
-        let mut rooms = [NONE; BLOCK];
-        let mut n = 0usize;
-        for ns in (b * BLOCK..((b + 1) * BLOCK).min(len)).filter_map(node) {
-            if !ns.removed
-                && let Some(slot) = rooms.get_mut(n)
-            {
-                *slot = room_of(ns);
-                n += 1;
-            }
+        let fresh = Block::of(b, len, node);
+        if let Some(slot) = self.blocks.get_mut(b) {
+            *slot = fresh;
         }
-        let rooms = rooms.get(..n).unwrap_or_default();
-        let best = max_of(rooms.iter());
-        if let Some(slot) = self.levels.first_mut().and_then(|l| l.get_mut(b)) {
-            *slot = best;
-        }
-        if let Some(slot) = self.corners.get_mut(b) {
-            *slot = Corners::of(rooms.iter().copied());
-        }
-        best
+        fresh.most
+    }
+
+    /// Every level: the blocks' most room, then the spans (tests compare them with a fresh
+    /// build).
+    #[cfg(test)]
+    fn levels(&self) -> Vec<Vec<Room>> {
+        let mut out = vec![self.blocks.iter().map(|k| k.most).collect::<Vec<_>>()];
+        out.extend(self.spans.iter().cloned());
+        out
+    }
+
+    #[cfg(test)]
+    fn corners(&self) -> Vec<Corners> {
+        self.blocks.iter().map(|k| k.corners).collect()
     }
 
     /// Whether some node of the block starting at `pos` may hold `requests` (CPU, memory and
@@ -340,7 +380,7 @@ impl FreeRoom {
     /// may hold `requests`, skipping whole spans where no node has the room; `len` or more
     /// when none may. Every block it steps over has no node with that room.
     pub fn next_may_fit(&self, mut pos: usize, len: usize, requests: &Resources) -> usize {
-        if self.levels.is_empty() {
+        if self.blocks.is_empty() {
             return pos;
         }
         while pos < len {
@@ -351,7 +391,7 @@ impl FreeRoom {
             }
             // No room in it: skip the widest span starting here without room either.
             let mut span = 1;
-            for level in self.levels.iter().skip(1) {
+            for level in &self.spans {
                 let wider = span * FANOUT;
                 if !block.is_multiple_of(wider)
                     || level.get(block / wider).is_none_or(|r| holds(r, requests))
@@ -430,9 +470,10 @@ mod tests {
             }
             // Blocks exact, spans bounds of what a fresh build gives.
             let fresh = FreeRoom::build(len, |i| nodes.get(i));
-            proptest::prop_assert_eq!(&f.levels[0], &fresh.levels[0]);
-            proptest::prop_assert_eq!(f.levels.len(), fresh.levels.len());
-            for (kept, exact) in f.levels.iter().zip(&fresh.levels).skip(1) {
+            let (levels, fresh_levels) = (f.levels(), fresh.levels());
+            proptest::prop_assert_eq!(&levels[0], &fresh_levels[0]);
+            proptest::prop_assert_eq!(levels.len(), fresh_levels.len());
+            for (kept, exact) in levels.iter().zip(&fresh_levels).skip(1) {
                 for (k, e) in kept.iter().zip(exact) {
                     proptest::prop_assert!(k.iter().zip(e).all(|(k, e)| k >= e), "{:?} < {:?}", k, e);
                 }
@@ -501,8 +542,8 @@ mod tests {
                 f.refresh(at, len, &taken, |i| nodes.get(i));
             }
             let fresh = FreeRoom::build(len, |i| nodes.get(i));
-            proptest::prop_assert_eq!(&f.levels[0], &fresh.levels[0]);
-            for (b, (kept, exact)) in f.corners.iter().zip(&fresh.corners).enumerate() {
+            proptest::prop_assert_eq!(&f.levels()[0], &fresh.levels()[0]);
+            for (b, (kept, exact)) in f.corners().iter().zip(&fresh.corners()).enumerate() {
                 if usize::from(kept.len) < CORNERS {
                     proptest::prop_assert_eq!(kept, exact, "block {}", b);
                 }
@@ -544,7 +585,7 @@ mod tests {
             }
             f.forget(&gone, len, |i| nodes.get(i));
             let fresh = FreeRoom::build(len, |i| nodes.get(i));
-            proptest::prop_assert_eq!(&f.levels, &fresh.levels);
+            proptest::prop_assert_eq!(f.levels(), fresh.levels());
         }
     }
 
@@ -594,7 +635,7 @@ mod tests {
     fn a_full_cluster_is_passed_and_room_in_its_last_node_found() {
         let nodes: Vec<NodeState> = (0..BLOCK * 512).map(|_| node(0, false)).collect();
         let f = FreeRoom::build(nodes.len(), |i| nodes.get(i));
-        assert_eq!(f.levels.len(), 4, "512 blocks: 512, 64, 8 and 1 entries");
+        assert_eq!(f.levels().len(), 4, "512 blocks: 512, 64, 8 and 1 entries");
         let want = Resources::with_pods(1, 0, 1);
         assert!(f.next_may_fit(0, nodes.len(), &want) >= nodes.len());
         // Room in the very last node only: found, and nothing before it.

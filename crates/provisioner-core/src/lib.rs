@@ -25,6 +25,7 @@
 
 pub mod anticipate;
 pub mod builders;
+mod chunked;
 pub mod disruption;
 mod domain_counts;
 pub mod filter;

@@ -787,7 +787,7 @@ impl<'a> Run<'a> {
                         // universe includes them): a matching pod on one rules out
                         // bootstrapping elsewhere. Removed nodes no longer count.
                         let mut left = per_domain.nodes.clone();
-                        for &ni in self.state.removed_nodes() {
+                        for ni in self.state.removed_nodes() {
                             if let Some(&d) = per_domain.domain_of.get(ni)
                                 && let Some(k) = left.get_mut(d as usize)
                             {

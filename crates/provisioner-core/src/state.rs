@@ -60,81 +60,10 @@ pub struct NodeState {
     pub pods: Arc<Vec<PodSlot>>,
 }
 
-/// A vector copied on write in chunks: a clone shares every chunk and a change copies only
-/// the chunk it changes, so a simulation that removes one node and places a few pods copies a
-/// few chunks instead of the whole cluster (nodes), or of every pod an incremental search has
-/// moved so far (placed pods).
-#[derive(Debug, Clone)]
-pub struct Chunked<T> {
-    chunks: Vec<Arc<Vec<T>>>,
-    len: usize,
-}
+pub use crate::chunked::Chunked;
 
 /// The nodes of a state.
 pub type Nodes = Chunked<NodeState>;
-
-/// Entries per copy-on-write chunk.
-const CHUNK: usize = 64;
-
-impl<T> Default for Chunked<T> {
-    fn default() -> Self {
-        Chunked {
-            chunks: Vec::new(),
-            len: 0,
-        }
-    }
-}
-
-impl<T: Clone> Chunked<T> {
-    fn from_vec(items: Vec<T>) -> Chunked<T> {
-        let len = items.len();
-        let chunks = items.chunks(CHUNK).map(|c| Arc::new(c.to_vec())).collect();
-        Chunked { chunks, len }
-    }
-
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub fn get(&self, i: usize) -> Option<&T> {
-        self.chunks.get(i / CHUNK).and_then(|c| c.get(i % CHUNK))
-    }
-
-    /// The entry for a change (its chunk is copied first if another state shares it).
-    pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
-        self.chunks
-            .get_mut(i / CHUNK)
-            .and_then(|c| Arc::make_mut(c).get_mut(i % CHUNK))
-    }
-
-    pub fn push(&mut self, item: T) {
-        match self.chunks.last_mut() {
-            Some(c) if c.len() < CHUNK => Arc::make_mut(c).push(item),
-            _ => {
-                let mut v = Vec::with_capacity(CHUNK);
-                v.push(item);
-                self.chunks.push(Arc::new(v));
-            }
-        }
-        self.len += 1;
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &T> {
-        self.chunks.iter().flat_map(|c| c.iter())
-    }
-}
-
-impl<T> std::ops::Index<usize> for Chunked<T> {
-    type Output = T;
-
-    fn index(&self, i: usize) -> &T {
-        &self.chunks[i / CHUNK][i % CHUNK]
-    }
-}
 
 /// Where a pod lives in the state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,8 +127,10 @@ pub struct ClusterState {
     /// Pods pinned to domains on new nodes, for groups made later.
     pinned: Vec<Pinned>,
     /// Indices of the removed nodes (marked for deletion or removed as candidates), so that
-    /// a simulation can correct shared per-cluster facts without scanning every node.
-    removed_nodes: Vec<usize>,
+    /// a simulation can correct shared per-cluster facts without scanning every node. Shared
+    /// in chunks: a consolidation's greedy search clones a state that has removed up to a
+    /// tenth of the cluster once per step.
+    removed_nodes: Chunked<usize>,
     /// Free room per block of `node_order`, for the first-fit scan.
     free_room: FreeRoom,
 }
@@ -361,7 +292,7 @@ impl ClusterState {
         for (i, n) in snapshot.nodes.iter().enumerate() {
             index_by_name.entry(n.name.clone()).or_default().push(i);
         }
-        let removed_nodes: Vec<usize> = snapshot
+        let removed_nodes: Chunked<usize> = snapshot
             .nodes
             .iter()
             .enumerate()
@@ -456,8 +387,8 @@ impl ClusterState {
     }
 
     /// Indices of removed nodes, in the order they were removed.
-    pub fn removed_nodes(&self) -> &[usize] {
-        &self.removed_nodes
+    pub fn removed_nodes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.removed_nodes.iter().copied()
     }
 
     /// Makes every topology count's private changes shared, before this state is cloned
