@@ -225,12 +225,15 @@ impl FreeRoom {
         let blocks: Vec<Block> = (0..len.div_ceil(BLOCK))
             .map(|b| Block::of(b, len, &node))
             .collect();
+        let most: Vec<Room> = blocks.iter().map(|k| k.most).collect();
         let mut spans: Vec<Vec<Room>> = Vec::new();
-        let mut below: Vec<Room> = blocks.iter().map(|k| k.most).collect();
-        while below.len() > 1 {
-            let up: Vec<Room> = below.chunks(FANOUT).map(|c| max_of(c.iter())).collect();
-            spans.push(up.clone());
-            below = up;
+        loop {
+            let below = spans.last().unwrap_or(&most);
+            if below.len() <= 1 {
+                break;
+            }
+            let up = below.chunks(FANOUT).map(|c| max_of(c.iter())).collect();
+            spans.push(up);
         }
         FreeRoom {
             blocks: Chunked::from_vec(blocks),
