@@ -123,6 +123,11 @@ struct Cli {
     /// evictions (docs/simulator.md, round 5). Unset: options up to the candidates' price.
     #[arg(long, value_parser = fraction)]
     consolidation_merge_premium: Option<f64>,
+    /// What evicting one pod costs in the payback rule, as this much of the pod's price
+    /// (default 1h): longer keeps pods in place at a higher cost, shorter consolidates more.
+    /// Workloads answer it differently (docs/simulator.md, round 11).
+    #[arg(long, value_parser = duration)]
+    consolidation_eviction_cost: Option<Duration>,
     /// At most this many single-node consolidation simulations per disruption loop (the rest
     /// wait for the next loop); unset: every candidate whose inputs changed.
     #[arg(long)]
@@ -160,14 +165,18 @@ fn fraction(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A Go duration (`90s`, `1h30m`) that is not negative: `Duration` cannot hold one, and
+/// converting it would panic at start-up instead of naming the flag.
 fn duration(s: &str) -> Result<Duration, String> {
-    karpenter_api_duration(s)
-}
-
-fn karpenter_api_duration(s: &str) -> Result<Duration, String> {
-    provisioner_core::disruption::duration::parse_go_duration(s)
-        .map(Duration::from_secs_f64)
-        .map_err(|e| e.to_string())
+    let secs =
+        provisioner_core::disruption::duration::parse_go_duration(s).map_err(|e| e.to_string())?;
+    if secs.is_finite() && secs >= 0.0 {
+        Ok(Duration::from_secs_f64(secs))
+    } else {
+        Err(format!(
+            "`{s}` is negative; give a duration such as 30s or 1h"
+        ))
+    }
 }
 
 async fn workload_client(cli: &Cli) -> Result<Client> {
@@ -268,6 +277,7 @@ async fn main() -> Result<()> {
         consolidation_payback: cli.consolidation_payback,
         consolidation_headroom: cli.consolidation_headroom,
         consolidation_merge_premium: cli.consolidation_merge_premium,
+        consolidation_eviction_cost: cli.consolidation_eviction_cost,
         consolidation_max_simulations: cli.consolidation_max_simulations,
         replay_dir: cli.replay_dir.clone(),
         replay_keep: cli.replay_keep,
@@ -319,6 +329,42 @@ mod tests {
         for bad in ["-0.1", "NaN", "inf", "a quarter", ""] {
             assert!(fraction(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_negative_duration_is_an_error_not_a_panic() {
+        assert_eq!(duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(duration("0"), Ok(Duration::ZERO));
+        let err = duration("-1s").expect_err("negative");
+        assert!(err.contains("negative"), "{err}");
+        assert!(
+            Cli::try_parse_from(["karpenter-capi-controller", "--batch-idle-duration", "-1s"])
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn the_eviction_cost_flag_parses_as_a_duration() {
+        let cli = Cli::try_parse_from([
+            "karpenter-capi-controller",
+            "--consolidation-eviction-cost",
+            "1h30m",
+        ])
+        .expect("parses");
+        assert_eq!(
+            cli.consolidation_eviction_cost,
+            Some(Duration::from_secs(5400))
+        );
+        let cli = Cli::try_parse_from(["karpenter-capi-controller"]).expect("parses");
+        assert_eq!(cli.consolidation_eviction_cost, None);
+        assert!(
+            Cli::try_parse_from([
+                "karpenter-capi-controller",
+                "--consolidation-eviction-cost",
+                "two hours"
+            ])
+            .is_err()
+        );
     }
 
     #[test]

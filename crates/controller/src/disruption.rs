@@ -78,25 +78,33 @@ pub async fn run(ctx: Arc<Context>) {
 }
 
 fn options(ctx: &Context) -> DisruptionOptions {
+    disruption_options(&ctx.options)
+}
+
+/// The core's options from the controller's flags.
+fn disruption_options(opts: &crate::options::Options) -> DisruptionOptions {
     let defaults = DisruptionOptions::default();
     DisruptionOptions {
-        optimize_replacements: ctx.options.optimize,
+        optimize_replacements: opts.optimize,
         scheduling: SchedulingOptions {
-            strategy: ctx.options.strategy,
+            strategy: opts.strategy,
             ..Default::default()
         },
         payback: defaults
             .payback
             .clone()
-            .filter(|_| ctx.options.consolidation_payback)
+            .filter(|_| opts.consolidation_payback)
             .map(|p| Payback {
-                flexibility_premium: ctx.options.consolidation_merge_premium,
+                flexibility_premium: opts.consolidation_merge_premium,
+                eviction_pod_hours: opts
+                    .consolidation_eviction_cost
+                    .map_or(p.eviction_pod_hours, |d| d.as_secs_f64() / 3600.0),
                 ..p
             }),
         headroom: defaults
             .headroom
             .clone()
-            .filter(|_| ctx.options.consolidation_headroom),
+            .filter(|_| opts.consolidation_headroom),
         ..defaults
     }
 }
@@ -483,4 +491,37 @@ async fn clear_condition(ctx: &Context, claim: &NodeClaim, type_: &str) -> Resul
         serde_json::json!({ "conditions": kept }),
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Options;
+
+    #[test]
+    fn the_payback_flags_reach_the_core() {
+        let default = disruption_options(&Options::default());
+        let payback = default.payback.expect("payback on by default");
+        assert_eq!(
+            payback.eviction_pod_hours,
+            Payback::default().eviction_pod_hours
+        );
+        assert_eq!(payback.flexibility_premium, None);
+
+        let tuned = disruption_options(&Options {
+            consolidation_eviction_cost: Some(Duration::from_secs(5400)),
+            consolidation_merge_premium: Some(0.25),
+            ..Options::default()
+        });
+        let payback = tuned.payback.expect("payback on");
+        assert!((payback.eviction_pod_hours - 1.5).abs() < 1e-12);
+        assert_eq!(payback.flexibility_premium, Some(0.25));
+
+        let off = disruption_options(&Options {
+            consolidation_payback: false,
+            consolidation_eviction_cost: Some(Duration::from_secs(5400)),
+            ..Options::default()
+        });
+        assert!(off.payback.is_none());
+    }
 }

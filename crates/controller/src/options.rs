@@ -49,6 +49,9 @@ pub struct Options {
     /// this fraction of its cheapest and is valued at them. `None`: options up to the
     /// candidates' price (fewer merges, fewer evictions).
     pub consolidation_merge_premium: Option<f64>,
+    /// The core's `Payback::eviction_pod_hours` as a duration: what one eviction costs, in
+    /// time of the pod's price. `None`: the core's default (one hour).
+    pub consolidation_eviction_cost: Option<std::time::Duration>,
     /// At most this many single-node consolidation simulations per disruption loop; the
     /// rest wait for the next loop (the core's `WorkBudget`). `None`: every candidate whose
     /// inputs changed since the last loop (unchanged ones are always reused).
@@ -88,6 +91,7 @@ impl Default for Options {
             consolidation_payback: true,
             consolidation_headroom: true,
             consolidation_merge_premium: None,
+            consolidation_eviction_cost: None,
             consolidation_max_simulations: None,
             gc_interval: Duration::from_secs(120),
             disruption: true,
