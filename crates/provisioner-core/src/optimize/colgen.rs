@@ -25,6 +25,10 @@ use super::backend::{self, Backend, LinearProgram, Row, Var};
 use super::knapsack::{self, KItem};
 use super::pattern::{Pattern, PatternProblem};
 
+/// A pattern improves the master when its dual value exceeds its price by more than this
+/// fraction; below it, the LP solver's own tolerance decides.
+const RATIO_TOLERANCE: f64 = 1e-7;
+
 /// Which class sizes the pricing uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sizes {
@@ -49,6 +53,9 @@ pub(crate) struct Priced {
     pub columns: Vec<Pattern>,
     /// A proven upper bound on the largest value/price ratio over all patterns (>= 1).
     pub rho: f64,
+    /// Every shape was searched to the end (or ruled out by its relaxation): no improving
+    /// pattern was missed, only ones the master already has may be among `columns`' finds.
+    pub complete: bool,
 }
 
 /// Prices `duals`: finds improving patterns and bounds the best ratio.
@@ -106,21 +113,28 @@ pub(crate) fn price(
     let mut columns: Vec<(f64, Pattern)> = Vec::new();
     let mut rho: f64 = 1.0;
     let mut stopped_at = per_shape.len();
+    let mut complete = true;
     for (k, (s, items, root)) in per_shape.iter().enumerate() {
         // Past `want` columns, stop: the bound from this pass is still valid (the next root
         // bound caps every shape not solved), only weaker; the final pass has no `want`.
-        if *root <= 1.0 + 1e-9 || columns.len() >= want || (k > 0 && Instant::now() >= deadline) {
+        if *root <= 1.0 + 1e-9 {
             stopped_at = k;
+            break;
+        }
+        if columns.len() >= want || (k > 0 && Instant::now() >= deadline) {
+            stopped_at = k;
+            complete = false;
             break;
         }
         let Some(sh) = pp.shapes.get(*s) else {
             continue;
         };
         let r = knapsack::solve(items, &sh.cap, &group_caps, knapsack_nodes);
+        complete &= r.complete;
         let price = sh.price.max(1e-12);
         let ratio = r.value / price;
         rho = rho.max(r.upper_bound / price);
-        if ratio > 1.0 + 1e-7 && !r.counts.is_empty() {
+        if ratio > 1.0 + RATIO_TOLERANCE && !r.counts.is_empty() {
             columns.push((
                 ratio,
                 Pattern {
@@ -137,6 +151,7 @@ pub(crate) fn price(
     Priced {
         columns: columns.into_iter().map(|(_, p)| p).collect(),
         rho,
+        complete,
     }
 }
 
@@ -269,6 +284,7 @@ pub(crate) fn run(
             limits.deadline,
         );
         if priced.columns.is_empty() {
+            let quick = (priced.rho, priced.complete);
             priced = price(
                 pp,
                 &duals,
@@ -277,6 +293,9 @@ pub(crate) fn run(
                 limits.knapsack_nodes,
                 limits.deadline,
             );
+            // Both passes bound the best ratio; the tighter one stands.
+            priced.rho = priced.rho.min(quick.0);
+            priced.complete |= quick.1;
         }
         out.pricing_ms += t.elapsed().as_secs_f64() * 1e3;
         if !pp.coarsened {
@@ -291,7 +310,19 @@ pub(crate) fn run(
             }
         }
         if added == 0 {
-            out.converged = true;
+            // Converged only when pricing searched everything: a search cut short by its node
+            // limit or the deadline finds nothing too, and calling that convergence reported
+            // different "converged" bounds for one input. (A finished search may still return
+            // columns the master has, when the LP's duals are optimal only to its tolerance.)
+            if priced.complete {
+                out.converged = true;
+            } else {
+                out.stopped = Some(format!(
+                    "pricing found no new pattern within its search limits but could not rule \
+                     one out (best ratio bound {:.4})",
+                    priced.rho
+                ));
+            }
             break;
         }
     }

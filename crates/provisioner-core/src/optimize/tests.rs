@@ -329,3 +329,58 @@ fn improves_a_known_case() {
     );
     assert_eq!(out.gap_pct.map(|g| g.abs() < 1e-3), Some(true));
 }
+
+/// "Converged" is the LP optimum, so it cannot depend on how far the pricing searches went:
+/// a run whose knapsack searches are cut short either says it did not converge or reports the
+/// bound an unhindered run reports. Before the fix, a cut-short search that found nothing was
+/// called convergence.
+#[test]
+fn converged_means_the_lp_optimum() {
+    let shapes = vec![
+        Shape::for_test(0, Resources::with_pods(64_000, 256 * GIB, 110), 2.0),
+        Shape::for_test(0, Resources::with_pods(16_000, 64 * GIB, 110), 0.6),
+        Shape::for_test(0, Resources::with_pods(4_000, 16 * GIB, 110), 0.17),
+    ];
+    // Many distinct classes: a 100-node search cannot finish on the large shape.
+    let items: Vec<PackItem> = (0..40)
+        .map(|i| {
+            let cpu = 300 + 397 * (i % 8) as i64;
+            let mem = GIB / 4 * (1 + ((i % 8) * 7 % 13) as i64);
+            PackItem::for_test(Resources::new(cpu, mem), &[])
+        })
+        .collect();
+    let p = PackingProblem::new(shapes, vec![PackPool::unlimited("default")], items);
+    let run = |knapsack_nodes: u64| {
+        Optimizer::new(OptimizerConfig {
+            knapsack_nodes,
+            max_iterations: 1_000,
+            ..config(60_000)
+        })
+        .optimize(&p, None)
+    };
+    let exact = run(1_000_000);
+    assert!(
+        matches!(
+            exact.bound_method,
+            BoundMethod::ColumnGeneration {
+                converged: true,
+                ..
+            }
+        ),
+        "{:?}",
+        exact.bound_method
+    );
+    let cut = run(1);
+    if let BoundMethod::ColumnGeneration {
+        converged: true, ..
+    } = cut.bound_method
+    {
+        assert!(
+            (cut.lower_bound - exact.lower_bound).abs() <= 1e-6 * exact.lower_bound,
+            "both converged, bounds {} and {}",
+            cut.lower_bound,
+            exact.lower_bound
+        );
+    }
+    assert!(cut.lower_bound <= exact.lower_bound * (1.0 + 1e-6));
+}
