@@ -44,6 +44,10 @@ enum Ev {
 /// (`provisioning::RETRY`). Without this the simulator left such pods pending until
 /// something else happened (an hour on `examples/karpenter-benchmark.yaml`).
 pub const RETRY_SECONDS: i64 = 10;
+/// A node removed younger than this counts in [`Summary::nodes_removed_young`]: half an hour,
+/// long enough for a launch (90 s) and a few consolidation rounds, short against any
+/// node's payback.
+pub const YOUNG_NODE_SECONDS: i64 = 1800;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -164,6 +168,11 @@ pub struct Summary {
     pub pods_left_pending: u32,
     pub nodes_launched: u32,
     pub nodes_terminated: u32,
+    /// Nodes removed less than [`YOUNG_NODE_SECONDS`] after their launch request: what one
+    /// decision launched and another tore down soon after (the churn between provisioning
+    /// and consolidation that a cost figure alone hides).
+    #[serde(default)]
+    pub nodes_removed_young: u32,
     pub peak_nodes: u32,
     /// Disruption commands executed.
     pub disruption_commands: u32,
@@ -681,6 +690,9 @@ impl<'w> Sim<'w> {
         self.cost_rate -= price;
         self.node_count -= 1;
         self.summary.nodes_terminated += 1;
+        if self.now - self.meta[id].created_at < YOUNG_NODE_SECONDS {
+            self.summary.nodes_removed_young += 1;
+        }
         if was_ready {
             let alloc = self.views[id].allocatable.clone();
             self.ready_alloc = self.ready_alloc.sub(&alloc);
@@ -1666,6 +1678,23 @@ workload:
             rec.disrupt_at
         );
         assert_eq!(out.summary.nodes_terminated, 1);
+        assert_eq!(
+            out.summary.nodes_removed_young, 0,
+            "removed three hours after its launch"
+        );
+
+        // Without the budget the node goes once its pod leaves at 10 min: a young removal.
+        let open = yaml.replace(
+            "        budgets:\n          - {nodes: \"0\", schedule: \"0 0 * * *\", duration: 3h}\n",
+            "",
+        );
+        assert_ne!(open, yaml);
+        let sc = scenario::parse(&open, "no-budget.yaml").expect("valid scenario");
+        let w = crate::world::compile(&scenario::from_value(sc, "no-budget"), 0).expect("world");
+        let mut strategy = strategy::build("cost-aware", &w.settings).expect("strategy");
+        let out = Sim::new(&w).run(strategy.as_mut(), "cost-aware", 0, None);
+        assert_eq!(out.summary.nodes_terminated, 1);
+        assert_eq!(out.summary.nodes_removed_young, 1);
     }
 
     /// Launches a node for the pending pods each round (`small` first, `big` once a node

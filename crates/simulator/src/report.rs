@@ -82,6 +82,7 @@ pub struct Row {
     pub never: f64,
     pub launched: f64,
     pub terminated: f64,
+    pub terminated_young: f64,
     pub commands: f64,
     pub disrupted: f64,
     pub evicted_p50: f64,
@@ -124,6 +125,7 @@ pub fn rows(r: &Report) -> Vec<Row> {
                 }),
                 launched: avg(&|r| r.summary.nodes_launched as f64),
                 terminated: avg(&|r| r.summary.nodes_terminated as f64),
+                terminated_young: avg(&|r| r.summary.nodes_removed_young as f64),
                 commands: avg(&|r| r.summary.disruption_commands as f64),
                 disrupted: avg(&|r| r.summary.pods_disrupted as f64),
                 evicted_p50: avg(&|r| r.summary.evicted_wait_p50_seconds),
@@ -157,7 +159,10 @@ fn table_cells(r: &Row, lb_total: f64) -> Vec<String> {
         format!("{:.0}%", r.mem * 100.0),
         format!("{} / {} / {}", dur(r.p50), dur(r.p95), dur(r.max)),
         format!("{:.0}", r.never),
-        format!("{:.0} / {:.0}", r.launched, r.terminated),
+        format!(
+            "{:.0} / {:.0} ({:.0})",
+            r.launched, r.terminated, r.terminated_young
+        ),
         format!("{:.0} / {:.0}", r.commands, r.disrupted),
         format!("{} / {}", dur(r.evicted_p50), dur(r.evicted_p95)),
         format!(
@@ -176,7 +181,7 @@ const HEADERS: [&str; 12] = [
     "avg mem",
     "pending p50/p95/max",
     "never ran",
-    "nodes up/down",
+    "nodes up/down (<30m)",
     "disruptions cmd/pods",
     "evicted wait p50/p95",
     "pending pod-h all/evicted",
