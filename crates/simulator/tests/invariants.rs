@@ -140,6 +140,7 @@ fn check(kind: &str, seed: u64, pods: usize, variant: Variant) -> Result<(), Tes
         );
         prop_assert!(s.total_cost.is_finite() && s.total_cost >= 0.0, "{}", who);
         prop_assert!(s.nodes_terminated <= s.nodes_launched, "{}", who);
+        prop_assert!(s.nodes_removed_young <= s.nodes_terminated, "{}", who);
         // The variant took effect: Karpenter-shaped strategies launch the cheapest offering.
         if matches!(variant, Variant::Spot) && r.strategy != "cas" {
             prop_assert!(
