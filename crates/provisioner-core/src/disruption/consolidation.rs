@@ -161,17 +161,72 @@ fn utilisation(snapshot: &Snapshot, requests: &[Resources], c: &Candidate) -> f6
 }
 
 /// The premium bounding a replacement's options ([`super::payback::Payback::flexibility_premium`])
-/// for a command on `members` candidates: merges only. A single node's replacement shrinks it
-/// to its pods, and in a cluster where pods come and go every few minutes the room it removes
-/// is what the next arrival would have used: on the openb trace, premium-priced single-node
-/// replacements doubled the deletions that followed them and the evictions with them
-/// (`docs/simulator.md`, round 5). A merge removes fragmentation instead.
-pub(crate) fn flexibility_premium(options: &DisruptionOptions, members: usize) -> Option<f64> {
-    options
-        .payback
-        .as_ref()
-        .and_then(|k| k.flexibility_premium)
-        .filter(|_| members > 1)
+/// for a command on `chosen`: merges, and a single node carrying capacity its pods do not use.
+///
+/// A single node's replacement usually shrinks it to its pods, and in a cluster where pods
+/// come and go every few minutes the room it removes is what the next arrival would have used:
+/// on the openb trace, premium-priced single-node replacements doubled the deletions that
+/// followed them and the evictions with them (`docs/simulator.md`, round 5). A merge removes
+/// fragmentation instead. So does replacing a node whose accelerators (GPUs, ...) none of
+/// its pods request: that capacity was bought for pods that have left, and valued at the
+/// candidate's price its replacement saves nothing in the worst case, so a GPU node kept
+/// running CPU pods for hours (round 11, `constrained` seed 31). There the premium applies
+/// even when none is configured, at [`IDLE_EXTENDED_PREMIUM`].
+pub(crate) fn flexibility_premium(
+    options: &DisruptionOptions,
+    snapshot: &Snapshot,
+    chosen: &[&Candidate],
+) -> Option<f64> {
+    let knobs = options.payback.as_ref()?;
+    if chosen.len() > 1 {
+        return knobs.flexibility_premium;
+    }
+    (!chosen.is_empty() && chosen.iter().all(|c| idle_extended(snapshot, c)))
+        .then(|| knobs.flexibility_premium.unwrap_or(IDLE_EXTENDED_PREMIUM))
+}
+
+/// Accelerators: what an instance type is priced for. Other extended resources (KubeVirt's
+/// `devices.kubevirt.io/kvm`, hugepages, a FUSE device plugin) sit unused on most nodes of
+/// many clusters and say nothing about the node's price.
+fn is_accelerator(resource: &str) -> bool {
+    const VENDORS: [&str; 6] = [
+        "nvidia.com/",
+        "amd.com/gpu",
+        "gpu.intel.com/",
+        "habana.ai/",
+        "aws.amazon.com/neuron",
+        "google.com/tpu",
+    ];
+    VENDORS.iter().any(|v| resource.starts_with(v))
+        || resource
+            .rsplit('/')
+            .next()
+            .is_some_and(|name| name.to_ascii_lowercase().contains("gpu"))
+}
+
+/// The premium for a node's idle extended resources when none is configured: the value round 5
+/// measured for merges.
+pub(crate) const IDLE_EXTENDED_PREMIUM: f64 = 0.25;
+
+/// Whether the candidate's node has an accelerator that none of its pods requests.
+fn idle_extended(snapshot: &Snapshot, c: &Candidate) -> bool {
+    let Some(node) = snapshot.nodes.get(c.node) else {
+        return false;
+    };
+    node.allocatable
+        .extended
+        .iter()
+        .filter(|(k, n)| **n > 0 && is_accelerator(k))
+        .any(|(k, _)| {
+            c.pods.iter().all(|&pi| {
+                snapshot.pods.get(pi).is_none_or(|p| {
+                    crate::resources::pod_requests(p)
+                        .extended
+                        .get(k)
+                        .is_none_or(|n| *n <= 0)
+                })
+            })
+        })
 }
 
 /// Drops every command that a command on a strict subset of its candidates saves at least as
@@ -398,7 +453,7 @@ impl<'s, 'a> Search<'s, 'a> {
             PriceRule::Cheaper {
                 candidates_price: price,
                 min_saving,
-                max_premium: flexibility_premium(self.options, members.len()),
+                max_premium: flexibility_premium(self.options, self.sim.snapshot, &chosen),
             },
             self.options.spot_to_spot,
         )

@@ -1473,6 +1473,63 @@ fn consolidation_keeps_gpu_room_for_a_recent_gpu_burst() {
     assert!(names(&cmd).contains(&"g1"), "{:?}", cmd.rationale);
 }
 
+#[test]
+fn a_gpu_node_left_with_cpu_pods_is_replaced() {
+    // One 8-vCPU node with a GPU (1.70/h, just above the 32-vCPU type) running one old CPU
+    // pod. Valued at every option below its price, a replacement saves 0.10/h in the worst
+    // case, which pays for nothing; the GPU no pod uses makes the premium apply, so the
+    // replacement keeps only options close to the cheapest and is valued at them.
+    let resource_node = |resource: &str| {
+        let mut types = types();
+        let mut gpu = InstanceType::new(
+            "gpu8",
+            8000,
+            16 * GIB,
+            110,
+            vec![Offering::new("zone-a", CapacityType::OnDemand, 1.7)],
+        );
+        gpu.capacity.extended.insert(resource.into(), 1);
+        types.push(gpu);
+        let mut s = snapshot(
+            vec![node_of(
+                &types,
+                "g",
+                "gpu8",
+                "zone-a",
+                CapacityType::OnDemand,
+                "default",
+            )],
+            vec![pod("a", 1000, "g")],
+        );
+        s.instance_types = types;
+        s
+    };
+    let opts = DisruptionOptions::default();
+    let gpu = resource_node("nvidia.com/gpu");
+    let cmd = disrupt(&gpu, &opts)
+        .command
+        .expect("the idle GPU node is replaced");
+    assert_eq!(names(&cmd), vec!["g"]);
+    assert_eq!(cmd.replacements.len(), 1);
+    assert!(
+        cmd.replacements_worst_case_price <= 0.10 * 1.25 + 1e-9,
+        "{}",
+        cmd.replacements_worst_case_price
+    );
+    assert!(validate(&cmd, &gpu, &opts).valid);
+
+    // An extended resource that is not an accelerator does not count.
+    let kvm = resource_node("devices.kubevirt.io/kvm");
+    assert!(disrupt(&kvm, &opts).command.is_none());
+
+    // Nor does a GPU the pod uses.
+    let mut used = resource_node("nvidia.com/gpu");
+    std::sync::Arc::make_mut(&mut used.pods[0]).containers[0]
+        .extended
+        .insert("nvidia.com/gpu".into(), 1);
+    assert!(disrupt(&used, &opts).command.is_none());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 

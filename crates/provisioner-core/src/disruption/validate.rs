@@ -154,8 +154,7 @@ pub fn validate_with(
                         candidates_price: price,
                         min_saving: min_saving.max(decided),
                         max_premium: super::consolidation::flexibility_premium(
-                            options,
-                            chosen.len(),
+                            options, snapshot, &chosen,
                         ),
                     },
                     options.spot_to_spot,
