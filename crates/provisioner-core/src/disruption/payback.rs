@@ -65,11 +65,12 @@ pub struct Payback {
     /// fraction of the cheapest (`0.25`: options up to 25% dearer). Without it, options are
     /// kept up to the candidates' price less the threshold, so a replacement is valued at
     /// almost no saving whatever it would save on the cheapest option, and the payback rule
-    /// refuses nearly every replacement (a GPU node left holding CPU pods included). A
-    /// premium bounds the flexibility by what it costs relative to the replacement itself:
-    /// a swap whose cheapest option saves a lot keeps a useful worst-case saving, a marginal
-    /// swap still values at nearly nothing. Applies to merges (commands on two or more
-    /// nodes) only: see [`super::consolidation::flexibility_premium`].
+    /// refuses nearly every replacement. A premium bounds the flexibility by what it costs
+    /// relative to the replacement itself: a swap whose cheapest option saves a lot keeps a
+    /// useful worst-case saving, a marginal swap still values at nearly nothing. Applies to
+    /// merges (commands on two or more nodes) and to a single node whose accelerators none of
+    /// its pods request (there at 0.25 when unset): see
+    /// [`super::consolidation::flexibility_premium`].
     pub flexibility_premium: Option<f64>,
 }
 
