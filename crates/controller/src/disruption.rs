@@ -77,10 +77,6 @@ pub async fn run(ctx: Arc<Context>) {
     }
 }
 
-fn options(ctx: &Context) -> DisruptionOptions {
-    disruption_options(&ctx.options)
-}
-
 /// The core's options from the controller's flags.
 fn disruption_options(opts: &crate::options::Options) -> DisruptionOptions {
     let defaults = DisruptionOptions::default();
@@ -152,7 +148,7 @@ pub async fn tick(ctx: &Arc<Context>) -> Result<Outcome> {
     ctx.metrics
         .pod_lifetimes_observed
         .set(built.snapshot.ended_pods.len() as i64);
-    let opts = options(ctx);
+    let opts = disruption_options(&ctx.options);
     let snapshot = Arc::new(built.snapshot);
     let (s, o) = (snapshot.clone(), opts.clone());
     let session = ctx.consolidation.clone();

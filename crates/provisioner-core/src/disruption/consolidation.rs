@@ -161,7 +161,7 @@ fn utilisation(snapshot: &Snapshot, requests: &[Resources], c: &Candidate) -> f6
 }
 
 /// The premium bounding a replacement's options ([`super::payback::Payback::flexibility_premium`])
-/// for a command on `chosen`: merges, and a single node carrying capacity its pods do not use.
+/// for a command on `chosen`: merges, and a single node with accelerators its pods do not use.
 ///
 /// A single node's replacement usually shrinks it to its pods, and in a cluster where pods
 /// come and go every few minutes the room it removes is what the next arrival would have used:
@@ -171,7 +171,7 @@ fn utilisation(snapshot: &Snapshot, requests: &[Resources], c: &Candidate) -> f6
 /// its pods request: that capacity was bought for pods that have left, and valued at the
 /// candidate's price its replacement saves nothing in the worst case, so a GPU node kept
 /// running CPU pods for hours (round 11, `constrained` seed 31). There the premium applies
-/// even when none is configured, at [`IDLE_EXTENDED_PREMIUM`].
+/// even when none is configured, at [`IDLE_ACCELERATOR_PREMIUM`].
 pub(crate) fn flexibility_premium(
     options: &DisruptionOptions,
     snapshot: &Snapshot,
@@ -181,8 +181,14 @@ pub(crate) fn flexibility_premium(
     if chosen.len() > 1 {
         return knobs.flexibility_premium;
     }
-    (!chosen.is_empty() && chosen.iter().all(|c| idle_extended(snapshot, c)))
-        .then(|| knobs.flexibility_premium.unwrap_or(IDLE_EXTENDED_PREMIUM))
+    let [one] = chosen else {
+        return None;
+    };
+    idle_accelerator(snapshot, one).then(|| {
+        knobs
+            .flexibility_premium
+            .unwrap_or(IDLE_ACCELERATOR_PREMIUM)
+    })
 }
 
 /// Accelerators: what an instance type is priced for. Other extended resources (KubeVirt's
@@ -204,12 +210,12 @@ fn is_accelerator(resource: &str) -> bool {
             .is_some_and(|name| name.to_ascii_lowercase().contains("gpu"))
 }
 
-/// The premium for a node's idle extended resources when none is configured: the value round 5
+/// The premium for a node's idle accelerators when none is configured: the value round 5
 /// measured for merges.
-pub(crate) const IDLE_EXTENDED_PREMIUM: f64 = 0.25;
+pub(crate) const IDLE_ACCELERATOR_PREMIUM: f64 = 0.25;
 
 /// Whether the candidate's node has an accelerator that none of its pods requests.
-fn idle_extended(snapshot: &Snapshot, c: &Candidate) -> bool {
+fn idle_accelerator(snapshot: &Snapshot, c: &Candidate) -> bool {
     let Some(node) = snapshot.nodes.get(c.node) else {
         return false;
     };
