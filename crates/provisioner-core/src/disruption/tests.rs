@@ -1479,17 +1479,21 @@ fn a_gpu_node_left_with_cpu_pods_is_replaced() {
     // pod. Valued at every option below its price, a replacement saves 0.10/h in the worst
     // case, which pays for nothing; the GPU no pod uses makes the premium apply, so the
     // replacement keeps only options close to the cheapest and is valued at them.
+    // Two cheaper types with the same resource: a pod that uses it can only move there, and
+    // only the premium (options near the cheapest, 0.30/h) would make that move pay.
     let resource_node = |resource: &str| {
         let mut types = types();
-        let mut gpu = InstanceType::new(
-            "gpu8",
-            8000,
-            16 * GIB,
-            110,
-            vec![Offering::new("zone-a", CapacityType::OnDemand, 1.7)],
-        );
-        gpu.capacity.extended.insert(resource.into(), 1);
-        types.push(gpu);
+        for (name, cpu, price) in [("gpu8", 8, 1.7), ("gpu2", 2, 0.3), ("gpu6", 6, 1.6)] {
+            let mut t = InstanceType::new(
+                name,
+                cpu * 1000,
+                cpu * 2 * GIB,
+                110,
+                vec![Offering::new("zone-a", CapacityType::OnDemand, price)],
+            );
+            t.capacity.extended.insert(resource.into(), 1);
+            types.push(t);
+        }
         let mut s = snapshot(
             vec![node_of(
                 &types,
@@ -1522,7 +1526,7 @@ fn a_gpu_node_left_with_cpu_pods_is_replaced() {
     let kvm = resource_node("devices.kubevirt.io/kvm");
     assert!(disrupt(&kvm, &opts).command.is_none());
 
-    // Nor does a GPU the pod uses.
+    // Nor does a GPU the pod uses: its move to `gpu2` is valued at `gpu6`, and does not pay.
     let mut used = resource_node("nvidia.com/gpu");
     std::sync::Arc::make_mut(&mut used.pods[0]).containers[0]
         .extended
