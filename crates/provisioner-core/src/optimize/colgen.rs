@@ -69,7 +69,8 @@ pub(crate) fn price(
 ) -> Priced {
     let group_caps: Vec<u32> = pp.groups.iter().map(|g| g.cap).collect();
     // Per shape: knapsack items and the relaxation bound of the ratio.
-    let mut per_shape: Vec<(usize, Vec<KItem>, f64)> = Vec::with_capacity(pp.shapes.len());
+    let mut per_shape: Vec<(usize, Vec<KItem>, f64, Option<knapsack::Tuned>)> =
+        Vec::with_capacity(pp.shapes.len());
     for (s, sh) in pp.shapes.iter().enumerate() {
         let list = match sizes {
             Sizes::Hi => pp.compat_hi.get(s),
@@ -101,12 +102,13 @@ pub(crate) fn price(
             // A free shape would make the bound meaningless: treat it as priceless only if
             // nothing fits (items empty). A zero-price shape with items is handled below.
             if !items.is_empty() {
-                per_shape.push((s, items, f64::INFINITY));
+                per_shape.push((s, items, f64::INFINITY, None));
             }
             continue;
         }
-        let ub = knapsack::relaxation_bound(&items, &sh.cap) / sh.price;
-        per_shape.push((s, items, ub));
+        let tuned = knapsack::tune(&items, &sh.cap);
+        let ub = tuned.bound / sh.price;
+        per_shape.push((s, items, ub, Some(tuned)));
     }
     per_shape.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
 
@@ -114,7 +116,7 @@ pub(crate) fn price(
     let mut rho: f64 = 1.0;
     let mut stopped_at = per_shape.len();
     let mut complete = true;
-    for (k, (s, items, root)) in per_shape.iter().enumerate() {
+    for (k, (s, items, root, tuned)) in per_shape.iter().enumerate() {
         // Past `want` columns, stop: the bound from this pass is still valid (the next root
         // bound caps every shape not solved), only weaker; the final pass has no `want`.
         if *root <= 1.0 + 1e-9 {
@@ -129,7 +131,16 @@ pub(crate) fn price(
         let Some(sh) = pp.shapes.get(*s) else {
             continue;
         };
-        let r = knapsack::solve(items, &sh.cap, &group_caps, knapsack_nodes);
+        let r = match tuned {
+            Some(t) => knapsack::solve_tuned(items, &sh.cap, t, &group_caps, knapsack_nodes),
+            None => knapsack::solve_tuned(
+                items,
+                &sh.cap,
+                &knapsack::tune(items, &sh.cap),
+                &group_caps,
+                knapsack_nodes,
+            ),
+        };
         complete &= r.complete;
         let price = sh.price.max(1e-12);
         let ratio = r.value / price;
@@ -144,7 +155,7 @@ pub(crate) fn price(
             ));
         }
     }
-    if let Some((_, _, root)) = per_shape.get(stopped_at) {
+    if let Some((_, _, root, _)) = per_shape.get(stopped_at) {
         rho = rho.max(*root);
     }
     columns.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));

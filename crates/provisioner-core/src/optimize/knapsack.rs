@@ -64,30 +64,43 @@ fn fit_alone(it: &KItem, residual: &[i64]) -> u32 {
 }
 
 fn folded(items: &[KItem], w: &[f64]) -> Vec<f64> {
-    items
-        .iter()
-        .map(|it| {
-            it.size
-                .iter()
-                .zip(w)
-                .map(|(s, w)| (*s).max(0) as f64 * w)
-                .sum()
-        })
-        .collect()
+    let mut f = Vec::with_capacity(items.len());
+    folded_into(items, w, &mut f);
+    f
+}
+
+fn folded_into(items: &[KItem], w: &[f64], f: &mut Vec<f64>) {
+    f.clear();
+    f.extend(items.iter().map(|it| {
+        it.size
+            .iter()
+            .zip(w)
+            .map(|(s, w)| (*s).max(0) as f64 * w)
+            .sum::<f64>()
+    }));
 }
 
 fn order_by(items: &[KItem], folded: &[f64]) -> Vec<usize> {
-    let eff = |i: usize| {
-        let f = folded[i];
-        if f <= 0.0 {
+    let mut keyed = Vec::with_capacity(items.len());
+    order_into(items, folded, &mut keyed);
+    keyed.into_iter().map(|(_, i)| i).collect()
+}
+
+/// Items by value per folded unit, best first, ties by index, into `keyed` as (key, index).
+/// The keys are computed once, not per comparison: the weight tuning sorts a few dozen
+/// times per shape and pricing pass, and comparing by recomputed ratios made the sort a
+/// fifth of the optimiser's time (perf, `benches/README.md`).
+fn order_into(items: &[KItem], folded: &[f64], keyed: &mut Vec<(f64, usize)>) {
+    keyed.clear();
+    keyed.extend(folded.iter().zip(items).enumerate().map(|(i, (&f, it))| {
+        let eff = if f <= 0.0 {
             f64::INFINITY
         } else {
-            items[i].value / f
-        }
-    };
-    let mut o: Vec<usize> = (0..items.len()).collect();
-    o.sort_by(|a, b| eff(*b).total_cmp(&eff(*a)).then(a.cmp(b)));
-    o
+            it.value / f
+        };
+        (eff, i)
+    }));
+    keyed.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
 }
 
 /// Fractional bound of `order[from..]` within `residual`, folded with `w`.
@@ -127,51 +140,13 @@ fn surrogate_bound(
 }
 
 impl<'a> Relaxation<'a> {
-    fn new(items: &'a [KItem], cap: &[i64]) -> Relaxation<'a> {
-        let dims = cap.len();
-        let eval = |w: &[f64]| {
-            let f = folded(items, w);
-            let o = order_by(items, &f);
-            surrogate_bound(items, &f, w, &o, 0, cap)
-        };
-        let norm: Vec<f64> = cap.iter().map(|c| 1.0 / (*c).max(1) as f64).collect();
-        let mut best_w = norm.clone();
-        let mut best = eval(&best_w);
-        for d in 0..dims {
-            let mut w = vec![0.0; dims];
-            w[d] = norm[d];
-            let b = eval(&w);
-            if b < best {
-                best = b;
-                best_w = w;
-            }
-        }
-        for _round in 0..2 {
-            for d in 0..dims {
-                for factor in [0.0, 0.5, 0.8, 1.25, 2.0] {
-                    let mut w = best_w.clone();
-                    w[d] = if w[d] == 0.0 {
-                        norm[d] * factor * 0.25
-                    } else {
-                        w[d] * factor
-                    };
-                    if w.iter().all(|x| *x <= 0.0) {
-                        continue;
-                    }
-                    let b = eval(&w);
-                    if b < best - 1e-12 {
-                        best = b;
-                        best_w = w;
-                    }
-                }
-            }
-        }
-        let f = folded(items, &best_w);
-        let order = order_by(items, &f);
+    fn with_weights(items: &'a [KItem], weights: Vec<f64>) -> Relaxation<'a> {
+        let folded = folded(items, &weights);
+        let order = order_by(items, &folded);
         Relaxation {
             items,
-            folded: f,
-            weights: best_w,
+            folded,
+            weights,
             order,
         }
     }
@@ -185,6 +160,66 @@ impl<'a> Relaxation<'a> {
             from,
             residual,
         )
+    }
+}
+
+/// Surrogate weights tuned for one knapsack and the bound they give.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Tuned {
+    pub weights: Vec<f64>,
+    /// The relaxation's upper bound on any pattern's value.
+    pub bound: f64,
+}
+
+/// Tunes the surrogate weights: a short coordinate search starting from each single resource
+/// and from the capacity-normalised sum ([`Relaxation`]).
+pub(crate) fn tune(items: &[KItem], cap: &[i64]) -> Tuned {
+    let dims = cap.len();
+    let mut f = Vec::with_capacity(items.len());
+    let mut keyed = Vec::with_capacity(items.len());
+    let mut order = Vec::with_capacity(items.len());
+    let mut eval = |w: &[f64]| {
+        folded_into(items, w, &mut f);
+        order_into(items, &f, &mut keyed);
+        order.clear();
+        order.extend(keyed.iter().map(|(_, i)| *i));
+        surrogate_bound(items, &f, w, &order, 0, cap)
+    };
+    let norm: Vec<f64> = cap.iter().map(|c| 1.0 / (*c).max(1) as f64).collect();
+    let mut best_w = norm.clone();
+    let mut best = eval(&best_w);
+    for d in 0..dims {
+        let mut w = vec![0.0; dims];
+        w[d] = norm[d];
+        let b = eval(&w);
+        if b < best {
+            best = b;
+            best_w = w;
+        }
+    }
+    for _round in 0..2 {
+        for d in 0..dims {
+            for factor in [0.0, 0.5, 0.8, 1.25, 2.0] {
+                let mut w = best_w.clone();
+                w[d] = if w[d] == 0.0 {
+                    norm[d] * factor * 0.25
+                } else {
+                    w[d] * factor
+                };
+                if w.iter().all(|x| *x <= 0.0) {
+                    continue;
+                }
+                let b = eval(&w);
+                if b < best - 1e-12 {
+                    best = b;
+                    best_w = w;
+                }
+            }
+        }
+    }
+    Tuned {
+        weights: best_w,
+        bound: best,
     }
 }
 
@@ -264,13 +299,27 @@ impl Search<'_> {
 }
 
 /// The upper bound of the relaxation alone (cheap: used to order and skip shapes).
+#[cfg(test)]
 pub(crate) fn relaxation_bound(items: &[KItem], cap: &[i64]) -> f64 {
-    Relaxation::new(items, cap).bound(0, cap)
+    tune(items, cap).bound
 }
 
 /// Solves the knapsack; `group_caps[g]` caps the pods of group `g` on the node.
+#[cfg(test)]
 pub(crate) fn solve(items: &[KItem], cap: &[i64], group_caps: &[u32], node_limit: u64) -> KResult {
-    let relax = Relaxation::new(items, cap);
+    solve_tuned(items, cap, &tune(items, cap), group_caps, node_limit)
+}
+
+/// [`solve`] with weights already tuned for `items` and `cap` (pricing tunes them once to
+/// rank the shapes and reuses them here).
+pub(crate) fn solve_tuned(
+    items: &[KItem],
+    cap: &[i64],
+    tuned: &Tuned,
+    group_caps: &[u32],
+    node_limit: u64,
+) -> KResult {
+    let relax = Relaxation::with_weights(items, tuned.weights.clone());
     let root = relax.bound(0, cap);
     let mut s = Search {
         items,
