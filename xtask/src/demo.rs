@@ -491,12 +491,11 @@ fn draw(f: &Frame<'_>) {
         f.removed
     ));
     out.push_str(&format!(
-        "cost: {cost:.2}/h now;  the core's plan for these {} pods from scratch {:.2}/h, lower bound {}\n",
+        "cost: {} now;  the core's plan for these {} pods from scratch {}, lower bound {}\n",
+        per_hour(cost),
         f.pods.len(),
-        ideal.plan,
-        ideal
-            .bound
-            .map_or("unknown".to_string(), |b| format!("{b:.2}/h")),
+        per_hour(ideal.plan),
+        ideal.bound.map_or("unknown".to_string(), per_hour),
     ));
     out.push_str("MachineDeployments (replicas @ price/h): ");
     for (name, _, _, price) in SHAPES {
@@ -628,9 +627,22 @@ async fn cleanup(c: &Created) {
     }
 }
 
+/// `x` per hour with two decimals. An empty sum of `f64` is `-0.0`, which printed as
+/// "-0.00/h" before the first node.
+fn per_hour(x: f64) -> String {
+    format!("{:.2}/h", x + 0.0)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::from_scratch;
+    use super::{from_scratch, per_hour};
+
+    #[test]
+    fn an_empty_total_prints_as_zero() {
+        let empty: f64 = std::iter::empty::<f64>().sum();
+        assert_eq!(per_hour(empty), "0.00/h");
+        assert_eq!(per_hour(0.276), "0.28/h");
+    }
 
     #[test]
     fn the_yardstick_is_a_plan_above_its_bound() {
