@@ -471,4 +471,65 @@ mod tests {
         assert!(full.complete);
         assert!((full.value - exact).abs() < 1e-9);
     }
+
+    use proptest::prelude::*;
+
+    /// Small knapsacks in two or three resources, with an optional per-node group cap.
+    fn instance() -> impl Strategy<Value = (Vec<KItem>, Vec<i64>, Vec<u32>)> {
+        (2usize..=3).prop_flat_map(|dims| {
+            let one = (
+                1u32..=40,
+                prop::collection::vec(0i64..=9, dims),
+                1u32..=4,
+                any::<bool>(),
+            );
+            (
+                prop::collection::vec(one, 1..=6),
+                prop::collection::vec(4i64..=30, dims),
+                1u32..=4,
+            )
+                .prop_map(|(raw, cap, group_cap)| {
+                    let items = raw
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, (v, size, max, grouped))| {
+                            let mut it = item(i as u32, v as f64 / 8.0, &size, max);
+                            if grouped {
+                                it.groups = vec![0];
+                            }
+                            it
+                        })
+                        .collect();
+                    (items, cap, vec![group_cap])
+                })
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// What pricing relies on: the tuned relaxation and every search's upper bound are at
+        /// least the optimum (Farley's bound stays valid), a finished search finds it, and a
+        /// search cut short never claims more than it found.
+        #[test]
+        fn bounds_hold_and_finished_searches_are_exact((items, cap, caps) in instance()) {
+            let exact = brute(&items, &cap, &caps);
+            let tuned = tune(&items, &cap);
+            prop_assert!(tuned.bound + 1e-9 >= exact, "relaxation {} < optimum {}", tuned.bound, exact);
+            for limit in [3u64, 50, 10_000_000] {
+                let r = solve_tuned(&items, &cap, &tuned, &caps, limit);
+                prop_assert!(r.upper_bound + 1e-9 >= exact);
+                prop_assert!(r.value <= exact + 1e-9);
+                let found: f64 = r
+                    .counts
+                    .iter()
+                    .map(|(c, n)| items[*c as usize].value * *n as f64)
+                    .sum();
+                prop_assert!((found - r.value).abs() < 1e-9);
+                if r.complete {
+                    prop_assert!((r.value - exact).abs() < 1e-9);
+                }
+            }
+        }
+    }
 }
