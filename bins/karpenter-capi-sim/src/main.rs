@@ -65,7 +65,8 @@ enum Cmd {
     },
     /// Write a generated scenario (YAML) to stdout or a file.
     Generate {
-        /// Generator: karpenter-benchmark | mixed.
+        /// Generator (each described in docs/simulator.md, "Generators").
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(generators::KINDS))]
         kind: String,
         #[arg(long, default_value_t = 0)]
         seed: u64,
