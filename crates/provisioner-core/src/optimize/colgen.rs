@@ -45,6 +45,10 @@ pub(crate) struct Limits {
     pub columns_per_iteration: usize,
     pub knapsack_nodes: u64,
     pub deadline: Instant,
+    /// When column generation stops without converging and time is left, tighten the bound
+    /// with [`certify`] before returning. The optimiser leaves it off and certifies after its
+    /// integer pass instead, with the time that pass did not need: the plan comes first.
+    pub certify: bool,
 }
 
 /// The outcome of pricing one dual vector.
@@ -56,6 +60,90 @@ pub(crate) struct Priced {
     /// Every shape was searched to the end (or ruled out by its relaxation): no improving
     /// pattern was missed, only ones the master already has may be among `columns`' finds.
     pub complete: bool,
+}
+
+/// The knapsack items of shape `s` under `duals`: the classes that fit it with a positive dual.
+fn shape_items(pp: &PatternProblem, duals: &[f64], sizes: Sizes, s: usize) -> Vec<KItem> {
+    let list = match sizes {
+        Sizes::Hi => pp.compat_hi.get(s),
+        Sizes::Lo => pp.compat_lo.get(s),
+    };
+    list.into_iter()
+        .flatten()
+        .filter_map(|&ci| {
+            let v = duals.get(ci as usize).copied().unwrap_or(0.0);
+            if v <= 1e-12 {
+                return None;
+            }
+            let c = pp.classes.get(ci as usize)?;
+            let size = match sizes {
+                Sizes::Hi => c.size_hi.clone(),
+                Sizes::Lo => c.size_lo.clone(),
+            };
+            Some(KItem {
+                class: ci,
+                value: v,
+                size,
+                max: c.count(),
+                groups: c.groups.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Units of the resource [`knapsack::lagrangian_bound`] keeps integral (a coarser unit past
+/// this) and the multiplier search's evaluations: about a millisecond per shape.
+const LAGRANGIAN_UNITS: i64 = 512;
+const LAGRANGIAN_EVALS: usize = 20;
+
+/// A tighter bound on the best value/price ratio under `duals`, for when pricing stopped
+/// without finishing and its bound is the fractional relaxation's. Shapes go best root ratio
+/// first; each gets its search and, if that does not finish, the Lagrangian bound, until no
+/// shape left could exceed the largest ratio so far (or the deadline, when the next root
+/// ratio caps the rest). Always a valid bound, at least 1.
+pub(crate) fn certify(
+    pp: &PatternProblem,
+    duals: &[f64],
+    knapsack_nodes: u64,
+    deadline: Instant,
+) -> f64 {
+    let group_caps: Vec<u32> = pp.groups.iter().map(|g| g.cap).collect();
+    let mut shapes = Vec::with_capacity(pp.shapes.len());
+    for (s, sh) in pp.shapes.iter().enumerate() {
+        let items = shape_items(pp, duals, Sizes::Hi, s);
+        if items.is_empty() {
+            continue;
+        }
+        if sh.price <= 0.0 {
+            return f64::INFINITY;
+        }
+        let tuned = knapsack::tune(&items, &sh.cap);
+        shapes.push((tuned.bound / sh.price, s, items, tuned));
+    }
+    shapes.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut rho: f64 = 1.0;
+    for (root, s, items, tuned) in &shapes {
+        if *root <= rho {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return rho.max(*root);
+        }
+        let Some(sh) = pp.shapes.get(*s) else {
+            continue;
+        };
+        let r = knapsack::solve_tuned(items, &sh.cap, tuned, &group_caps, knapsack_nodes);
+        let ub = if r.complete {
+            r.upper_bound
+        } else {
+            r.upper_bound.min(
+                knapsack::lagrangian_bound(items, &sh.cap, LAGRANGIAN_UNITS, LAGRANGIAN_EVALS)
+                    .max(r.value),
+            )
+        };
+        rho = rho.max(ub / sh.price);
+    }
+    rho
 }
 
 /// Prices `duals`: finds improving patterns and bounds the best ratio.
@@ -72,32 +160,7 @@ pub(crate) fn price(
     let mut per_shape: Vec<(usize, Vec<KItem>, f64, Option<knapsack::Tuned>)> =
         Vec::with_capacity(pp.shapes.len());
     for (s, sh) in pp.shapes.iter().enumerate() {
-        let list = match sizes {
-            Sizes::Hi => pp.compat_hi.get(s),
-            Sizes::Lo => pp.compat_lo.get(s),
-        };
-        let items: Vec<KItem> = list
-            .into_iter()
-            .flatten()
-            .filter_map(|&ci| {
-                let v = duals.get(ci as usize).copied().unwrap_or(0.0);
-                if v <= 1e-12 {
-                    return None;
-                }
-                let c = pp.classes.get(ci as usize)?;
-                let size = match sizes {
-                    Sizes::Hi => c.size_hi.clone(),
-                    Sizes::Lo => c.size_lo.clone(),
-                };
-                Some(KItem {
-                    class: ci,
-                    value: v,
-                    size,
-                    max: c.count(),
-                    groups: c.groups.clone(),
-                })
-            })
-            .collect();
+        let items = shape_items(pp, duals, sizes, s);
         if items.is_empty() || sh.price <= 0.0 {
             // A free shape would make the bound meaningless: treat it as priceless only if
             // nothing fits (items empty). A zero-price shape with items is handled below.
@@ -336,6 +399,15 @@ pub(crate) fn run(
             }
             break;
         }
+    }
+    if limits.certify
+        && !pp.coarsened
+        && !out.converged
+        && out.iterations > 0
+        && Instant::now() < limits.deadline
+    {
+        let rho = certify(pp, &out.duals, limits.knapsack_nodes, limits.deadline);
+        out.bound = out.bound.max(out.lp_value / rho);
     }
     if pp.coarsened && out.iterations > 0 {
         // Certify with the smallest members: a full pricing pass of the relaxation.

@@ -223,6 +223,146 @@ pub(crate) fn tune(items: &[KItem], cap: &[i64]) -> Tuned {
     }
 }
 
+/// An upper bound from Lagrangian relaxation: one resource kept as an integer knapsack
+/// (solved exactly by dynamic programming over its units), one other resource moved into the
+/// objective with a multiplier, the rest dropped, and the multiplier searched for the smallest
+/// bound. Any multiplier gives a valid bound; keeping one resource integral is what makes it
+/// tighter than the fractional relaxation, which is loosest exactly where the search gives up
+/// (a node holding a handful of large pods).
+///
+/// The kept resource is counted in units of the greatest common divisor of its sizes, or, when
+/// that leaves more than `max_units`, of a coarser unit with every size rounded down (which
+/// only loosens the bound). Per-node group caps are dropped too.
+pub(crate) fn lagrangian_bound(items: &[KItem], cap: &[i64], max_units: i64, evals: usize) -> f64 {
+    let dims = cap.len();
+    let bounds: Vec<u32> = items.iter().map(|it| fit_alone(it, cap)).collect();
+    let mut best = f64::INFINITY;
+    for keep in 0..dims {
+        let Some(kept) = Kept::new(items, cap, keep, max_units) else {
+            continue;
+        };
+        for relax in (0..dims).filter(|&e| e != keep) {
+            best = best.min(kept.minimise(items, &bounds, cap, relax, evals));
+        }
+        if dims == 1 {
+            best = best.min(kept.solve(items, &bounds, |it| it.value));
+        }
+    }
+    best
+}
+
+/// One resource as the integer knapsack of [`lagrangian_bound`].
+struct Kept {
+    /// Each item's size in units (rounded down).
+    units: Vec<usize>,
+    capacity: usize,
+}
+
+impl Kept {
+    fn new(items: &[KItem], cap: &[i64], dim: usize, max_units: i64) -> Option<Kept> {
+        let size = |it: &KItem| it.size.get(dim).copied().unwrap_or(0).max(0);
+        let c = cap.get(dim).copied()?.max(0);
+        let g = items.iter().map(size).fold(0, gcd);
+        if g == 0 {
+            return None;
+        }
+        let unit = g.max((c + max_units.max(1) - 1) / max_units.max(1));
+        let capacity = usize::try_from(c / unit).ok()?;
+        let units = items
+            .iter()
+            .map(|it| usize::try_from(size(it) / unit).unwrap_or(usize::MAX))
+            .collect();
+        Some(Kept { units, capacity })
+    }
+
+    /// Best value of the kept knapsack with `profit` per item (items of non-positive profit
+    /// left out), each item at most its bound.
+    fn solve(&self, items: &[KItem], bounds: &[u32], profit: impl Fn(&KItem) -> f64) -> f64 {
+        let mut best = vec![0.0f64; self.capacity + 1];
+        let mut free = 0.0;
+        for ((it, &w), &n) in items.iter().zip(&self.units).zip(bounds) {
+            let p = profit(it);
+            if p <= 0.0 || n == 0 {
+                continue;
+            }
+            if w == 0 {
+                free += p * n as f64;
+                continue;
+            }
+            // Binary splitting: copies in bundles of 1, 2, 4, ... each a 0/1 item.
+            let (mut left, mut k) = (n as usize, 1usize);
+            while left > 0 {
+                let take = k.min(left);
+                left -= take;
+                k *= 2;
+                let Some(weight) = w.checked_mul(take).filter(|x| *x <= self.capacity) else {
+                    continue;
+                };
+                let value = p * take as f64;
+                for c in (weight..=self.capacity).rev() {
+                    let v = best[c - weight] + value;
+                    if v > best[c] {
+                        best[c] = v;
+                    }
+                }
+            }
+        }
+        best[self.capacity] + free
+    }
+
+    /// The smallest bound over the multiplier of resource `relax` (the bound is convex in it;
+    /// golden-section search over `evals` evaluations).
+    fn minimise(
+        &self,
+        items: &[KItem],
+        bounds: &[u32],
+        cap: &[i64],
+        relax: usize,
+        evals: usize,
+    ) -> f64 {
+        let size = |it: &KItem| it.size.get(relax).copied().unwrap_or(0).max(0) as f64;
+        let c = cap.get(relax).copied().unwrap_or(0).max(0) as f64;
+        let at =
+            |lambda: f64| lambda * c + self.solve(items, bounds, |it| it.value - lambda * size(it));
+        // Past the largest value per unit of `relax`, every profit is gone and the bound grows.
+        let hi = items
+            .iter()
+            .filter(|it| size(it) > 0.0)
+            .map(|it| it.value / size(it))
+            .fold(0.0, f64::max);
+        let (mut a, mut b) = (0.0, hi);
+        let mut best = at(0.0).min(at(hi));
+        let phi = 0.618_033_988_75;
+        let (mut x1, mut x2) = (b - phi * (b - a), a + phi * (b - a));
+        let (mut f1, mut f2) = (at(x1), at(x2));
+        for _ in 0..evals {
+            best = best.min(f1).min(f2);
+            if f1 <= f2 {
+                b = x2;
+                x2 = x1;
+                f2 = f1;
+                x1 = b - phi * (b - a);
+                f1 = at(x1);
+            } else {
+                a = x1;
+                x1 = x2;
+                f1 = f2;
+                x2 = a + phi * (b - a);
+                f2 = at(x2);
+            }
+        }
+        best.min(f1).min(f2)
+    }
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    let (mut a, mut b) = (a.abs(), b.abs());
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 struct Search<'a> {
     items: &'a [KItem],
     relax: Relaxation<'a>,
@@ -472,6 +612,26 @@ mod tests {
         assert!((full.value - exact).abs() < 1e-9);
     }
 
+    /// Where the fractional relaxation counts a third of a pod, the Lagrangian bound does not.
+    #[test]
+    fn lagrangian_bound_is_integral_in_the_kept_resource() {
+        // Fractionally: three of the second (2.7) and a third of the first (3.03); whole
+        // pods: one of the first and two of the second (2.8).
+        let items = vec![item(0, 1.0, &[3, 1], 5), item(1, 0.9, &[2, 1], 5)];
+        let cap = [7, 100];
+        assert!(tune(&items, &cap).bound > 3.0);
+        assert!((lagrangian_bound(&items, &cap, 512, 20) - 2.8).abs() < 1e-9);
+        // Two resources that bind together.
+        let items = vec![item(0, 1.0, &[4, 1], 10), item(1, 1.0, &[1, 4], 10)];
+        let cap = [6, 6];
+        let exact = brute(&items, &cap, &[]);
+        let l = lagrangian_bound(&items, &cap, 512, 30);
+        assert!(
+            l + 1e-9 >= exact && l < tune(&items, &cap).bound + 1e-9,
+            "{l} {exact}"
+        );
+    }
+
     use proptest::prelude::*;
 
     /// Small knapsacks in two or three resources, with an optional per-node group cap.
@@ -516,6 +676,11 @@ mod tests {
             let exact = brute(&items, &cap, &caps);
             let tuned = tune(&items, &cap);
             prop_assert!(tuned.bound + 1e-9 >= exact, "relaxation {} < optimum {}", tuned.bound, exact);
+            // Exact units and coarse ones (sizes rounded down) alike.
+            for units in [2i64, 5, 512] {
+                let l = lagrangian_bound(&items, &cap, units, 20);
+                prop_assert!(l + 1e-9 >= exact, "Lagrangian {} < optimum {} ({} units)", l, exact, units);
+            }
             for limit in [3u64, 50, 10_000_000] {
                 let r = solve_tuned(&items, &cap, &tuned, &caps, limit);
                 prop_assert!(r.upper_bound + 1e-9 >= exact);

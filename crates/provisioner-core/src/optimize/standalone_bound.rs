@@ -127,6 +127,7 @@ pub fn packing_lower_bound(problem: &PackingProblem, config: &OptimizerConfig) -
         columns_per_iteration: config.columns_per_iteration,
         knapsack_nodes: config.knapsack_nodes,
         deadline,
+        certify: true,
     };
     let (bound, prices, converged, iterations, budget_hit) = if pp.coarsened {
         coarsened_bound(&pp, initial, lp_backend, limits)
