@@ -494,8 +494,10 @@ impl Optimizer {
         )
     }
 
-    /// Bound and integer pass for one independent component ([`Self::solve_part_plan`]), then, with the time the integer pass left, a tighter
-    /// bound for a column generation that stopped without converging ([`colgen::certify`]).
+    /// Bound and integer pass for one independent component ([`Self::solve_part_plan`]);
+    /// then, in the time the integer pass left (at least the share kept back for it), a
+    /// tighter bound when column generation stopped without converging
+    /// ([`colgen::certify`]).
     fn solve_part(
         &self,
         problem: &PackingProblem,
