@@ -63,7 +63,12 @@ pub(crate) struct Priced {
 }
 
 /// The knapsack items of shape `s` under `duals`: the classes that fit it with a positive dual.
-fn shape_items(pp: &PatternProblem, duals: &[f64], sizes: Sizes, s: usize) -> Vec<KItem> {
+pub(super) fn shape_items(
+    pp: &PatternProblem,
+    duals: &[f64],
+    sizes: Sizes,
+    s: usize,
+) -> Vec<KItem> {
     let list = match sizes {
         Sizes::Hi => pp.compat_hi.get(s),
         Sizes::Lo => pp.compat_lo.get(s),
@@ -91,6 +96,47 @@ fn shape_items(pp: &PatternProblem, duals: &[f64], sizes: Sizes, s: usize) -> Ve
         .collect()
 }
 
+/// One shape's pricing knapsack under some duals.
+struct Ranked {
+    shape: usize,
+    items: Vec<KItem>,
+    tuned: knapsack::Tuned,
+    /// The relaxation's bound on the shape's best value/price ratio (infinite for a free
+    /// shape anything fits on).
+    root: f64,
+}
+
+/// Every shape some class with a positive dual fits, best root ratio first: the order both
+/// pricing and [`certify`] search the shapes in.
+fn ranked_shapes(pp: &PatternProblem, duals: &[f64], sizes: Sizes) -> Vec<Ranked> {
+    let mut ranked: Vec<Ranked> = pp
+        .shapes
+        .iter()
+        .enumerate()
+        .filter_map(|(s, sh)| {
+            let items = shape_items(pp, duals, sizes, s);
+            if items.is_empty() {
+                return None;
+            }
+            let tuned = knapsack::tune(&items, &sh.cap);
+            // A free shape would make the bound meaningless: its ratio is unbounded.
+            let root = if sh.price <= 0.0 {
+                f64::INFINITY
+            } else {
+                tuned.bound / sh.price
+            };
+            Some(Ranked {
+                shape: s,
+                items,
+                tuned,
+                root,
+            })
+        })
+        .collect();
+    ranked.sort_by(|a, b| b.root.total_cmp(&a.root).then(a.shape.cmp(&b.shape)));
+    ranked
+}
+
 /// Units of the resource [`knapsack::lagrangian_bound`] keeps integral (a coarser unit past
 /// this) and the multiplier search's evaluations: about a millisecond per shape.
 const LAGRANGIAN_UNITS: i64 = 512;
@@ -108,28 +154,22 @@ pub(crate) fn certify(
     deadline: Instant,
 ) -> f64 {
     let group_caps: Vec<u32> = pp.groups.iter().map(|g| g.cap).collect();
-    let mut shapes = Vec::with_capacity(pp.shapes.len());
-    for (s, sh) in pp.shapes.iter().enumerate() {
-        let items = shape_items(pp, duals, Sizes::Hi, s);
-        if items.is_empty() {
-            continue;
-        }
-        if sh.price <= 0.0 {
-            return f64::INFINITY;
-        }
-        let tuned = knapsack::tune(&items, &sh.cap);
-        shapes.push((tuned.bound / sh.price, s, items, tuned));
-    }
-    shapes.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let shapes = ranked_shapes(pp, duals, Sizes::Hi);
     let mut rho: f64 = 1.0;
-    for (root, s, items, tuned) in &shapes {
+    for Ranked {
+        shape,
+        items,
+        tuned,
+        root,
+    } in &shapes
+    {
         if *root <= rho {
             break;
         }
-        if Instant::now() >= deadline {
+        if Instant::now() >= deadline || !root.is_finite() {
             return rho.max(*root);
         }
-        let Some(sh) = pp.shapes.get(*s) else {
+        let Some(sh) = pp.shapes.get(*shape) else {
             continue;
         };
         let r = knapsack::solve_tuned(items, &sh.cap, tuned, &group_caps, knapsack_nodes);
@@ -156,30 +196,22 @@ pub(crate) fn price(
     deadline: Instant,
 ) -> Priced {
     let group_caps: Vec<u32> = pp.groups.iter().map(|g| g.cap).collect();
-    // Per shape: knapsack items and the relaxation bound of the ratio.
-    let mut per_shape: Vec<(usize, Vec<KItem>, f64, Option<knapsack::Tuned>)> =
-        Vec::with_capacity(pp.shapes.len());
-    for (s, sh) in pp.shapes.iter().enumerate() {
-        let items = shape_items(pp, duals, sizes, s);
-        if items.is_empty() || sh.price <= 0.0 {
-            // A free shape would make the bound meaningless: treat it as priceless only if
-            // nothing fits (items empty). A zero-price shape with items is handled below.
-            if !items.is_empty() {
-                per_shape.push((s, items, f64::INFINITY, None));
-            }
-            continue;
-        }
-        let tuned = knapsack::tune(&items, &sh.cap);
-        let ub = tuned.bound / sh.price;
-        per_shape.push((s, items, ub, Some(tuned)));
-    }
-    per_shape.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
+    let per_shape = ranked_shapes(pp, duals, sizes);
 
     let mut columns: Vec<(f64, Pattern)> = Vec::new();
     let mut rho: f64 = 1.0;
     let mut stopped_at = per_shape.len();
     let mut complete = true;
-    for (k, (s, items, root, tuned)) in per_shape.iter().enumerate() {
+    for (
+        k,
+        Ranked {
+            shape,
+            items,
+            tuned,
+            root,
+        },
+    ) in per_shape.iter().enumerate()
+    {
         // Past `want` columns, stop: the bound from this pass is still valid (the next root
         // bound caps every shape not solved), only weaker; the final pass has no `want`.
         if *root <= 1.0 + 1e-9 {
@@ -191,19 +223,10 @@ pub(crate) fn price(
             complete = false;
             break;
         }
-        let Some(sh) = pp.shapes.get(*s) else {
+        let Some(sh) = pp.shapes.get(*shape) else {
             continue;
         };
-        let r = match tuned {
-            Some(t) => knapsack::solve_tuned(items, &sh.cap, t, &group_caps, knapsack_nodes),
-            None => knapsack::solve_tuned(
-                items,
-                &sh.cap,
-                &knapsack::tune(items, &sh.cap),
-                &group_caps,
-                knapsack_nodes,
-            ),
-        };
+        let r = knapsack::solve_tuned(items, &sh.cap, tuned, &group_caps, knapsack_nodes);
         complete &= r.complete;
         let price = sh.price.max(1e-12);
         let ratio = r.value / price;
@@ -212,14 +235,14 @@ pub(crate) fn price(
             columns.push((
                 ratio,
                 Pattern {
-                    shape: *s as u32,
+                    shape: *shape as u32,
                     counts: r.counts,
                 },
             ));
         }
     }
-    if let Some((_, _, root, _)) = per_shape.get(stopped_at) {
-        rho = rho.max(*root);
+    if let Some(next) = per_shape.get(stopped_at) {
+        rho = rho.max(next.root);
     }
     columns.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     Priced {

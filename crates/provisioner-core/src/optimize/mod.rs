@@ -243,7 +243,7 @@ struct Part {
     pricing_ms: f64,
     integer_ms: f64,
     /// Column generation's last duals and master value when it stopped without converging:
-    /// what [`colgen::certify`] tightens the bound from once the integer pass is done.
+    /// what [`Optimizer::certify`] tightens the bound from once the integer pass is done.
     uncertified: Option<(Vec<f64>, f64)>,
 }
 
@@ -401,14 +401,10 @@ impl Optimizer {
                 PatternProblem::build(problem, &items, steps.as_deref(), None)
             };
             let nodes = heur_nodes.get(k).cloned().unwrap_or_default();
-            parts.push(self.solve_part(
-                problem,
-                &sub,
-                nodes,
-                comp_deadline,
-                lp_backend,
-                mip_backend,
-            ));
+            let mut part =
+                self.solve_part(problem, &sub, nodes, comp_deadline, lp_backend, mip_backend);
+            self.certify(&sub, &mut part, comp_deadline);
+            parts.push(part);
         }
 
         let cg_bound: f64 = parts.iter().map(|p| p.bound).sum();
@@ -494,21 +490,10 @@ impl Optimizer {
         )
     }
 
-    /// Bound and integer pass for one independent component ([`Self::solve_part_plan`]);
-    /// then, in the time the integer pass left (at least the share kept back for it), a
-    /// tighter bound when column generation stopped without converging
+    /// With the time the integer pass left (at least the share kept back for it), a tighter
+    /// bound for a component whose column generation stopped without converging
     /// ([`colgen::certify`]).
-    fn solve_part(
-        &self,
-        problem: &PackingProblem,
-        pp: &PatternProblem,
-        heur_nodes: Vec<PlannedNode>,
-        deadline: Instant,
-        lp_backend: Backend,
-        mip_backend: Option<Backend>,
-    ) -> Part {
-        let mut part =
-            self.solve_part_plan(problem, pp, heur_nodes, deadline, lp_backend, mip_backend);
+    fn certify(&self, pp: &PatternProblem, part: &mut Part, deadline: Instant) {
         if let Some((duals, value)) = part.uncertified.take()
             && !part.proven_optimal
             && Instant::now() < deadline
@@ -518,11 +503,10 @@ impl Optimizer {
             part.bound = part.bound.max(value / rho);
             part.bound_ms += start.elapsed().as_secs_f64() * 1e3;
         }
-        part
     }
 
-    /// Column generation and the integer pass.
-    fn solve_part_plan(
+    /// Bound and integer pass for one independent component.
+    fn solve_part(
         &self,
         problem: &PackingProblem,
         pp: &PatternProblem,

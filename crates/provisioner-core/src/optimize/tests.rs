@@ -229,6 +229,49 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The certified ratio bound, from searches cut short after one node, is still at least
+    /// every shape's best pattern value over its price (found by finished searches), and never
+    /// looser than the fractional relaxation's.
+    #[test]
+    fn certified_ratio_bounds_every_pattern(
+        round in round_strategy(12),
+        raw_duals in prop::collection::vec(0u32..=100, 12),
+    ) {
+        let p = &round.problem;
+        let warm = CostAwarePlanner::default().plan(p, None);
+        let placed: Vec<(u32, u32)> = warm.nodes.iter().flat_map(|n| {
+            let rank = p.pools[p.shapes[n.shape as usize].pool as usize].rank;
+            n.items.iter().map(move |i| (*i, rank))
+        }).collect();
+        let pp = pattern::PatternProblem::build(p, &placed, None, None);
+        prop_assume!(!pp.classes.is_empty());
+        let max_price = pp.shapes.iter().map(|s| s.price).fold(0.0, f64::max);
+        let duals: Vec<f64> = (0..pp.classes.len())
+            .map(|c| raw_duals[c % raw_duals.len()] as f64 / 100.0 * max_price)
+            .collect();
+        let caps: Vec<u32> = pp.groups.iter().map(|g| g.cap).collect();
+        let far = Instant::now() + Duration::from_secs(60);
+        let certified = colgen::certify(&pp, &duals, 1, far);
+        let mut best_ratio: f64 = 1.0;
+        let mut relaxed: f64 = 1.0;
+        for (s, sh) in pp.shapes.iter().enumerate() {
+            let items = colgen::shape_items(&pp, &duals, colgen::Sizes::Hi, s);
+            if items.is_empty() {
+                continue;
+            }
+            let exact = knapsack::solve_tuned(&items, &sh.cap, &knapsack::tune(&items, &sh.cap), &caps, 50_000_000);
+            prop_assert!(exact.complete);
+            best_ratio = best_ratio.max(exact.value / sh.price);
+            relaxed = relaxed.max(knapsack::tune(&items, &sh.cap).bound / sh.price);
+        }
+        prop_assert!(certified + 1e-9 >= best_ratio, "certified {} < best ratio {}", certified, best_ratio);
+        prop_assert!(certified <= relaxed + 1e-9, "certified {} looser than the relaxation {}", certified, relaxed);
+    }
+}
+
 /// The time budget holds, measured with a generous margin (not a speed assertion).
 #[test]
 fn time_budget_is_respected() {
