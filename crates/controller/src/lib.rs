@@ -23,8 +23,8 @@
 //!
 //! Nothing here is needed after a restart except what is in the API: every loop rebuilds
 //! from the reflectors, and launches and deletes are idempotent plans. The one thing a
-//! restart loses is [`lifetimes`]' memory of ended pods; the core then assumes Lindy
-//! lifetimes until enough pods end again.
+//! restart loses is [`lifetimes`]' memory of ended pods; until enough pods end again the
+//! core estimates lifetimes from how long the running pods of each owner kind have run.
 
 pub mod catalogs;
 pub mod claim_disruption;

@@ -11,7 +11,8 @@
 //!
 //! Pods that were already terminal when the controller started are not counted (when they
 //! ended is unknown). Only the most recent [`KEPT`] lifetimes are kept: a controller restart
-//! forgets them, and the core falls back to its Lindy estimate until enough pods end again.
+//! forgets them, and until enough pods end again the core estimates from the window each owner
+//! kind has been seen running over (its oldest pod's age), not from each pod's own age.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};

@@ -140,7 +140,7 @@ impl Metrics {
         );
         ours.register(
             "pod_lifetimes_observed",
-            "Lifetimes of ended pods the payback rule learns its horizon from (Lindy below its minEndedLifetimes).",
+            "Lifetimes of ended pods the payback rule learns its horizon from (below its minEndedLifetimes: the running pods' ages, Lindy beyond the oldest).",
             m.pod_lifetimes_observed.clone(),
         );
         ours.register(

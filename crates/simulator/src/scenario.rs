@@ -242,6 +242,9 @@ pub struct PaybackSettings {
     /// Ended pod lifetimes needed before the horizon is learnt from them instead of assumed
     /// (Lindy); a number above the run's pod count keeps Lindy.
     pub min_ended_lifetimes: usize,
+    /// Before that many endings, estimate from the window each owner kind has been seen over
+    /// (its oldest running pod's age) instead of each pod's own age.
+    pub window_prior: bool,
     /// Price a replacement's dearer instance-type options against the evictions.
     pub pay_for_flexibility: bool,
     /// Most a merge's replacement's dearest kept option may cost above its cheapest (a
@@ -258,6 +261,7 @@ impl Default for PaybackSettings {
             eviction_pod_hours: d.eviction_pod_hours,
             replacement_ready_seconds: d.replacement_ready_seconds,
             min_ended_lifetimes: d.min_ended_lifetimes,
+            window_prior: d.window_prior,
             pay_for_flexibility: d.pay_for_flexibility,
             flexibility_premium: d.flexibility_premium,
         }
@@ -271,6 +275,7 @@ impl PaybackSettings {
             eviction_pod_hours: self.eviction_pod_hours,
             replacement_ready_seconds: self.replacement_ready_seconds,
             min_ended_lifetimes: self.min_ended_lifetimes,
+            window_prior: self.window_prior,
             pay_for_flexibility: self.pay_for_flexibility,
             flexibility_premium: self.flexibility_premium,
         }
@@ -289,6 +294,7 @@ impl Default for CoreDisruptionSettings {
                 eviction_pod_hours: p.eviction_pod_hours,
                 replacement_ready_seconds: p.replacement_ready_seconds,
                 min_ended_lifetimes: p.min_ended_lifetimes,
+                window_prior: p.window_prior,
                 pay_for_flexibility: p.pay_for_flexibility,
                 flexibility_premium: p.flexibility_premium,
             }),

@@ -1145,6 +1145,7 @@ fn remaining_life(
             snapshot,
             k.horizon_cap_hours,
             k.min_ended_lifetimes,
+            k.window_prior,
         ),
         None => super::lifetime::RemainingLife::lindy(snapshot.now, 0.0),
     }

@@ -20,6 +20,22 @@
 //! more, capped like the Lindy horizon. Beyond the longest lifetime observed, `S` is taken as
 //! flat (the evidence says nothing about the tail), so such a pod gets the cap.
 //!
+//! Before that, a pod's own age is a poor guide when the cluster is young: every pod of a
+//! workload that started half an hour ago is minutes old, Lindy gives each a few minutes, and
+//! the nodes launched for its trickling replicas are never worth merging, whatever the pods'
+//! lives turn out to be. What the cluster has shown so far is better evidence: if the oldest
+//! running pod of a kind is `W` old, pods of that kind have survived (or ended, the few that
+//! did) over `[0, W]`. With `window_prior`, the estimate before enough endings is that
+//! Kaplan-Meier curve up to `W` and Lindy beyond it (a survivor at `W` runs about `W` more):
+//!
+//! ```text
+//! R(a) = (integral of S from a to W) / S(a)  +  S(W) / S(a) x W
+//! ```
+//!
+//! which is Lindy for the oldest pod (`R(W) = W`) and more for younger ones (`2W - a` while
+//! nothing ended). The risk is bounded: short-lived pods soon end and teach the full
+//! estimate; long-lived ones, the case Lindy gets wrong, never would.
+//!
 //! Lifetimes are learnt per owner kind when a kind has enough endings of its own: a cluster
 //! running Jobs next to Deployments would otherwise give a service's young pods the minutes a
 //! Job's pods live.
@@ -41,6 +57,35 @@ pub struct RemainingLife {
     cap_secs: f64,
     survival: Option<Survival>,
     by_kind: BTreeMap<Option<String>, Survival>,
+    /// Per owner kind, before enough endings (with `window_prior`): what has been seen.
+    seen: BTreeMap<Option<String>, Seen>,
+}
+
+/// A kind's evidence before its lifetimes are learnt: its oldest running pod's age and the
+/// Kaplan-Meier curve of its few endings (`None`: nothing ended, `S = 1`).
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    window: f64,
+    survival: Option<Survival>,
+}
+
+impl Seen {
+    /// Expected remaining seconds at `age`: the curve within the window, Lindy beyond it.
+    fn remaining(&self, age: f64) -> f64 {
+        let w = self.window;
+        if age >= w {
+            return age;
+        }
+        let (alive, within, at_edge) = match &self.survival {
+            Some(s) => (s.at(age), s.integral(w) - s.integral(age), s.at(w)),
+            None => (1.0, w - age, 1.0),
+        };
+        if alive > 1e-12 {
+            (within + at_edge * w) / alive
+        } else {
+            age
+        }
+    }
 }
 
 /// A right-continuous step function: `S(t) = level[k]` on `[time[k], time[k + 1])`, 1 before
@@ -103,8 +148,14 @@ impl Survival {
 
 impl RemainingLife {
     /// Learns from `snapshot.ended_pods` and the ages of its pods that are not daemons, when
-    /// at least `min_ended` pods ended (per kind: when that kind has as many).
-    pub fn from_snapshot(snapshot: &Snapshot, cap_hours: f64, min_ended: usize) -> Self {
+    /// at least `min_ended` pods ended (per kind: when that kind has as many). Before that,
+    /// with `window_prior`, from the window each kind has been seen over (module doc).
+    pub fn from_snapshot(
+        snapshot: &Snapshot,
+        cap_hours: f64,
+        min_ended: usize,
+        window_prior: bool,
+    ) -> Self {
         let cap_secs = cap_hours.max(0.0) * 3600.0;
         let ended = &snapshot.ended_pods;
         let mut life = RemainingLife {
@@ -112,8 +163,10 @@ impl RemainingLife {
             cap_secs,
             survival: None,
             by_kind: BTreeMap::new(),
+            seen: BTreeMap::new(),
         };
-        if ended.is_empty() || ended.len() < min_ended {
+        let learn = !ended.is_empty() && ended.len() >= min_ended;
+        if !learn && !window_prior {
             return life;
         }
         let running: Vec<(&Option<String>, i64)> = snapshot
@@ -133,6 +186,24 @@ impl RemainingLife {
                 .map(|&(_, age)| (age, false));
             ends.chain(alive).collect()
         };
+        if !learn {
+            let mut windows: BTreeMap<&Option<String>, i64> = BTreeMap::new();
+            for &(kind, age) in &running {
+                let w = windows.entry(kind).or_insert(0);
+                *w = (*w).max(age);
+            }
+            for (kind, window) in windows {
+                let survival = Survival::estimate(observations(Some(kind)));
+                life.seen.insert(
+                    kind.clone(),
+                    Seen {
+                        window: window.max(0) as f64,
+                        survival,
+                    },
+                );
+            }
+            return life;
+        }
         life.survival = Survival::estimate(observations(None));
         let mut counts: BTreeMap<&Option<String>, usize> = BTreeMap::new();
         for e in ended {
@@ -157,6 +228,7 @@ impl RemainingLife {
             cap_secs: cap_hours.max(0.0) * 3600.0,
             survival: None,
             by_kind: BTreeMap::new(),
+            seen: BTreeMap::new(),
         }
     }
 
@@ -179,7 +251,10 @@ impl RemainingLife {
                     age
                 }
             }
-            None => age,
+            None => match self.seen.get(&pod.owner_kind) {
+                Some(seen) => seen.remaining(age),
+                None => age,
+            },
         };
         secs.clamp(0.0, self.cap_secs) / 3600.0
     }
@@ -241,17 +316,74 @@ mod tests {
     #[test]
     fn without_enough_endings_it_is_lindy() {
         let s = snapshot(100_000, vec![3600; 5], &[600]);
-        let life = RemainingLife::from_snapshot(&s, 4.0, 30);
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30, false);
         assert!(!life.learnt());
         assert!((life.hours(&at(100_000 - 600)) - 600.0 / 3600.0).abs() < 1e-12);
         assert_eq!(life.hours(&at(0)), 4.0);
     }
 
     #[test]
+    fn the_window_prior_gives_young_pods_of_a_young_cluster_more_than_their_age() {
+        // A workload started 30 minutes ago, nothing ended yet.
+        let s = snapshot(100_000, Vec::new(), &[1800, 1200, 300]);
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30, true);
+        assert!(!life.learnt());
+        // 25 more minutes inside the window, then Lindy's 30 minutes beyond it.
+        let young = life.hours(&at(100_000 - 300));
+        assert!(
+            (young - (1500.0 + 1800.0) / 3600.0).abs() < 1e-12,
+            "{young}"
+        );
+        // The oldest pod is where Lindy was.
+        assert!((life.hours(&at(100_000 - 1800)) - 0.5).abs() < 1e-12);
+        // Without the prior: Lindy, five minutes.
+        let lindy = RemainingLife::from_snapshot(&s, 4.0, 30, false);
+        assert!((lindy.hours(&at(100_000 - 300)) - 300.0 / 3600.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn endings_inside_the_window_shorten_the_prior() {
+        // Four pods, half of which ended at 10 minutes; the survivors are 30 minutes old.
+        let s = snapshot(100_000, vec![600, 600], &[1800, 1800]);
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30, true);
+        // A new pod: S = 1 to 600 s, 1/2 after. Within: 600 + 0.5 x 1200; beyond: 0.5 x 1800.
+        let new = life.hours(&at(100_000));
+        assert!(
+            (new - (600.0 + 600.0 + 900.0) / 3600.0).abs() < 1e-12,
+            "{new}"
+        );
+        let none_ended = snapshot(100_000, Vec::new(), &[1800, 1800]);
+        let longer = RemainingLife::from_snapshot(&none_ended, 4.0, 30, true).hours(&at(100_000));
+        assert!(longer > new, "{longer} vs {new}");
+    }
+
+    #[test]
+    fn the_window_is_per_owner_kind() {
+        // Services have run for a day; a Job's pods started five minutes ago.
+        let now = 100_000;
+        let of = |kind: &str, age: i64| Pod {
+            owner_kind: Some(kind.into()),
+            created_at: now - age,
+            ..Pod::default()
+        };
+        let mut s = snapshot(now, Vec::new(), &[]);
+        s.pods = vec![of("ReplicaSet", 86_400), of("Job", 300), of("Job", 60)]
+            .into_iter()
+            .map(std::sync::Arc::new)
+            .collect();
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30, true);
+        assert_eq!(life.hours(&of("ReplicaSet", 60)), 4.0);
+        let job = life.hours(&of("Job", 60));
+        assert!((job - (240.0 + 300.0) / 3600.0).abs() < 1e-12, "{job}");
+        // A kind never seen running keeps Lindy.
+        assert!((life.hours(&of("StatefulSet", 60)) - 60.0 / 3600.0).abs() < 1e-12);
+    }
+
+    #[test]
     fn fixed_lifetimes_give_young_pods_the_most_time_left() {
         // Every pod ran exactly one hour.
         let s = snapshot(100_000, vec![3600; 40], &[600, 3000]);
-        let life = RemainingLife::from_snapshot(&s, 4.0, 30);
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30, false);
         assert!(life.learnt());
         let young = life.hours(&at(100_000 - 600));
         let old = life.hours(&at(100_000 - 3000));
@@ -267,7 +399,7 @@ mod tests {
             .map(|i| (-(1.0 - (i as f64 + 0.5) / n as f64).ln() * 3600.0) as i64)
             .collect();
         let s = snapshot(1_000_000, ended, &[]);
-        let life = RemainingLife::from_snapshot(&s, 4.0, 30);
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30, false);
         // Capped at 4 h, the expected remaining life is 1 - e^-4 hours at any age.
         let want = 1.0 - (-4.0f64).exp();
         for age in [60, 600, 3600] {
@@ -281,7 +413,7 @@ mod tests {
     #[test]
     fn running_pods_older_than_every_ending_get_the_cap() {
         let s = snapshot(100_000, vec![600; 40], &[7200]);
-        let life = RemainingLife::from_snapshot(&s, 4.0, 30);
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30, false);
         assert_eq!(life.hours(&at(100_000 - 7200)), 4.0);
     }
 
@@ -292,7 +424,7 @@ mod tests {
         let mut ages = vec![7200; 400];
         ages.push(1200);
         let s = snapshot(100_000, vec![600; 40], &ages);
-        let life = RemainingLife::from_snapshot(&s, 4.0, 30);
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30, false);
         let young = life.hours(&at(100_000 - 60));
         // S(60 s) = 1 and S drops by 40/441 at 600 s: about 9/10 of the young pod's cap.
         assert!(young > 3.5 && young < 4.0, "{young}");
@@ -322,7 +454,7 @@ mod tests {
             .map(|_| service(30_000))
             .map(std::sync::Arc::new)
             .collect();
-        let life = RemainingLife::from_snapshot(&s, 4.0, 30);
+        let life = RemainingLife::from_snapshot(&s, 4.0, 30, false);
         let young_job = Pod {
             owner_kind: Some("Job".into()),
             created_at: now - 60,
@@ -352,9 +484,9 @@ mod tests {
         #[test]
         fn bounded(ended in proptest::collection::vec(-100i64..200_000, 0..80),
                    ages in proptest::collection::vec(-100i64..200_000, 0..40),
-                   age in -100i64..300_000, cap in 0.0f64..10.0) {
+                   age in -100i64..300_000, cap in 0.0f64..10.0, window in any::<bool>()) {
             let s = snapshot(300_000, ended, &ages);
-            let life = RemainingLife::from_snapshot(&s, cap, 1);
+            let life = RemainingLife::from_snapshot(&s, cap, 1, window);
             let h = life.hours(&at(300_000 - age));
             prop_assert!(h.is_finite() && h >= 0.0 && h <= cap + 1e-12, "{h}");
         }

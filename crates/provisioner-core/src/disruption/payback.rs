@@ -54,6 +54,11 @@ pub struct Payback {
     /// ([`super::lifetime`]) instead of assumed (Lindy). Few endings say little about a
     /// workload; a number above any cluster's keeps the Lindy estimate.
     pub min_ended_lifetimes: usize,
+    /// Before `min_ended_lifetimes` endings, estimate remaining lives from the window each
+    /// owner kind has been seen over (its oldest running pod's age, survival within it, Lindy
+    /// beyond) instead of each pod's own age ([`super::lifetime`]). Off, a workload that
+    /// started minutes ago has only minutes-old pods, each given minutes to live.
+    pub window_prior: bool,
     /// Price a replacement's flexibility against the evictions: its dearer instance-type
     /// options (kept so it can still launch when the cheapest is unavailable) are kept only
     /// while the worst case still pays for the evictions, and commands are ranked by the
@@ -81,6 +86,7 @@ impl Default for Payback {
             eviction_pod_hours: 1.0,
             replacement_ready_seconds: 90,
             min_ended_lifetimes: 30,
+            window_prior: true,
             pay_for_flexibility: false,
             flexibility_premium: None,
         }

@@ -1327,6 +1327,19 @@ fn plain() -> DisruptionOptions {
     }
 }
 
+/// The default options with each pod's own age as its expected remaining life (Lindy), as
+/// before the window prior.
+fn lindy() -> DisruptionOptions {
+    let d = DisruptionOptions::default();
+    DisruptionOptions {
+        payback: d.payback.clone().map(|p| payback::Payback {
+            window_prior: false,
+            ..p
+        }),
+        ..d
+    }
+}
+
 #[test]
 fn young_pods_are_not_moved_for_a_saving_that_does_not_pay_back() {
     // Deleting `a` saves its whole price (0.2/h) by moving one 1-vCPU pod onto `b`; `b`'s
@@ -1342,11 +1355,7 @@ fn young_pods_are_not_moved_for_a_saving_that_does_not_pay_back() {
     // A minute old: 0.2/h over a one-minute horizon is less than the pod's share of its
     // node's price (a quarter of 0.2/h) for the default hour of eviction cost.
     let fresh = build(60);
-    assert!(
-        disrupt(&fresh, &DisruptionOptions::default())
-            .command
-            .is_none()
-    );
+    assert!(disrupt(&fresh, &lindy()).command.is_none());
     // The plain rule takes it.
     let cmd = disrupt(&fresh, &plain())
         .command
@@ -1354,11 +1363,37 @@ fn young_pods_are_not_moved_for_a_saving_that_does_not_pay_back() {
     assert_eq!(names(&cmd), vec!["a"]);
     // The same pod after two hours pays back: the default rule takes the same command.
     let settled = build(2 * 3600);
-    let cmd = disrupt(&settled, &DisruptionOptions::default())
-        .command
-        .expect("pays back");
+    let cmd = disrupt(&settled, &lindy()).command.expect("pays back");
     assert_eq!(names(&cmd), vec!["a"], "{:#?}", cmd.rationale);
     assert!(cmd.rationale.score > 0.0);
+}
+
+#[test]
+fn the_window_prior_moves_a_young_pod_only_where_pods_have_lived_long() {
+    // As above: deleting `a` moves its one-minute-old pod onto `b`. Next to a pod that has
+    // run for two hours, with nothing ended, the young pod is expected to run hours too;
+    // next to one of two minutes (a workload just started), only minutes.
+    let build = |other_age: i64| {
+        let mut young = pod("young", 1000, "a");
+        young.created_at = 1_000_000 - 60;
+        let mut other = pod("other", 6000, "b");
+        other.created_at = 1_000_000 - other_age;
+        snapshot(
+            vec![od("a", "medium"), od("b", "large")],
+            vec![young, other],
+        )
+    };
+    let settled = build(2 * 3600);
+    let cmd = disrupt(&settled, &DisruptionOptions::default())
+        .command
+        .expect("a long-lived cluster's young pod pays back");
+    assert_eq!(names(&cmd), vec!["a"], "{:#?}", cmd.rationale);
+    assert!(disrupt(&settled, &lindy()).command.is_none());
+    assert!(
+        disrupt(&build(120), &DisruptionOptions::default())
+            .command
+            .is_none()
+    );
 }
 
 #[test]
@@ -1391,10 +1426,10 @@ fn merges_are_found_beyond_the_emptiest_nodes() {
     );
     let off = DisruptionOptions {
         merge_groups: 0,
-        ..DisruptionOptions::default()
+        ..lindy()
     };
     assert!(disrupt(&s, &off).command.is_none());
-    let cmd = disrupt(&s, &DisruptionOptions::default())
+    let cmd = disrupt(&s, &lindy())
         .command
         .expect("the merge search finds x1..x3");
     assert_eq!(names(&cmd), vec!["x1", "x2", "x3"]);
@@ -1576,6 +1611,7 @@ proptest! {
                 &s,
                 knobs.horizon_cap_hours,
                 knobs.min_ended_lifetimes,
+                knobs.window_prior,
             ),
             payback::average_pod_price(&s),
             &knobs,
