@@ -21,6 +21,15 @@ enum StrategyArg {
     Karpenter,
 }
 
+/// How the payback rule estimates a pod's remaining life before enough pods have ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LifetimePrior {
+    /// From how long the pod's owner kind has been seen running (default).
+    Window,
+    /// From the pod's own age alone.
+    Lindy,
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum LogFormat {
     Text,
@@ -128,6 +137,11 @@ struct Cli {
     /// Workloads answer it differently (docs/simulator.md, round 11).
     #[arg(long, value_parser = duration)]
     consolidation_eviction_cost: Option<Duration>,
+    /// Before enough pods have ended (a restart forgets them), how a pod's remaining life is
+    /// estimated: `window` from how long its owner kind's pods have run (docs/simulator.md,
+    /// round 13), `lindy` from its own age alone (recently rolled-out pods stay put longer).
+    #[arg(long, value_enum, default_value_t = LifetimePrior::Window)]
+    consolidation_lifetime_prior: LifetimePrior,
     /// At most this many single-node consolidation simulations per disruption loop (the rest
     /// wait for the next loop); unset: every candidate whose inputs changed.
     #[arg(long)]
@@ -278,6 +292,7 @@ async fn main() -> Result<()> {
         consolidation_headroom: cli.consolidation_headroom,
         consolidation_merge_premium: cli.consolidation_merge_premium,
         consolidation_eviction_cost: cli.consolidation_eviction_cost,
+        consolidation_window_prior: cli.consolidation_lifetime_prior == LifetimePrior::Window,
         consolidation_max_simulations: cli.consolidation_max_simulations,
         replay_dir: cli.replay_dir.clone(),
         replay_keep: cli.replay_keep,
@@ -362,6 +377,27 @@ mod tests {
                 "karpenter-capi-controller",
                 "--consolidation-eviction-cost",
                 "two hours"
+            ])
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn the_lifetime_prior_flag_parses() {
+        let cli = Cli::try_parse_from(["karpenter-capi-controller"]).expect("parses");
+        assert_eq!(cli.consolidation_lifetime_prior, LifetimePrior::Window);
+        let cli = Cli::try_parse_from([
+            "karpenter-capi-controller",
+            "--consolidation-lifetime-prior",
+            "lindy",
+        ])
+        .expect("parses");
+        assert_eq!(cli.consolidation_lifetime_prior, LifetimePrior::Lindy);
+        assert!(
+            Cli::try_parse_from([
+                "karpenter-capi-controller",
+                "--consolidation-lifetime-prior",
+                "pareto"
             ])
             .is_err()
         );

@@ -52,6 +52,11 @@ pub struct Options {
     /// The core's `Payback::eviction_pod_hours` as a duration: what one eviction costs, in
     /// time of the pod's price. `None`: the core's default (one hour).
     pub consolidation_eviction_cost: Option<std::time::Duration>,
+    /// The core's `Payback::window_prior`: before enough pods have ended (a restart forgets
+    /// them), estimate a pod's remaining life from how long its owner kind's pods have run
+    /// (true, the default) or from its own age alone (false: Lindy, which keeps recently
+    /// rolled-out pods in place until enough endings are seen).
+    pub consolidation_window_prior: bool,
     /// At most this many single-node consolidation simulations per disruption loop; the
     /// rest wait for the next loop (the core's `WorkBudget`). `None`: every candidate whose
     /// inputs changed since the last loop (unchanged ones are always reused).
@@ -91,6 +96,7 @@ impl Default for Options {
             consolidation_payback: true,
             consolidation_headroom: true,
             consolidation_merge_premium: None,
+            consolidation_window_prior: true,
             consolidation_eviction_cost: None,
             consolidation_max_simulations: None,
             gc_interval: Duration::from_secs(120),
