@@ -186,6 +186,18 @@ pub(crate) fn certify(
     rho
 }
 
+/// The lower bound certified from column generation's last duals and master value: the
+/// master value over the best ratio [`certify`] proves (Farley).
+pub(crate) fn certified_bound(
+    pp: &PatternProblem,
+    duals: &[f64],
+    lp_value: f64,
+    knapsack_nodes: u64,
+    deadline: Instant,
+) -> f64 {
+    lp_value / certify(pp, duals, knapsack_nodes, deadline)
+}
+
 /// Prices `duals`: finds improving patterns and bounds the best ratio.
 pub(crate) fn price(
     pp: &PatternProblem,
@@ -321,6 +333,14 @@ pub(crate) struct ColGen {
     pub pricing_ms: f64,
 }
 
+impl ColGen {
+    /// Whether [`certify`] can tighten the bound: column generation stopped short after at
+    /// least one iteration, on exact sizes (a coarsened problem certifies its own way).
+    pub(crate) fn certifiable(&self, pp: &PatternProblem) -> bool {
+        !self.converged && !pp.coarsened && self.iterations > 0
+    }
+}
+
 /// Runs column generation from `initial` columns (they must cover every class).
 pub(crate) fn run(
     pp: &PatternProblem,
@@ -423,14 +443,15 @@ pub(crate) fn run(
             break;
         }
     }
-    if limits.certify
-        && !pp.coarsened
-        && !out.converged
-        && out.iterations > 0
-        && Instant::now() < limits.deadline
-    {
-        let rho = certify(pp, &out.duals, limits.knapsack_nodes, limits.deadline);
-        out.bound = out.bound.max(out.lp_value / rho);
+    if limits.certify && out.certifiable(pp) && Instant::now() < limits.deadline {
+        let certified = certified_bound(
+            pp,
+            &out.duals,
+            out.lp_value,
+            limits.knapsack_nodes,
+            limits.deadline,
+        );
+        out.bound = out.bound.max(certified);
     }
     if pp.coarsened && out.iterations > 0 {
         // Certify with the smallest members: a full pricing pass of the relaxation.

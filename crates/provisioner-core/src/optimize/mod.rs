@@ -499,8 +499,9 @@ impl Optimizer {
             && Instant::now() < deadline
         {
             let start = Instant::now();
-            let rho = colgen::certify(pp, &duals, self.config.knapsack_nodes, deadline);
-            part.bound = part.bound.max(value / rho);
+            let certified =
+                colgen::certified_bound(pp, &duals, value, self.config.knapsack_nodes, deadline);
+            part.bound = part.bound.max(certified);
             part.bound_ms += start.elapsed().as_secs_f64() * 1e3;
         }
     }
@@ -618,7 +619,7 @@ impl Optimizer {
         part.columns = cg.columns.len();
         part.lp_ms = cg.lp_ms;
         part.pricing_ms = cg.pricing_ms;
-        if !cg.converged && !pp.coarsened && cg.iterations > 0 {
+        if cg.certifiable(pp) {
             part.uncertified = Some((cg.duals.clone(), cg.lp_value));
         }
         // Time kept back from the integer pass for certifying the bound afterwards.
