@@ -165,6 +165,13 @@ pub(crate) fn solve(
     })
 }
 
+/// What the dive fixed: whole nodes before the deadline (`fixed`), and with the rest covered
+/// greedily by existing columns (`counts`, a complete cover).
+pub(crate) struct Dive {
+    pub fixed: BTreeMap<usize, u32>,
+    pub counts: BTreeMap<usize, u32>,
+}
+
 /// LP diving: solves the restricted master LP over `columns` for the demand not yet covered,
 /// fixes the integer part of every column (or, when all are fractional below one, one copy of
 /// the largest), and repeats; past `deadline` the rest is covered greedily (the column covering
@@ -180,7 +187,7 @@ pub(crate) fn dive(
     backend: Backend,
     deadline: std::time::Instant,
     extend: &mut dyn FnMut(&[i64], &mut Vec<Pattern>),
-) -> Option<BTreeMap<usize, u32>> {
+) -> Option<Dive> {
     if pp.shapes.iter().any(|s| {
         problem
             .pools
@@ -281,6 +288,7 @@ pub(crate) fn dive(
             }
         }
     }
+    let fixed = counts.clone();
     // Whatever is left: greedy cover, weighted by the duals (or 1 when all are zero).
     let weight = |c: usize| duals.get(c).copied().filter(|d| *d > 0.0).unwrap_or(1e-6);
     while residual.iter().any(|r| *r > 0) {
@@ -305,7 +313,7 @@ pub(crate) fn dive(
         let (_, j) = best?;
         take(columns, &mut counts, &mut residual, j, 1);
     }
-    Some(counts)
+    Some(Dive { fixed, counts })
 }
 
 /// Turns chosen columns into planned nodes: assigns concrete items class by class, drops
@@ -318,6 +326,20 @@ pub(crate) fn to_nodes(
     columns: &[Pattern],
     counts: &[(usize, u32)],
 ) -> Result<Vec<PlannedNode>, String> {
+    let (nodes, left) = to_nodes_partial(problem, pp, columns, counts)?;
+    match left.first() {
+        Some(id) => Err(format!("item {id} is not covered")),
+        None => Ok(nodes),
+    }
+}
+
+/// [`to_nodes`] for columns that may not cover every pod: also returns the pods left over.
+pub(crate) fn to_nodes_partial(
+    problem: &PackingProblem,
+    pp: &PatternProblem,
+    columns: &[Pattern],
+    counts: &[(usize, u32)],
+) -> Result<(Vec<PlannedNode>, Vec<ItemId>), String> {
     let checker = Checker::new(problem);
     let mut queues: Vec<std::collections::VecDeque<ItemId>> = pp
         .classes
@@ -380,10 +402,39 @@ pub(crate) fn to_nodes(
             });
         }
     }
-    if let Some((c, _)) = queues.iter().enumerate().find(|(_, q)| !q.is_empty()) {
-        return Err(format!("class {c} is not fully covered"));
+    let left = queues.into_iter().flatten().collect();
+    Ok((nodes, left))
+}
+
+/// Packs `items` with the cost-aware heuristic on their own, against the same shapes and
+/// pools: what the dive leaves when its time runs out. The heuristic is close on a small
+/// remainder and, unlike a cover by the round's columns (made for the whole round), sizes its
+/// nodes to what is left. `None` when it cannot place them all.
+pub(crate) fn pack_rest(problem: &PackingProblem, items: &[ItemId]) -> Option<Vec<PlannedNode>> {
+    let sub = PackingProblem {
+        items: items
+            .iter()
+            .map(|i| problem.items.get(*i as usize).cloned())
+            .collect::<Option<Vec<_>>>()?,
+        ..problem.clone()
+    };
+    let plan = crate::Strategy::CostAware.planner().plan(&sub, None);
+    if !plan.unplaced.is_empty() {
+        return None;
     }
-    Ok(nodes)
+    plan.nodes
+        .into_iter()
+        .map(|n| {
+            Some(PlannedNode {
+                shape: n.shape,
+                items: n
+                    .items
+                    .iter()
+                    .map(|i| items.get(*i as usize).copied())
+                    .collect::<Option<Vec<_>>>()?,
+            })
+        })
+        .collect()
 }
 
 /// Whether launching `nodes` stays within every NodePool's remaining limits.
@@ -409,3 +460,83 @@ pub(crate) fn within_pool_limits(problem: &PackingProblem, nodes: &[PlannedNode]
 pub(crate) fn cost(problem: &PackingProblem, nodes: &[PlannedNode]) -> f64 {
     LaunchPlan::from_nodes(problem, nodes.to_vec(), Vec::new()).cost
 }
+
+/// Large-neighbourhood search over a plan: frees the pods of a few of its most wasteful nodes
+/// (price least covered by the LP's duals of the pods they hold) and repacks them with the
+/// heuristic ([`pack_rest`]), keeping a repack that is cheaper, until a full scan finds none
+/// or `deadline` passes. The MIP sees only the round's columns; this sees any node the
+/// heuristic can build for a handful of pods. A move is kept only when the whole plan passes
+/// `allowed` (the caller's rules: NodePool limits, the pools each pod may move to). Returns
+/// whether the plan improved.
+pub(crate) fn improve(
+    problem: &PackingProblem,
+    nodes: &mut Vec<PlannedNode>,
+    value_of: &dyn Fn(ItemId) -> f64,
+    allowed: &dyn Fn(&[PlannedNode]) -> bool,
+    deadline: std::time::Instant,
+) -> bool {
+    let price = |n: &PlannedNode| {
+        problem
+            .shapes
+            .get(n.shape as usize)
+            .map_or(f64::INFINITY, |s| s.price)
+    };
+    let mut improved = false;
+    loop {
+        // Most wasteful first: the share of its price its pods' duals do not cover.
+        let mut ranked: Vec<(f64, usize)> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let covered: f64 = n.items.iter().map(|id| value_of(*id)).sum();
+                (1.0 - covered / price(n).max(1e-12), i)
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut found = false;
+        'scan: for k in 2..=IMPROVE_MAX_FREED {
+            for start in 0..ranked.len().min(IMPROVE_STARTS) {
+                if std::time::Instant::now() >= deadline {
+                    return improved;
+                }
+                let Some(window) = ranked.get(start..start + k) else {
+                    break;
+                };
+                let picked: Vec<usize> = window.iter().map(|(_, i)| *i).collect();
+                let freed: Vec<ItemId> = picked
+                    .iter()
+                    .filter_map(|i| nodes.get(*i))
+                    .flat_map(|n| n.items.iter().copied())
+                    .collect();
+                let before: f64 = picked.iter().filter_map(|i| nodes.get(*i)).map(price).sum();
+                let Some(repacked) = pack_rest(problem, &freed) else {
+                    continue;
+                };
+                let after: f64 = repacked.iter().map(price).sum();
+                if after < before - 1e-9 {
+                    let mut next: Vec<PlannedNode> = nodes
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !picked.contains(i))
+                        .map(|(_, n)| n.clone())
+                        .collect();
+                    next.extend(repacked);
+                    if allowed(&next) {
+                        *nodes = next;
+                        improved = true;
+                        found = true;
+                        break 'scan;
+                    }
+                }
+            }
+        }
+        if !found {
+            return improved;
+        }
+    }
+}
+
+/// Nodes one large-neighbourhood move frees at most, and how far down the waste ranking its
+/// windows start.
+const IMPROVE_MAX_FREED: usize = 4;
+const IMPROVE_STARTS: usize = 8;

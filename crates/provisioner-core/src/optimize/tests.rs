@@ -195,6 +195,43 @@ fn brute_force(p: &PackingProblem, items: &[u32], max_rank: &BTreeMap<u32, u32>)
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
+    /// What the dive leaves, packed by the heuristic on its own: every left item placed once,
+    /// nothing else, and each node passes the shared checks (the rest listed as unplaced so the
+    /// whole plan verifies).
+    #[test]
+    fn the_rest_packs_exactly_the_items_left(round in round_strategy(40), stride in 1usize..4) {
+        let problem = &round.problem;
+        let left: Vec<ItemId> = (0..problem.items.len() as ItemId).step_by(stride).collect();
+        if let Some(nodes) = super::integer::pack_rest(problem, &left) {
+            let mut placed: Vec<ItemId> = nodes.iter().flat_map(|n| n.items.clone()).collect();
+            placed.sort_unstable();
+            prop_assert_eq!(&placed, &left);
+            let unplaced = (0..problem.items.len() as ItemId)
+                .filter(|i| !left.contains(i))
+                .map(|i| (i, "not in the rest".to_string()))
+                .collect();
+            let plan = LaunchPlan::from_nodes(problem, nodes, unplaced);
+            prop_assert!(verify(problem, &plan).is_ok(), "{:?}", verify(problem, &plan));
+        }
+    }
+
+    /// The large-neighbourhood search never makes a plan dearer or invalid: starting from the
+    /// Karpenter baseline's plan (dear, so there is room to improve), the result passes the
+    /// shared checks with every item placed once.
+    #[test]
+    fn improving_keeps_plans_valid_and_never_dearer(round in round_strategy(40)) {
+        let problem = &round.problem;
+        let start = KarpenterPlanner.plan(problem, None);
+        let mut nodes = start.nodes.clone();
+        let far = Instant::now() + Duration::from_secs(5);
+        let within = |n: &[crate::packing::PlannedNode]| super::integer::within_pool_limits(problem, n);
+        let improved = super::integer::improve(problem, &mut nodes, &|_| 0.0, &within, far);
+        let plan = LaunchPlan::from_nodes(problem, nodes, start.unplaced.clone());
+        prop_assert!(verify(problem, &plan).is_ok(), "{:?}", verify(problem, &plan));
+        prop_assert!(plan.cost <= start.cost + 1e-9);
+        prop_assert_eq!(improved, plan.cost < start.cost - 1e-9);
+    }
+
     /// Optimised cost <= heuristic cost; the plan passes the shared checks; bound <= cost.
     #[test]
     fn never_worse_always_valid(round in round_strategy(40)) {
