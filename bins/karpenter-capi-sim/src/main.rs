@@ -59,6 +59,12 @@ enum Cmd {
         /// on_demand_usd_per_hour), e.g. ../shared/data/aws-ec2-us-east-1.csv.
         #[arg(long, value_name = "CSV")]
         catalog_csv: Option<PathBuf>,
+        /// Set a scenario field before running (repeatable), e.g.
+        /// `--set settings.coreDisruption.payback.evictionPodHours=0.5` or
+        /// `--set settings.coreDisruption.headroom=null`: a path as in error messages, a YAML
+        /// value. For trying a knob on one workload without editing its file.
+        #[arg(long = "set", value_name = "PATH=VALUE")]
+        sets: Vec<String>,
         /// No progress bar.
         #[arg(long, short)]
         quiet: bool,
@@ -157,6 +163,7 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             openb,
             openb_limit,
             catalog_csv,
+            sets,
             quiet,
         } => {
             let mut ls = scenario::load(&path)?;
@@ -164,6 +171,7 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
                 openb,
                 openb_limit,
                 catalog_csv,
+                sets,
             })?;
             let opts = run::RunOptions { strategies, seeds };
             let (worlds, strats, progress) = run::prepare(&ls, &opts)?;

@@ -47,7 +47,7 @@ fn openb_trace_prefix_runs() -> Result<(), Box<dyn std::error::Error>> {
     ls.apply(&scenario::Overrides {
         openb: Some(trace),
         openb_limit: Some(150),
-        catalog_csv: None,
+        ..scenario::Overrides::default()
     })?;
     let rep = run::run(
         &ls,
