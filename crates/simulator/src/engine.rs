@@ -1506,15 +1506,39 @@ mod tests {
     use crate::{generators, scenario};
 
     /// A real strategy that records when the engine asked it to disrupt and to re-validate.
+    /// With `crowd`, its first decision keeps only its first launch and nominates every pod
+    /// of that decision to it: most of them cannot bind there when it is ready.
     struct Recording {
         inner: Box<dyn Autoscaler>,
         disrupt_at: Vec<(i64, bool)>,
         revalidate_at: Vec<i64>,
+        crowd: bool,
+        decisions: u32,
+    }
+
+    impl Recording {
+        fn new(inner: Box<dyn Autoscaler>) -> Recording {
+            Recording {
+                inner,
+                disrupt_at: Vec::new(),
+                revalidate_at: Vec::new(),
+                crowd: false,
+                decisions: 0,
+            }
+        }
     }
 
     impl Autoscaler for Recording {
         fn provision(&mut self, snap: &core::Snapshot) -> Provision {
-            self.inner.provision(snap)
+            let mut p = self.inner.provision(snap);
+            self.decisions += 1;
+            if self.crowd && self.decisions == 1 && p.launches.len() > 1 {
+                let rest: Vec<core::PodRef> = p.launches.drain(1..).flat_map(|l| l.pods).collect();
+                if let Some(first) = p.launches.first_mut() {
+                    first.pods.extend(rest);
+                }
+            }
+            p
         }
         fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
             let cmd = self.inner.disrupt(snap);
@@ -1526,45 +1550,6 @@ mod tests {
         }
         fn revalidate(&mut self, snap: &core::Snapshot, cmd: &Command) -> Result<(), String> {
             self.revalidate_at.push(snap.now);
-            self.inner.revalidate(snap, cmd)
-        }
-        fn trigger(&self) -> Trigger {
-            self.inner.trigger()
-        }
-        fn validation_delay(&self, settings: &crate::scenario::Settings) -> i64 {
-            self.inner.validation_delay(settings)
-        }
-        fn disruption_period(&self, settings: &crate::scenario::Settings) -> i64 {
-            self.inner.disruption_period(settings)
-        }
-    }
-
-    /// A real strategy whose first decision keeps only its first launch and nominates every
-    /// pod of that decision to it: most of them cannot bind there when it is ready.
-    struct Crowding {
-        inner: Box<dyn Autoscaler>,
-        decisions: u32,
-    }
-
-    impl Autoscaler for Crowding {
-        fn provision(&mut self, snap: &core::Snapshot) -> Provision {
-            let mut p = self.inner.provision(snap);
-            self.decisions += 1;
-            if self.decisions == 1 && p.launches.len() > 1 {
-                let rest: Vec<core::PodRef> = p.launches.drain(1..).flat_map(|l| l.pods).collect();
-                if let Some(first) = p.launches.first_mut() {
-                    first.pods.extend(rest);
-                }
-            }
-            p
-        }
-        fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
-            self.inner.disrupt(snap)
-        }
-        fn wake_at(&self) -> Option<i64> {
-            self.inner.wake_at()
-        }
-        fn revalidate(&mut self, snap: &core::Snapshot, cmd: &Command) -> Result<(), String> {
             self.inner.revalidate(snap, cmd)
         }
         fn trigger(&self) -> Trigger {
@@ -1593,9 +1578,9 @@ mod tests {
         let w = benchmark_world(200);
         for name in ["cost-aware", "karpenter"] {
             let inner = strategy::build(name, &w.settings).expect("strategy");
-            let mut a = Crowding {
-                inner,
-                decisions: 0,
+            let mut a = Recording {
+                crowd: true,
+                ..Recording::new(inner)
             };
             let mut sim = Sim::new(&w);
             sim.trigger = a.trigger();
@@ -1683,11 +1668,7 @@ mod tests {
         s.settings.end_seconds = Some(4 * 3600);
         let ls = scenario::from_value(s, "mixed-validation");
         let w = crate::world::compile(&ls, 0).expect("world");
-        let mut rec = Recording {
-            inner: strategy::build("cost-aware", &w.settings).expect("strategy"),
-            disrupt_at: Vec::new(),
-            revalidate_at: Vec::new(),
-        };
+        let mut rec = Recording::new(strategy::build("cost-aware", &w.settings).expect("strategy"));
         let mut sim = Sim::new(&w);
         sim.trigger = rec.trigger();
         let _ = sim.run(&mut rec, "cost-aware", 0, None);
@@ -1757,11 +1738,7 @@ workload:
         let sc = scenario::parse(yaml, "budget-window.yaml").expect("valid scenario");
         let ls = scenario::from_value(sc, "budget-window");
         let w = crate::world::compile(&ls, 0).expect("world");
-        let mut rec = Recording {
-            inner: strategy::build("cost-aware", &w.settings).expect("strategy"),
-            disrupt_at: Vec::new(),
-            revalidate_at: Vec::new(),
-        };
+        let mut rec = Recording::new(strategy::build("cost-aware", &w.settings).expect("strategy"));
         let mut sim = Sim::new(&w);
         sim.trigger = rec.trigger();
         let out = sim.run(&mut rec, "cost-aware", 0, None);
