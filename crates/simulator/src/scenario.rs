@@ -844,46 +844,47 @@ pub struct Overrides {
     pub sets: Vec<String>,
 }
 
-/// Sets `path` (dot-separated keys; `name[2]` indexes a list) in `doc` to `value`, creating
-/// mappings that are missing or null on the way.
+/// One key of a field path: `name`, or `name[index]` for a list item.
+fn segment(key: &str) -> std::result::Result<(&str, Option<usize>), String> {
+    let (name, index) = match key.split_once('[') {
+        Some((n, rest)) => {
+            let idx = rest
+                .strip_suffix(']')
+                .and_then(|x| x.parse::<usize>().ok())
+                .ok_or_else(|| format!("`{key}` is not `name[index]`"))?;
+            (n, Some(idx))
+        }
+        None => (key, None),
+    };
+    if name.is_empty() {
+        return Err("an empty key".into());
+    }
+    Ok((name, index))
+}
+
+/// Sets `path` (dot-separated [`segment`]s) in `doc` to `value`, creating mappings that are
+/// missing or null on the way.
 fn set_path(
     doc: &mut serde_json::Value,
     path: &str,
     value: serde_json::Value,
 ) -> std::result::Result<(), String> {
     let mut at = doc;
-    let keys: Vec<&str> = path.split('.').collect();
-    for (i, key) in keys.iter().enumerate() {
-        let (name, index) = match key.split_once('[') {
-            Some((n, rest)) => {
-                let idx = rest
-                    .strip_suffix(']')
-                    .and_then(|x| x.parse::<usize>().ok())
-                    .ok_or_else(|| format!("`{key}` is not `name[index]`"))?;
-                (n, Some(idx))
-            }
-            None => (*key, None),
-        };
-        if name.is_empty() {
-            return Err("an empty key".into());
-        }
+    for key in path.split('.') {
+        let (name, index) = segment(key)?;
         if at.is_null() {
             *at = serde_json::Value::Object(serde_json::Map::new());
         }
         let serde_json::Value::Object(map) = at else {
-            return Err(format!("`{}` is not a mapping", keys[..i].join(".")));
+            return Err(format!("the parent of `{name}` is not a mapping"));
         };
-        let last = i + 1 == keys.len();
         let slot = map
             .entry(name.to_string())
             .or_insert(serde_json::Value::Null);
         at = match index {
             Some(idx) => {
                 let serde_json::Value::Array(list) = slot else {
-                    return Err(format!(
-                        "`{}` is not a list",
-                        keys[..=i].join(".").trim_end_matches(&format!("[{idx}]"))
-                    ));
+                    return Err(format!("`{name}` is not a list"));
                 };
                 let len = list.len();
                 list.get_mut(idx)
@@ -891,25 +892,20 @@ fn set_path(
             }
             None => slot,
         };
-        if last {
-            *at = value;
-            return Ok(());
-        }
     }
-    Err("an empty path".into())
+    *at = value;
+    Ok(())
 }
 
 /// The value at `path` (as [`set_path`] reads it), if there is one.
 fn get_path<'a>(doc: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
     let mut at = doc;
     for key in path.split('.') {
-        at = match key.split_once('[') {
-            Some((name, rest)) => {
-                let idx = rest.strip_suffix(']')?.parse::<usize>().ok()?;
-                at.get(name)?.get(idx)?
-            }
-            None => at.get(key)?,
-        };
+        let (name, index) = segment(key).ok()?;
+        at = at.get(name)?;
+        if let Some(idx) = index {
+            at = at.get(idx)?;
+        }
     }
     Some(at)
 }
