@@ -49,6 +49,12 @@ pub const RETRY_SECONDS: i64 = 10;
 /// node's payback.
 pub const YOUNG_NODE_SECONDS: i64 = 1800;
 
+/// An eviction this soon after the pod's previous one, or this soon before the pod would have
+/// ended on its own, is churn the cost figure hides: the first moved a pod that a later
+/// decision moves again, the second restarted a pod for a saving its own end would have
+/// brought anyway.
+pub const CHURN_WINDOW_SECONDS: i64 = 1800;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Launching,
@@ -76,6 +82,8 @@ struct PodState {
     evictions: u32,
     /// When it was last evicted, until it is bound again.
     evicted_at: Option<i64>,
+    /// When it was last evicted, kept after it is bound again.
+    last_evicted_at: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -180,8 +188,19 @@ pub struct Summary {
     /// they are placed where the snapshot says). Normally 0.
     #[serde(default)]
     pub overcommitted_bindings: u32,
-    /// Pods evicted by disruption.
+    /// Pods evicted by disruption (every eviction counts, a pod moved twice twice).
     pub pods_disrupted: u32,
+    /// Distinct pods evicted at least once.
+    #[serde(default)]
+    pub pods_disrupted_distinct: u32,
+    /// Evictions less than [`CHURN_WINDOW_SECONDS`] after the same pod's previous eviction: a
+    /// move that a later decision undid or repeated.
+    #[serde(default)]
+    pub pods_disrupted_again_soon: u32,
+    /// Evictions less than [`CHURN_WINDOW_SECONDS`] before the pod would have ended on its own
+    /// (the scenario knows; a controller cannot): restarts bought for little.
+    #[serde(default)]
+    pub pods_disrupted_near_end: u32,
     /// Longest an evicted pod waited for its new node (0 when every move found its node
     /// ready, as it should).
     #[serde(default)]
@@ -1157,6 +1176,28 @@ impl<'w> Sim<'w> {
         }
     }
 
+    /// Counts an eviction of `pi` now in the churn figures.
+    fn note_eviction(&mut self, pi: usize) {
+        let now = self.now;
+        let p = &mut self.pods[pi];
+        p.evictions += 1;
+        if p.evictions == 1 {
+            self.summary.pods_disrupted_distinct += 1;
+        }
+        if p.last_evicted_at
+            .replace(now)
+            .is_some_and(|t| now - t < CHURN_WINDOW_SECONDS)
+        {
+            self.summary.pods_disrupted_again_soon += 1;
+        }
+        if self.w.arrivals[pi]
+            .leave
+            .is_some_and(|l| l >= now && l - now < CHURN_WINDOW_SECONDS)
+        {
+            self.summary.pods_disrupted_near_end += 1;
+        }
+    }
+
     fn drain_and_delete(&mut self, ci: usize) {
         let nodes = self.commands[ci].nodes.clone();
         let mut evicted = Vec::new();
@@ -1164,7 +1205,7 @@ impl<'w> Sim<'w> {
             let bound: Vec<usize> = self.meta[n].bound.iter().copied().collect();
             for pi in bound {
                 self.unbind(pi);
-                self.pods[pi].evictions += 1;
+                self.note_eviction(pi);
                 if self.pods[pi].evicted_at.replace(self.now).is_none() {
                     self.evicted_pending += 1;
                 }
@@ -1249,6 +1290,7 @@ impl Sim<'_> {
                 arrived: a.at,
                 first_bound: None,
                 evictions: 0,
+                last_evicted_at: None,
                 evicted_at: None,
             });
             self.pod_index.insert(pref(&a.pod), i);
@@ -1843,6 +1885,125 @@ workload:
         fn validation_delay(&self, _settings: &crate::scenario::Settings) -> i64 {
             0
         }
+    }
+
+    /// Moves the node holding pod `a` to a fresh node once the clock passes each of `at`.
+    struct Shuttle {
+        at: Vec<i64>,
+        done: usize,
+    }
+
+    impl Autoscaler for Shuttle {
+        fn provision(&mut self, snap: &core::Snapshot) -> Provision {
+            let pods: Vec<core::PodRef> = snap
+                .pods
+                .iter()
+                .filter(|p| p.node_name.is_none())
+                .map(|p| core::PodRef {
+                    namespace: p.namespace.clone(),
+                    name: p.name.clone(),
+                })
+                .collect();
+            if pods.is_empty() {
+                return Provision::default();
+            }
+            Provision {
+                launches: vec![shuttle_launch(pods)],
+                ..Provision::default()
+            }
+        }
+
+        fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
+            if self.at.get(self.done).is_none_or(|&t| snap.now < t) {
+                return None;
+            }
+            let pod = snap.pods.iter().find(|p| p.name == "a-0")?;
+            let node = snap
+                .nodes
+                .iter()
+                .find(|n| Some(n.name.as_str()) == pod.node_name.as_deref())?;
+            if node.in_flight || !node.ready {
+                return None;
+            }
+            self.done += 1;
+            let moved = core::PodRef {
+                namespace: pod.namespace.clone(),
+                name: pod.name.clone(),
+            };
+            Some(Command {
+                reason: "test".into(),
+                candidates: vec![node.name.clone()],
+                replacements: vec![shuttle_launch(vec![moved])],
+                placements: Vec::new(),
+                savings: 0.0,
+                core: None,
+            })
+        }
+
+        fn validation_delay(&self, _settings: &crate::scenario::Settings) -> i64 {
+            0
+        }
+    }
+
+    fn shuttle_launch(pods: Vec<core::PodRef>) -> LaunchRequest {
+        LaunchRequest {
+            nodepool: Some("default".into()),
+            instance_type: "small".into(),
+            zone: "zone-a".into(),
+            capacity_type: core::CapacityType::OnDemand,
+            price: 0.1,
+            pods,
+        }
+    }
+
+    #[test]
+    fn churn_figures_count_repeated_and_late_evictions() {
+        // `a` runs from 0 to 3000 s and is moved three times: at about 190 s (its first
+        // move, long before its end), about 2100 s (1,900 s after the first: not soon again,
+        // but 900 s before its end) and about 2300 s (200 s after the second, 700 s before
+        // its end).
+        let yaml = r#"
+name: shuttle
+settings:
+  endSeconds: 3600
+catalog:
+  overhead: none
+  types:
+    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}
+zones: [zone-a]
+nodePools:
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata:
+      name: default
+    spec:
+      template:
+        spec:
+          nodeClassRef: {group: karpenter.cluster.x-k8s.io, kind: ClusterAPINodeClass, name: default}
+          requirements: []
+workload:
+  pods:
+    - {name: a, count: 1, durationSeconds: 3000, requests: {cpu: "1", memory: 1Gi}}
+    # Arrivals that wake the disruption loop (it sleeps while nothing changes).
+    - {name: tick-1, count: 1, arriveAt: 2000, durationSeconds: 30, requests: {cpu: 100m}}
+    - {name: tick-2, count: 1, arriveAt: 2200, durationSeconds: 30, requests: {cpu: 100m}}
+"#;
+        let sc = scenario::parse(yaml, "shuttle.yaml").expect("valid scenario");
+        let ls = scenario::from_value(sc, "shuttle");
+        let w = crate::world::compile(&ls, 0).expect("world");
+        let mut a = Shuttle {
+            at: vec![100, 2000, 2200],
+            done: 0,
+        };
+        let mut sim = Sim::new(&w);
+        sim.trigger = a.trigger();
+        let out = sim.run(&mut a, "shuttle", 0, None);
+        let s = &out.summary;
+        assert_eq!(a.done, 3, "{s:?}");
+        assert_eq!(s.pods_disrupted, 3, "{s:?}");
+        assert_eq!(s.pods_disrupted_distinct, 1, "{s:?}");
+        assert_eq!(s.pods_disrupted_again_soon, 1, "{s:?}");
+        assert_eq!(s.pods_disrupted_near_end, 2, "{s:?}");
     }
 
     #[test]

@@ -85,6 +85,8 @@ pub struct Row {
     pub terminated_young: f64,
     pub commands: f64,
     pub disrupted: f64,
+    /// Evictions soon after the same pod's previous one ([`crate::engine::CHURN_WINDOW_SECONDS`]).
+    pub disrupted_again: f64,
     pub evicted_p50: f64,
     pub evicted_p95: f64,
     pub pending_pod_hours: f64,
@@ -128,6 +130,7 @@ pub fn rows(r: &Report) -> Vec<Row> {
                 terminated_young: avg(&|r| r.summary.nodes_removed_young as f64),
                 commands: avg(&|r| r.summary.disruption_commands as f64),
                 disrupted: avg(&|r| r.summary.pods_disrupted as f64),
+                disrupted_again: avg(&|r| r.summary.pods_disrupted_again_soon as f64),
                 evicted_p50: avg(&|r| r.summary.evicted_wait_p50_seconds),
                 evicted_p95: avg(&|r| r.summary.evicted_wait_p95_seconds),
                 pending_pod_hours: avg(&|r| r.summary.pending_pod_hours),
@@ -163,7 +166,10 @@ fn table_cells(r: &Row, lb_total: f64) -> Vec<String> {
             "{:.0} / {:.0} ({:.0})",
             r.launched, r.terminated, r.terminated_young
         ),
-        format!("{:.0} / {:.0}", r.commands, r.disrupted),
+        format!(
+            "{:.0} / {:.0} ({:.0})",
+            r.commands, r.disrupted, r.disrupted_again
+        ),
         format!("{} / {}", dur(r.evicted_p50), dur(r.evicted_p95)),
         format!(
             "{:.1} / {:.1}",
@@ -182,7 +188,7 @@ const HEADERS: [&str; 12] = [
     "pending p50/p95/max",
     "never ran",
     "nodes up/down (<30m)",
-    "disruptions cmd/pods",
+    "disruptions cmd/pods (again <30m)",
     "evicted wait p50/p95",
     "pending pod-h all/evicted",
     "decisions/s",
