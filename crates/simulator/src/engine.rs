@@ -1810,6 +1810,18 @@ workload:
         assert_eq!(out.summary.nodes_removed_young, 1);
     }
 
+    /// The snapshot's pods not bound to a node, as references.
+    fn pending_refs(snap: &core::Snapshot) -> Vec<core::PodRef> {
+        snap.pods
+            .iter()
+            .filter(|p| p.node_name.is_none())
+            .map(|p| core::PodRef {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+            })
+            .collect()
+    }
+
     /// Launches a node for the pending pods each round (`small` first, `big` once a node
     /// exists) and proposes one command: delete the ready node, moving its pods onto a node
     /// that is still launching.
@@ -1819,15 +1831,7 @@ workload:
 
     impl Autoscaler for OntoLaunching {
         fn provision(&mut self, snap: &core::Snapshot) -> Provision {
-            let pending: Vec<core::PodRef> = snap
-                .pods
-                .iter()
-                .filter(|p| p.node_name.is_none())
-                .map(|p| core::PodRef {
-                    namespace: p.namespace.clone(),
-                    name: p.name.clone(),
-                })
-                .collect();
+            let pending = pending_refs(snap);
             if pending.is_empty() {
                 return Provision::default();
             }
@@ -1887,6 +1891,42 @@ workload:
         }
     }
 
+    /// A one-hour world in one zone: the catalog `types` and the workload `pods` (YAML list
+    /// items, indented for their place) under one NodePool that consolidates at once.
+    fn one_zone_world(name: &str, types: &str, pods: &str) -> World {
+        let yaml = format!(
+            r#"
+name: {name}
+settings:
+  endSeconds: 3600
+catalog:
+  overhead: none
+  types:
+{types}
+zones: [zone-a]
+nodePools:
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata:
+      name: default
+    spec:
+      template:
+        spec:
+          nodeClassRef: {{group: karpenter.cluster.x-k8s.io, kind: ClusterAPINodeClass, name: default}}
+          requirements: []
+      disruption:
+        consolidationPolicy: WhenEmptyOrUnderutilized
+        consolidateAfter: 0s
+workload:
+  pods:
+{pods}
+"#
+        );
+        let sc = scenario::parse(&yaml, &format!("{name}.yaml")).expect("valid scenario");
+        let ls = scenario::from_value(sc, name);
+        crate::world::compile(&ls, 0).expect("world")
+    }
+
     /// Moves the node holding pod `a` to a fresh node once the clock passes each of `at`.
     struct Shuttle {
         at: Vec<i64>,
@@ -1895,15 +1935,7 @@ workload:
 
     impl Autoscaler for Shuttle {
         fn provision(&mut self, snap: &core::Snapshot) -> Provision {
-            let pods: Vec<core::PodRef> = snap
-                .pods
-                .iter()
-                .filter(|p| p.node_name.is_none())
-                .map(|p| core::PodRef {
-                    namespace: p.namespace.clone(),
-                    name: p.name.clone(),
-                })
-                .collect();
+            let pods = pending_refs(snap);
             if pods.is_empty() {
                 return Provision::default();
             }
@@ -1962,35 +1994,14 @@ workload:
         // move, long before its end), about 2100 s (1,900 s after the first: not soon again,
         // but 900 s before its end) and about 2300 s (200 s after the second, 700 s before
         // its end).
-        let yaml = r#"
-name: shuttle
-settings:
-  endSeconds: 3600
-catalog:
-  overhead: none
-  types:
-    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}
-zones: [zone-a]
-nodePools:
-  - apiVersion: karpenter.sh/v1
-    kind: NodePool
-    metadata:
-      name: default
-    spec:
-      template:
-        spec:
-          nodeClassRef: {group: karpenter.cluster.x-k8s.io, kind: ClusterAPINodeClass, name: default}
-          requirements: []
-workload:
-  pods:
-    - {name: a, count: 1, durationSeconds: 3000, requests: {cpu: "1", memory: 1Gi}}
+        let w = one_zone_world(
+            "shuttle",
+            "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}",
+            r#"    - {name: a, count: 1, durationSeconds: 3000, requests: {cpu: "1", memory: 1Gi}}
     # Arrivals that wake the disruption loop (it sleeps while nothing changes).
     - {name: tick-1, count: 1, arriveAt: 2000, durationSeconds: 30, requests: {cpu: 100m}}
-    - {name: tick-2, count: 1, arriveAt: 2200, durationSeconds: 30, requests: {cpu: 100m}}
-"#;
-        let sc = scenario::parse(yaml, "shuttle.yaml").expect("valid scenario");
-        let ls = scenario::from_value(sc, "shuttle");
-        let w = crate::world::compile(&ls, 0).expect("world");
+    - {name: tick-2, count: 1, arriveAt: 2200, durationSeconds: 30, requests: {cpu: 100m}}"#,
+        );
         let mut a = Shuttle {
             at: vec![100, 2000, 2200],
             done: 0,
@@ -2011,37 +2022,13 @@ workload:
         // `a` runs on a small node; `b` does not fit there and gets a big node. While the big
         // node launches, the command moves `a` onto it: the small node must keep `a` until
         // the big node is ready, so `a` never waits (it used to wait out the launch).
-        let yaml = r#"
-name: onto-launching
-settings:
-  endSeconds: 3600
-catalog:
-  overhead: none
-  types:
-    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}
-    - {name: big, vcpu: 16, memoryMib: 32768, price: 0.40}
-zones: [zone-a]
-nodePools:
-  - apiVersion: karpenter.sh/v1
-    kind: NodePool
-    metadata:
-      name: default
-    spec:
-      template:
-        spec:
-          nodeClassRef: {group: karpenter.cluster.x-k8s.io, kind: ClusterAPINodeClass, name: default}
-          requirements: []
-      disruption:
-        consolidationPolicy: WhenEmptyOrUnderutilized
-        consolidateAfter: 0s
-workload:
-  pods:
-    - {name: a, count: 1, requests: {cpu: "3", memory: 1Gi}}
-    - {name: b, count: 1, arriveAt: 300, requests: {cpu: "3", memory: 1Gi}}
-"#;
-        let sc = scenario::parse(yaml, "onto-launching.yaml").expect("valid scenario");
-        let ls = scenario::from_value(sc, "onto-launching");
-        let w = crate::world::compile(&ls, 0).expect("world");
+        let w = one_zone_world(
+            "onto-launching",
+            "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}
+    - {name: big, vcpu: 16, memoryMib: 32768, price: 0.40}",
+            r#"    - {name: a, count: 1, requests: {cpu: "3", memory: 1Gi}}
+    - {name: b, count: 1, arriveAt: 300, requests: {cpu: "3", memory: 1Gi}}"#,
+        );
         let mut a = OntoLaunching { proposed: false };
         let mut sim = Sim::new(&w);
         sim.trigger = a.trigger();
