@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use karpenter_capi_simulator::{SimError, generators, report, run, scenario};
+use karpenter_capi_simulator::{SimError, compare, generators, report, run, scenario};
 
 /// The core's simulations allocate many small, short-lived objects; mimalloc serves them
 /// markedly faster than the system allocator (measured in docs/simulator.md).
@@ -66,6 +66,38 @@ enum Cmd {
         #[arg(long = "set", value_name = "PATH=VALUE")]
         sets: Vec<String>,
         /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Run one strategy against a baseline on many workloads and say, per workload and per
+    /// family, whether it is at least --min-saving percent cheaper with no more pods disrupted
+    /// and no worse p50/p95 pending time.
+    Compare {
+        /// Scenario files, or directories whose `*.yaml` files are taken (sorted by name).
+        #[arg(required = true)]
+        scenarios: Vec<PathBuf>,
+        /// The strategy judged.
+        #[arg(long, default_value = "cost-aware", value_name = "NAME")]
+        strategy: String,
+        /// The strategy it is judged against.
+        #[arg(long, default_value = "karpenter", value_name = "NAME")]
+        baseline: String,
+        /// How much cheaper (percent) the strategy must be to dominate.
+        #[arg(long, default_value_t = 5.0, value_name = "PERCENT")]
+        min_saving: f64,
+        /// Set a field of every scenario before running (repeatable), as `run --set`, e.g.
+        /// `--set settings.coreDisruption.payback.evictionPodHours=0.7`. Both strategies run
+        /// the changed scenario; the Karpenter baseline reads none of `coreDisruption`'s rules.
+        #[arg(long = "set", value_name = "PATH=VALUE")]
+        sets: Vec<String>,
+        /// The openb pod list (CSV) for scenarios without a workload of their own, such as
+        /// examples/openb.yaml.
+        #[arg(long, value_name = "CSV")]
+        openb: Option<PathBuf>,
+        /// Write every workload's figures and the totals as JSON.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// No progress lines.
         #[arg(long, short)]
         quiet: bool,
     },
@@ -151,6 +183,28 @@ fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
+/// The files `compare` runs: each path given, a directory as its `*.yaml` files by name.
+fn scenario_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut in_dir: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| format!("reading {}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|f| f.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                .collect();
+            in_dir.sort();
+            if in_dir.is_empty() {
+                anyhow::bail!("{}: no *.yaml scenario files", p.display());
+            }
+            files.extend(in_dir);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    Ok(files)
+}
+
 fn real_main(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
         Cmd::Run {
@@ -219,6 +273,63 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
                     write_file(&p, &s)?;
                     outln!("plot: {}", p.display());
                 }
+            }
+            Ok(())
+        }
+        Cmd::Compare {
+            scenarios,
+            strategy,
+            baseline,
+            min_saving,
+            sets,
+            openb,
+            out,
+            quiet,
+        } => {
+            let goal = compare::Goal {
+                min_saving_percent: min_saving,
+                ..compare::Goal::default()
+            };
+            let files = scenario_files(&scenarios)?;
+            let mut outcomes = Vec::with_capacity(files.len());
+            for (i, path) in files.iter().enumerate() {
+                let mut ls = scenario::load(path)?;
+                let own_workload = ls.scenario.workload != scenario::Workload::default();
+                ls.apply(&scenario::Overrides {
+                    openb: openb.clone().filter(|_| !own_workload),
+                    sets: sets.clone(),
+                    ..scenario::Overrides::default()
+                })?;
+                let o = compare::run_one(&ls, &strategy, &baseline)
+                    .with_context(|| format!("comparing on {}", path.display()))?;
+                if !quiet {
+                    eprintln!(
+                        "[{}/{}] {}: {:+.2}%, pods disrupted {} / {}",
+                        i + 1,
+                        files.len(),
+                        path.display(),
+                        o.cost_change_percent(),
+                        o.candidate.pods_disrupted,
+                        o.baseline.pods_disrupted
+                    );
+                }
+                outcomes.push(o);
+            }
+            out!("{}", compare::table(&outcomes, &goal, &strategy, &baseline));
+            if let Some(p) = out {
+                let json = serde_json::json!({
+                    "strategy": strategy,
+                    "baseline": baseline,
+                    "goal": goal,
+                    "sets": sets,
+                    "workloads": outcomes,
+                    "families": compare::by_family(&outcomes, &goal)
+                        .into_iter()
+                        .map(|(f, t)| serde_json::json!({"family": f, "totals": t}))
+                        .collect::<Vec<_>>(),
+                });
+                write_file(&p, &serde_json::to_string_pretty(&json)?)?;
+                outln!("report: {}", p.display());
             }
             Ok(())
         }

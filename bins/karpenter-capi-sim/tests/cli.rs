@@ -108,3 +108,116 @@ fn schema_prints_json() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["title"], "Scenario");
 }
+
+/// `compare` over a directory: one line per workload and a row per family, and its figures
+/// are the ones `run` reports for the same scenario and strategies.
+#[test]
+fn compare_judges_each_workload_and_family() {
+    let d = tmp("compare");
+    let suite = d.join("suite");
+    for (kind, seed, pods) in [("mixed", "7", "40"), ("karpenter-benchmark", "3", "30")] {
+        let out = bin()
+            .args(["generate", kind, "--seed", seed, "--pods", pods, "-o"])
+            .arg(suite.join(format!("{kind}.yaml")))
+            .output()
+            .expect("run generate");
+        assert!(out.status.success(), "{out:?}");
+    }
+    let json = d.join("compare.json");
+    let out = bin()
+        .arg("compare")
+        .arg(&suite)
+        .args(["--min-saving", "0", "-q", "--out"])
+        .arg(&json)
+        .output()
+        .expect("run compare");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "mixed-40-seed7",
+        "karpenter-benchmark-30-seed3",
+        "cost-aware against karpenter",
+    ] {
+        assert!(stdout.contains(want), "{want}: {stdout}");
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("valid json");
+    let workloads = report["workloads"].as_array().expect("workloads");
+    assert_eq!(workloads.len(), 2);
+    let families: Vec<&str> = report["families"]
+        .as_array()
+        .expect("families")
+        .iter()
+        .filter_map(|f| f["family"].as_str())
+        .collect();
+    assert_eq!(families, ["karpenter-benchmark", "mixed", "all"]);
+
+    // The verdict follows the figures: at 0% a workload dominates when it costs no more,
+    // disrupts no more pods and waits no longer.
+    let dominated = workloads
+        .iter()
+        .filter(|w| {
+            let (b, c) = (&w["baseline"], &w["candidate"]);
+            let f = |v: &serde_json::Value, k: &str| v[k].as_f64().expect(k);
+            f(c, "cost") <= f(b, "cost")
+                && f(c, "pods_disrupted") <= f(b, "pods_disrupted")
+                && f(c, "pending_p50_seconds") <= f(b, "pending_p50_seconds") + 0.5
+                && f(c, "pending_p95_seconds") <= f(b, "pending_p95_seconds") + 0.5
+        })
+        .count();
+    assert_eq!(
+        report["families"][2]["totals"]["dominated"].as_u64(),
+        Some(dominated as u64)
+    );
+
+    // The same figures as `run` on one of the files.
+    let run_json = d.join("run.json");
+    let out = bin()
+        .arg("run")
+        .arg(suite.join("mixed.yaml"))
+        .args([
+            "--strategy",
+            "cost-aware",
+            "--strategy",
+            "karpenter",
+            "-q",
+            "--out",
+        ])
+        .arg(&run_json)
+        .output()
+        .expect("run run");
+    assert!(out.status.success(), "{out:?}");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&run_json).expect("json")).expect("valid");
+    let mixed = workloads
+        .iter()
+        .find(|w| w["family"] == "mixed")
+        .expect("the mixed workload");
+    for r in run["runs"].as_array().expect("runs") {
+        let side = if r["strategy"] == "karpenter" {
+            "baseline"
+        } else {
+            "candidate"
+        };
+        assert_eq!(mixed[side]["cost"], r["summary"]["total_cost"], "{side}");
+        assert_eq!(
+            mixed[side]["pods_disrupted"], r["summary"]["pods_disrupted"],
+            "{side}"
+        );
+    }
+
+    // A --set the scenarios do not have is bad input, named.
+    let out = bin()
+        .arg("compare")
+        .arg(&suite)
+        .args(["-q", "--set", "settings.noSuchKnob=1"])
+        .output()
+        .expect("run compare");
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("noSuchKnob"));
+    let _ = std::fs::remove_dir_all(&d);
+}

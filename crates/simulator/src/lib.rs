@@ -6,10 +6,12 @@
 //! [`convert`], [`catalog`], [`importers`], [`generators`]) -> [`engine`] (discrete-event
 //! simulation driving a [`strategy`]) -> [`metrics`] -> [`report`] (JSON, terminal table,
 //! HTML with SVG plots), with [`bound`] (the lower bound over time, once per world). [`run`]
-//! ties them together across strategies and seeds with rayon.
+//! ties them together across strategies and seeds with rayon; [`compare`] judges one strategy
+//! against a baseline over many workloads.
 
 pub mod bound;
 pub mod catalog;
+pub mod compare;
 pub mod convert;
 pub mod csv_table;
 pub mod engine;

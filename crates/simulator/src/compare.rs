@@ -1,0 +1,425 @@
+//! One strategy against a baseline over many workloads, by the test issue 16 sets: on each
+//! workload, is the candidate at least a given percentage cheaper while disrupting no more
+//! pods and keeping pods pending no longer (p50 and p95)?
+//!
+//! A single workload is one path through a chaotic system (a command taken or not shifts every
+//! later packing; `docs/simulator.md`, round 16), so a rule is judged over many workloads and
+//! by family (the generator a workload came from), not on one. This module turns the runs'
+//! summaries into that verdict; the binary's `compare` command runs the workloads.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::Summary;
+use crate::error::{Result, SimError};
+use crate::run::{self, RunOptions};
+use crate::scenario::LoadedScenario;
+
+/// The figures the test reads from one run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    pub cost: f64,
+    pub pods_disrupted: u32,
+    pub pending_p50_seconds: f64,
+    pub pending_p95_seconds: f64,
+}
+
+impl From<&Summary> for Figures {
+    fn from(s: &Summary) -> Self {
+        Figures {
+            cost: s.total_cost,
+            pods_disrupted: s.pods_disrupted,
+            pending_p50_seconds: s.pending_p50_seconds,
+            pending_p95_seconds: s.pending_p95_seconds,
+        }
+    }
+}
+
+/// What "dominates" means.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Goal {
+    /// The candidate must be at least this many percent cheaper.
+    pub min_saving_percent: f64,
+    /// Pending percentiles within this many seconds count as equal: they are medians of
+    /// whole seconds, and a launch's 91 s against 90.6 s is the same wait.
+    pub pending_tolerance_seconds: f64,
+}
+
+impl Default for Goal {
+    /// Issue 16's test: 5% cheaper, no more pods disrupted, no worse p50/p95 pending.
+    fn default() -> Self {
+        Goal {
+            min_saving_percent: 5.0,
+            pending_tolerance_seconds: 0.5,
+        }
+    }
+}
+
+/// A condition of the goal a workload missed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Shortfall {
+    Cost,
+    Evictions,
+    P50,
+    P95,
+}
+
+impl Shortfall {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shortfall::Cost => "cost",
+            Shortfall::Evictions => "evictions",
+            Shortfall::P50 => "p50",
+            Shortfall::P95 => "p95",
+        }
+    }
+}
+
+/// One workload's candidate and baseline runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The scenario's file, as given.
+    pub file: String,
+    /// The scenario's name.
+    pub workload: String,
+    /// [`family`] of the name.
+    pub family: String,
+    pub baseline: Figures,
+    pub candidate: Figures,
+}
+
+impl Outcome {
+    /// The candidate's cost change against the baseline, in percent (negative: cheaper). 0
+    /// when the baseline cost nothing.
+    pub fn cost_change_percent(&self) -> f64 {
+        if self.baseline.cost > 0.0 {
+            (self.candidate.cost / self.baseline.cost - 1.0) * 100.0
+        } else {
+            0.0
+        }
+    }
+
+    /// The goal's conditions this workload misses; empty when the candidate dominates.
+    pub fn shortfalls(&self, goal: &Goal) -> Vec<Shortfall> {
+        let (b, c) = (&self.baseline, &self.candidate);
+        let tol = goal.pending_tolerance_seconds.max(0.0);
+        let mut out = Vec::new();
+        if self.cost_change_percent() > -goal.min_saving_percent {
+            out.push(Shortfall::Cost);
+        }
+        if c.pods_disrupted > b.pods_disrupted {
+            out.push(Shortfall::Evictions);
+        }
+        if c.pending_p50_seconds > b.pending_p50_seconds + tol {
+            out.push(Shortfall::P50);
+        }
+        if c.pending_p95_seconds > b.pending_p95_seconds + tol {
+            out.push(Shortfall::P95);
+        }
+        out
+    }
+}
+
+/// Runs `candidate` and `baseline` on one scenario (seed 0, side by side as `run` does) and
+/// returns the candidate's figures against the baseline's.
+pub fn run_one(ls: &LoadedScenario, candidate: &str, baseline: &str) -> Result<Outcome> {
+    if candidate == baseline {
+        return Err(SimError::Usage(format!(
+            "the candidate and the baseline are both `{candidate}`"
+        )));
+    }
+    let report = run::run(
+        ls,
+        &RunOptions {
+            strategies: vec![candidate.to_string(), baseline.to_string()],
+            seeds: 1,
+        },
+    )?;
+    let figures = |name: &str| {
+        report
+            .runs
+            .iter()
+            .find(|r| r.strategy == name)
+            .map(|r| Figures::from(&r.summary))
+            .ok_or_else(|| SimError::Internal(format!("no run of `{name}` in the report")))
+    };
+    Ok(Outcome {
+        file: ls.file.clone(),
+        workload: report.scenario.clone(),
+        family: family(&report.scenario),
+        baseline: figures(baseline)?,
+        candidate: figures(candidate)?,
+    })
+}
+
+/// The family a scenario belongs to: its name less the `-<pods>-seed<seed>` the generators
+/// append (`mixed-300-seed2` is `mixed`, `karpenter-benchmark-500-seed1` is
+/// `karpenter-benchmark`); any other name is its own family.
+pub fn family(name: &str) -> String {
+    let strip = || {
+        let (rest, seed) = name.rsplit_once("-seed")?;
+        if seed.is_empty() || !seed.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let (head, pods) = rest.rsplit_once('-')?;
+        (!head.is_empty() && !pods.is_empty() && pods.bytes().all(|b| b.is_ascii_digit()))
+            .then_some(head)
+    };
+    strip().unwrap_or(name).to_string()
+}
+
+/// Totals over a set of workloads.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    pub workloads: usize,
+    /// Mean over the workloads of the cost change, in percent.
+    pub mean_cost_change_percent: f64,
+    pub candidate_pods_disrupted: u64,
+    pub baseline_pods_disrupted: u64,
+    /// Workloads where the candidate meets the goal.
+    pub dominated: usize,
+    /// Workloads where the candidate costs more than the baseline.
+    pub dearer: usize,
+    /// How many workloads missed each condition.
+    pub shortfalls: BTreeMap<String, usize>,
+}
+
+impl Totals {
+    pub fn of<'a>(outcomes: impl IntoIterator<Item = &'a Outcome>, goal: &Goal) -> Totals {
+        let mut t = Totals::default();
+        let mut change = 0.0;
+        for o in outcomes {
+            t.workloads += 1;
+            change += o.cost_change_percent();
+            t.candidate_pods_disrupted += u64::from(o.candidate.pods_disrupted);
+            t.baseline_pods_disrupted += u64::from(o.baseline.pods_disrupted);
+            let missed = o.shortfalls(goal);
+            if missed.is_empty() {
+                t.dominated += 1;
+            }
+            for s in missed {
+                *t.shortfalls.entry(s.as_str().to_string()).or_insert(0) += 1;
+            }
+            if o.candidate.cost > o.baseline.cost {
+                t.dearer += 1;
+            }
+        }
+        if t.workloads > 0 {
+            t.mean_cost_change_percent = change / t.workloads as f64;
+        }
+        t
+    }
+}
+
+/// Totals per family (sorted by name), then over every workload.
+pub fn by_family(outcomes: &[Outcome], goal: &Goal) -> Vec<(String, Totals)> {
+    let mut families: BTreeMap<&str, Vec<&Outcome>> = BTreeMap::new();
+    for o in outcomes {
+        families.entry(o.family.as_str()).or_default().push(o);
+    }
+    let mut rows: Vec<(String, Totals)> = families
+        .into_iter()
+        .map(|(f, os)| (f.to_string(), Totals::of(os, goal)))
+        .collect();
+    rows.push(("all".to_string(), Totals::of(outcomes, goal)));
+    rows
+}
+
+/// The terminal report: one line per workload, then the totals per family.
+pub fn table(outcomes: &[Outcome], goal: &Goal, candidate: &str, baseline: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{candidate} against {baseline}: goal {:.0}% cheaper, no more pods disrupted, p50/p95 pending no worse",
+        goal.min_saving_percent
+    );
+    let mut lines = vec![[
+        "workload".to_string(),
+        "family".to_string(),
+        format!("{baseline} cost"),
+        "cost change".to_string(),
+        "pods disrupted".to_string(),
+        "pending p50".to_string(),
+        "pending p95".to_string(),
+        "missed".to_string(),
+    ]];
+    for o in outcomes {
+        let missed: Vec<&str> = o.shortfalls(goal).iter().map(|m| m.as_str()).collect();
+        lines.push([
+            o.workload.clone(),
+            o.family.clone(),
+            format!("{:.2}", o.baseline.cost),
+            format!("{:+.2}%", o.cost_change_percent()),
+            format!(
+                "{} / {}",
+                o.candidate.pods_disrupted, o.baseline.pods_disrupted
+            ),
+            format!(
+                "{:.0}s / {:.0}s",
+                o.candidate.pending_p50_seconds, o.baseline.pending_p50_seconds
+            ),
+            format!(
+                "{:.0}s / {:.0}s",
+                o.candidate.pending_p95_seconds, o.baseline.pending_p95_seconds
+            ),
+            if missed.is_empty() {
+                "none (dominates)".to_string()
+            } else {
+                missed.join(", ")
+            },
+        ]);
+    }
+    aligned(&mut s, &lines);
+    let _ = writeln!(s);
+    let mut lines = vec![[
+        "family".to_string(),
+        "workloads".to_string(),
+        "mean cost change".to_string(),
+        "pods disrupted".to_string(),
+        "dominates".to_string(),
+        "dearer".to_string(),
+        "missed (workloads)".to_string(),
+    ]];
+    for (f, t) in by_family(outcomes, goal) {
+        lines.push([
+            f,
+            t.workloads.to_string(),
+            format!("{:+.2}%", t.mean_cost_change_percent),
+            format!(
+                "{} / {}",
+                t.candidate_pods_disrupted, t.baseline_pods_disrupted
+            ),
+            t.dominated.to_string(),
+            t.dearer.to_string(),
+            t.shortfalls
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ]);
+    }
+    aligned(&mut s, &lines);
+    let _ = writeln!(
+        s,
+        "(pods disrupted and pending: {candidate} / {baseline}; \"missed\": the goal's conditions a workload does not meet)"
+    );
+    s
+}
+
+/// Left-aligned columns, two spaces apart.
+fn aligned<const N: usize>(s: &mut String, lines: &[[String; N]]) {
+    let widths: Vec<usize> = (0..N)
+        .map(|i| {
+            lines
+                .iter()
+                .map(|l| l[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for l in lines {
+        let cells: Vec<String> = l
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        let _ = writeln!(s, "{}", cells.join("  ").trim_end());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fig(cost: f64, evicted: u32, p50: f64, p95: f64) -> Figures {
+        Figures {
+            cost,
+            pods_disrupted: evicted,
+            pending_p50_seconds: p50,
+            pending_p95_seconds: p95,
+        }
+    }
+
+    fn outcome(name: &str, base: Figures, cand: Figures) -> Outcome {
+        Outcome {
+            file: format!("{name}.yaml"),
+            workload: name.to_string(),
+            family: family(name),
+            baseline: base,
+            candidate: cand,
+        }
+    }
+
+    #[test]
+    fn families_drop_what_the_generators_append() {
+        assert_eq!(family("mixed-300-seed2"), "mixed");
+        assert_eq!(
+            family("karpenter-benchmark-500-seed1"),
+            "karpenter-benchmark"
+        );
+        assert_eq!(family("constrained-1000-seed22"), "constrained");
+        assert_eq!(family("openb-default"), "openb-default");
+        assert_eq!(family("team-a-seed"), "team-a-seed");
+        assert_eq!(family("x-10-seedy"), "x-10-seedy");
+        assert_eq!(family("-10-seed1"), "-10-seed1");
+    }
+
+    #[test]
+    fn each_condition_of_the_goal_is_checked() {
+        let goal = Goal::default();
+        let base = fig(100.0, 50, 10.0, 91.0);
+        let ok = outcome("w", base, fig(94.0, 50, 10.4, 91.0));
+        assert!(ok.shortfalls(&goal).is_empty());
+        assert_eq!(
+            outcome("w", base, fig(95.1, 50, 10.0, 91.0)).shortfalls(&goal),
+            vec![Shortfall::Cost]
+        );
+        assert_eq!(
+            outcome("w", base, fig(90.0, 51, 10.0, 91.0)).shortfalls(&goal),
+            vec![Shortfall::Evictions]
+        );
+        assert_eq!(
+            outcome("w", base, fig(90.0, 10, 11.0, 92.0)).shortfalls(&goal),
+            vec![Shortfall::P50, Shortfall::P95]
+        );
+        assert_eq!(
+            outcome("w", base, fig(101.0, 60, 0.0, 0.0)).shortfalls(&goal),
+            vec![Shortfall::Cost, Shortfall::Evictions]
+        );
+    }
+
+    #[test]
+    fn totals_count_by_family_and_over_all() {
+        let goal = Goal::default();
+        let base = fig(100.0, 50, 0.0, 91.0);
+        let outcomes = vec![
+            outcome("mixed-300-seed1", base, fig(90.0, 40, 0.0, 91.0)),
+            outcome("mixed-300-seed2", base, fig(104.0, 30, 0.0, 91.0)),
+            outcome("constrained-600-seed5", base, fig(80.0, 70, 0.0, 91.0)),
+        ];
+        let rows = by_family(&outcomes, &goal);
+        let names: Vec<&str> = rows.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(names, ["constrained", "mixed", "all"]);
+        let mixed = &rows[1].1;
+        assert_eq!(mixed.workloads, 2);
+        assert!((mixed.mean_cost_change_percent - (-3.0)).abs() < 1e-9);
+        assert_eq!(
+            (
+                mixed.candidate_pods_disrupted,
+                mixed.baseline_pods_disrupted
+            ),
+            (70, 100)
+        );
+        assert_eq!((mixed.dominated, mixed.dearer), (1, 1));
+        assert_eq!(mixed.shortfalls.get("cost"), Some(&1));
+        let all = &rows[2].1;
+        assert_eq!((all.workloads, all.dominated, all.dearer), (3, 1, 1));
+        assert_eq!(all.shortfalls.get("evictions"), Some(&1));
+        let text = table(&outcomes, &goal, "cost-aware", "karpenter");
+        assert!(text.contains("none (dominates)"), "{text}");
+        assert!(text.contains("evictions"), "{text}");
+    }
+}
