@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::catalog;
 use crate::error::Result;
 use crate::predicates::{self, NodeView, PodFilter, PodMark};
-use crate::scenario::SchedulerScoring;
+use crate::scenario::{EvictedPodPlacement, SchedulerScoring};
 use crate::strategy::{self, Autoscaler, Command, LaunchRequest, Provision, Trigger};
 use crate::world::World;
 
@@ -1219,7 +1219,8 @@ impl<'w> Sim<'w> {
             self.pending.insert(pi);
             let target = self.pods[pi]
                 .nominated
-                .filter(|&n| self.meta[n].phase == Phase::Ready);
+                .filter(|&n| self.meta[n].phase == Phase::Ready)
+                .filter(|_| self.w.settings.evicted_pod_placement == EvictedPodPlacement::Planned);
             let bound = match target {
                 Some(n) => self.try_bind_to(pi, n),
                 None => false,
@@ -1985,6 +1986,98 @@ workload:
             capacity_type: core::CapacityType::OnDemand,
             price: 0.1,
             pods,
+        }
+    }
+
+    /// A node per pod; once all run, moves `a` onto `x`'s node (the fuller one) and then
+    /// records where `a` and the others are.
+    #[derive(Default)]
+    struct MoveOnto {
+        proposed: bool,
+        /// (a's node, x's node, y's node) at the last look after the move.
+        seen: Option<(String, String, String)>,
+    }
+
+    impl Autoscaler for MoveOnto {
+        fn provision(&mut self, snap: &core::Snapshot) -> Provision {
+            Provision {
+                launches: pending_refs(snap)
+                    .into_iter()
+                    .map(|p| shuttle_launch(vec![p]))
+                    .collect(),
+                ..Provision::default()
+            }
+        }
+
+        fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
+            let node_of = |name: &str| {
+                snap.pods
+                    .iter()
+                    .find(|p| p.name == name)
+                    .and_then(|p| p.node_name.clone())
+            };
+            let (a, x, y) = (node_of("a-0")?, node_of("x-0")?, node_of("y-0")?);
+            // Nominated pods show on nodes still launching; move only once all are up.
+            if snap.nodes.iter().any(|n| n.in_flight || !n.ready) {
+                return None;
+            }
+            if self.proposed {
+                self.seen = Some((a, x, y));
+                return None;
+            }
+            self.proposed = true;
+            Some(Command {
+                reason: "test".into(),
+                candidates: vec![a],
+                replacements: Vec::new(),
+                placements: vec![core::Placement {
+                    pod: core::PodRef {
+                        namespace: "default".into(),
+                        name: "a-0".into(),
+                    },
+                    node: x,
+                }],
+                savings: 0.0,
+                core: None,
+            })
+        }
+
+        fn validation_delay(&self, _settings: &crate::scenario::Settings) -> i64 {
+            0
+        }
+    }
+
+    #[test]
+    fn evicted_pods_go_where_planned_or_where_the_scheduler_scores() {
+        // `x` fills 3 of its node's 4 vCPUs, `y` 1 of its node's: `a`, planned onto `x`'s
+        // node, lands there when the scheduler follows the plan, and on `y`'s (the least
+        // allocated) when it places evicted pods by its own scoring.
+        let mut w = one_zone_world(
+            "placement",
+            "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}",
+            r#"    - {name: x, count: 1, requests: {cpu: "3", memory: 1Gi}}
+    - {name: y, count: 1, requests: {cpu: "1", memory: 1Gi}}
+    - {name: a, count: 1, requests: {cpu: "1", memory: 1Gi}}
+    # Wakes the disruption loop after the move.
+    - {name: tick, count: 1, arriveAt: 1200, durationSeconds: 30, requests: {cpu: 10m}}"#,
+        );
+        for (placement, lands_with) in [
+            (EvictedPodPlacement::Planned, "x"),
+            (EvictedPodPlacement::Scheduler, "y"),
+        ] {
+            w.settings.evicted_pod_placement = placement;
+            let mut a = MoveOnto::default();
+            let mut sim = Sim::new(&w);
+            sim.trigger = a.trigger();
+            let out = sim.run(&mut a, "placement", 0, None);
+            assert_eq!(
+                out.summary.pods_disrupted, 1,
+                "{placement:?}: {:?}",
+                out.summary
+            );
+            let (on, x, y) = a.seen.clone().expect("a look after the move");
+            let want = if lands_with == "x" { x } else { y };
+            assert_eq!(on, want, "{placement:?}: a on {on}");
         }
     }
 

@@ -138,6 +138,9 @@ pub struct Settings {
     pub end_seconds: Option<i64>,
     /// How the simulated kube-scheduler scores nodes for a pod it binds itself.
     pub scheduler_scoring: SchedulerScoring,
+    /// Where a disruption command's evicted pods go: to the nodes the command planned for
+    /// them, or wherever the simulated kube-scheduler's scoring puts them.
+    pub evicted_pod_placement: EvictedPodPlacement,
     /// The Cluster-Autoscaler-like baseline's knobs.
     pub cas: CasSettings,
     /// Knobs of the core's own disruption decision (`cost-aware`, `cost-aware+opt`); the
@@ -327,6 +330,7 @@ impl Default for Settings {
             sample_step_seconds: None,
             end_seconds: None,
             scheduler_scoring: SchedulerScoring::LeastAllocated,
+            evicted_pod_placement: EvictedPodPlacement::Planned,
             cas: CasSettings::default(),
             core_disruption: CoreDisruptionSettings::default(),
         }
@@ -340,6 +344,21 @@ pub enum SchedulerScoring {
     LeastAllocated,
     /// Bin-packing scoring (`MostAllocated`).
     MostAllocated,
+}
+
+/// Where evicted pods are bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvictedPodPlacement {
+    /// On the node the command planned for each pod (its replacement or an existing node)
+    /// when it still fits there, else by the scheduler's scoring: a kube-scheduler that
+    /// agrees with the autoscaler's plan. Every measurement before 2026-12-05's round 20.
+    #[default]
+    Planned,
+    /// By the scheduler's scoring alone, as in a real cluster: the evicted pods' controllers
+    /// create new pods, and the kube-scheduler places them knowing nothing of the plan
+    /// (under `least-allocated`, on the emptiest nodes that fit, often the next candidates).
+    Scheduler,
 }
 
 /// The Cluster Autoscaler's defaults.

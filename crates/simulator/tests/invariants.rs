@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karpenter_capi_simulator::convert::NodePoolV1;
-use karpenter_capi_simulator::scenario::{CapacityTypeName, SchedulerScoring};
+use karpenter_capi_simulator::scenario::{CapacityTypeName, EvictedPodPlacement, SchedulerScoring};
 use karpenter_capi_simulator::{generators, run, scenario};
 use proptest::prelude::*;
 
@@ -54,14 +54,17 @@ enum Variant {
     /// A preferred pool limited to 16 CPUs that asks for at least 3 instance types per
     /// launch: the rest overflows to `default`.
     LimitedPreferredPoolMinValues,
+    /// Evicted pods placed by the kube-scheduler's scoring, not where the command planned.
+    EvictedByScoring,
 }
 
-const VARIANTS: [Variant; 5] = [
+const VARIANTS: [Variant; 6] = [
     Variant::AsGenerated,
     Variant::Spot,
     Variant::TaintedPreferredPool,
     Variant::OneZonePreferredPoolPacking,
     Variant::LimitedPreferredPoolMinValues,
+    Variant::EvictedByScoring,
 ];
 
 fn scenario_for(kind: &str, seed: u64, pods: usize, variant: Variant) -> scenario::LoadedScenario {
@@ -91,6 +94,9 @@ fn scenario_for(kind: &str, seed: u64, pods: usize, variant: Variant) -> scenari
                 Quantity("16".to_string()),
             )]));
             s.node_pools.push(pool);
+        }
+        Variant::EvictedByScoring => {
+            s.settings.evicted_pod_placement = EvictedPodPlacement::Scheduler;
         }
     }
     // Short runs: arrivals, departures and consolidation all happen within three hours, and
