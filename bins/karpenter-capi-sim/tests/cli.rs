@@ -208,6 +208,10 @@ fn compare_judges_each_workload_and_family() {
             mixed[side]["pods_disrupted"], r["summary"]["pods_disrupted"],
             "{side}"
         );
+        assert_eq!(
+            mixed[side]["pods_disrupted_again_soon"], r["summary"]["pods_disrupted_again_soon"],
+            "{side}"
+        );
     }
 
     // A --set the scenarios do not have is bad input, named.

@@ -22,6 +22,9 @@ use crate::scenario::LoadedScenario;
 pub struct Figures {
     pub cost: f64,
     pub pods_disrupted: u32,
+    /// Evictions soon after the same pod's previous one ([`Summary::pods_disrupted_again_soon`]):
+    /// not part of the goal, but where churn shows.
+    pub pods_disrupted_again_soon: u32,
     pub pending_p50_seconds: f64,
     pub pending_p95_seconds: f64,
 }
@@ -31,6 +34,7 @@ impl From<&Summary> for Figures {
         Figures {
             cost: s.total_cost,
             pods_disrupted: s.pods_disrupted,
+            pods_disrupted_again_soon: s.pods_disrupted_again_soon,
             pending_p50_seconds: s.pending_p50_seconds,
             pending_p95_seconds: s.pending_p95_seconds,
         }
@@ -179,6 +183,8 @@ pub struct Totals {
     pub mean_cost_change_percent: f64,
     pub candidate_pods_disrupted: u64,
     pub baseline_pods_disrupted: u64,
+    pub candidate_again_soon: u64,
+    pub baseline_again_soon: u64,
     /// Workloads where the candidate meets the goal.
     pub dominated: usize,
     /// Workloads where the candidate costs more than the baseline.
@@ -196,6 +202,8 @@ impl Totals {
             change += o.cost_change_percent();
             t.candidate_pods_disrupted += u64::from(o.candidate.pods_disrupted);
             t.baseline_pods_disrupted += u64::from(o.baseline.pods_disrupted);
+            t.candidate_again_soon += u64::from(o.candidate.pods_disrupted_again_soon);
+            t.baseline_again_soon += u64::from(o.baseline.pods_disrupted_again_soon);
             let missed = o.shortfalls(goal);
             if missed.is_empty() {
                 t.dominated += 1;
@@ -242,6 +250,7 @@ pub fn table(outcomes: &[Outcome], goal: &Goal, candidate: &str, baseline: &str)
         format!("{baseline} cost"),
         "cost change".to_string(),
         "pods disrupted".to_string(),
+        "again <30m".to_string(),
         "pending p50".to_string(),
         "pending p95".to_string(),
         "missed".to_string(),
@@ -256,6 +265,10 @@ pub fn table(outcomes: &[Outcome], goal: &Goal, candidate: &str, baseline: &str)
             format!(
                 "{} / {}",
                 o.candidate.pods_disrupted, o.baseline.pods_disrupted
+            ),
+            format!(
+                "{} / {}",
+                o.candidate.pods_disrupted_again_soon, o.baseline.pods_disrupted_again_soon
             ),
             format!(
                 "{:.0}s / {:.0}s",
@@ -279,6 +292,7 @@ pub fn table(outcomes: &[Outcome], goal: &Goal, candidate: &str, baseline: &str)
         "workloads".to_string(),
         "mean cost change".to_string(),
         "pods disrupted".to_string(),
+        "again <30m".to_string(),
         "dominates".to_string(),
         "dearer".to_string(),
         "missed (workloads)".to_string(),
@@ -292,6 +306,7 @@ pub fn table(outcomes: &[Outcome], goal: &Goal, candidate: &str, baseline: &str)
                 "{} / {}",
                 t.candidate_pods_disrupted, t.baseline_pods_disrupted
             ),
+            format!("{} / {}", t.candidate_again_soon, t.baseline_again_soon),
             t.dominated.to_string(),
             t.dearer.to_string(),
             t.shortfalls
@@ -304,7 +319,7 @@ pub fn table(outcomes: &[Outcome], goal: &Goal, candidate: &str, baseline: &str)
     aligned(&mut s, &lines);
     let _ = writeln!(
         s,
-        "(pods disrupted and pending: {candidate} / {baseline}; \"missed\": the goal's conditions a workload does not meet)"
+        "(pods disrupted, again <30m (evictions within 30 min of the same pod's previous one) and pending: {candidate} / {baseline}; \"missed\": the goal's conditions a workload does not meet)"
     );
     s
 }
@@ -338,6 +353,7 @@ mod tests {
         Figures {
             cost,
             pods_disrupted: evicted,
+            pods_disrupted_again_soon: evicted / 10,
             pending_p50_seconds: p50,
             pending_p95_seconds: p95,
         }
@@ -412,6 +428,10 @@ mod tests {
                 mixed.baseline_pods_disrupted
             ),
             (70, 100)
+        );
+        assert_eq!(
+            (mixed.candidate_again_soon, mixed.baseline_again_soon),
+            (7, 10)
         );
         assert_eq!((mixed.dominated, mixed.dearer), (1, 1));
         assert_eq!(mixed.shortfalls.get("cost"), Some(&1));
