@@ -286,21 +286,21 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             out,
             quiet,
         } => {
-            let goal = compare::Goal {
-                min_saving_percent: min_saving,
-                ..compare::Goal::default()
+            let plan = compare::Plan {
+                strategy,
+                baseline,
+                goal: compare::Goal {
+                    min_saving_percent: min_saving,
+                    ..compare::Goal::default()
+                },
+                sets,
+                openb,
             };
             let files = scenario_files(&scenarios)?;
             let mut outcomes = Vec::with_capacity(files.len());
             for (i, path) in files.iter().enumerate() {
-                let mut ls = scenario::load(path)?;
-                let own_workload = ls.scenario.workload != scenario::Workload::default();
-                ls.apply(&scenario::Overrides {
-                    openb: openb.clone().filter(|_| !own_workload),
-                    sets: sets.clone(),
-                    ..scenario::Overrides::default()
-                })?;
-                let o = compare::run_one(&ls, &strategy, &baseline)
+                let o = plan
+                    .run(path)
                     .with_context(|| format!("comparing on {}", path.display()))?;
                 if !quiet {
                     eprintln!(
@@ -315,20 +315,10 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
                 }
                 outcomes.push(o);
             }
-            out!("{}", compare::table(&outcomes, &goal, &strategy, &baseline));
+            let report = plan.report(outcomes);
+            out!("{}", compare::table(&report));
             if let Some(p) = out {
-                let json = serde_json::json!({
-                    "strategy": strategy,
-                    "baseline": baseline,
-                    "goal": goal,
-                    "sets": sets,
-                    "workloads": outcomes,
-                    "families": compare::by_family(&outcomes, &goal)
-                        .into_iter()
-                        .map(|(f, t)| serde_json::json!({"family": f, "totals": t}))
-                        .collect::<Vec<_>>(),
-                });
-                write_file(&p, &serde_json::to_string_pretty(&json)?)?;
+                write_file(&p, &serde_json::to_string_pretty(&report)?)?;
                 outln!("report: {}", p.display());
             }
             Ok(())

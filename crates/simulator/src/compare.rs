@@ -5,17 +5,82 @@
 //! A single workload is one path through a chaotic system (a command taken or not shifts every
 //! later packing; `docs/simulator.md`, round 16), so a rule is judged over many workloads and
 //! by family (the generator a workload came from), not on one. This module turns the runs'
-//! summaries into that verdict; the binary's `compare` command runs the workloads.
+//! summaries into that verdict, and [`Plan`] loads and runs each workload for the binary's
+//! `compare` command.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::engine::Summary;
 use crate::error::{Result, SimError};
 use crate::run::{self, RunOptions};
-use crate::scenario::LoadedScenario;
+use crate::scenario::{self, LoadedScenario, Overrides, Workload};
+
+/// What `compare` runs: the strategy judged, its baseline, the goal, and what changes every
+/// scenario before it runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub strategy: String,
+    pub baseline: String,
+    pub goal: Goal,
+    /// `--set path=value` changes, as `run --set`.
+    pub sets: Vec<String>,
+    /// The openb trace for scenarios without a workload of their own (`examples/openb.yaml`).
+    pub openb: Option<PathBuf>,
+}
+
+impl Plan {
+    /// Loads the scenario at `path` with the plan's changes.
+    pub fn load(&self, path: &Path) -> Result<LoadedScenario> {
+        let mut ls = scenario::load(path)?;
+        let own_workload = ls.scenario.workload != Workload::default();
+        ls.apply(&Overrides {
+            openb: self.openb.clone().filter(|_| !own_workload),
+            sets: self.sets.clone(),
+            ..Overrides::default()
+        })?;
+        Ok(ls)
+    }
+
+    /// Loads and runs the scenario at `path`.
+    pub fn run(&self, path: &Path) -> Result<Outcome> {
+        run_one(&self.load(path)?, &self.strategy, &self.baseline)
+    }
+
+    /// The report over `outcomes`, one per workload.
+    pub fn report(&self, outcomes: Vec<Outcome>) -> Comparison {
+        Comparison {
+            families: by_family(&outcomes, &self.goal),
+            strategy: self.strategy.clone(),
+            baseline: self.baseline.clone(),
+            goal: self.goal,
+            sets: self.sets.clone(),
+            workloads: outcomes,
+        }
+    }
+}
+
+/// `compare`'s report (its `--out` JSON).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub strategy: String,
+    pub baseline: String,
+    pub goal: Goal,
+    pub sets: Vec<String>,
+    pub workloads: Vec<Outcome>,
+    /// Per family (sorted by name), then `all`.
+    pub families: Vec<FamilyTotals>,
+}
+
+/// One family's totals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FamilyTotals {
+    pub family: String,
+    pub totals: Totals,
+}
 
 /// The figures the test reads from one run.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -223,28 +288,40 @@ impl Totals {
 }
 
 /// Totals per family (sorted by name), then over every workload.
-pub fn by_family(outcomes: &[Outcome], goal: &Goal) -> Vec<(String, Totals)> {
+pub fn by_family(outcomes: &[Outcome], goal: &Goal) -> Vec<FamilyTotals> {
     let mut families: BTreeMap<&str, Vec<&Outcome>> = BTreeMap::new();
     for o in outcomes {
         families.entry(o.family.as_str()).or_default().push(o);
     }
-    let mut rows: Vec<(String, Totals)> = families
+    let mut rows: Vec<FamilyTotals> = families
         .into_iter()
-        .map(|(f, os)| (f.to_string(), Totals::of(os, goal)))
+        .map(|(f, os)| FamilyTotals {
+            family: f.to_string(),
+            totals: Totals::of(os, goal),
+        })
         .collect();
-    rows.push(("all".to_string(), Totals::of(outcomes, goal)));
+    rows.push(FamilyTotals {
+        family: "all".to_string(),
+        totals: Totals::of(outcomes, goal),
+    });
     rows
 }
 
+/// A `candidate / baseline` cell.
+fn pair(candidate: impl std::fmt::Display, baseline: impl std::fmt::Display) -> String {
+    format!("{candidate} / {baseline}")
+}
+
 /// The terminal report: one line per workload, then the totals per family.
-pub fn table(outcomes: &[Outcome], goal: &Goal, candidate: &str, baseline: &str) -> String {
+pub fn table(c: &Comparison) -> String {
+    let (goal, candidate, baseline) = (&c.goal, &c.strategy, &c.baseline);
     let mut s = String::new();
     let _ = writeln!(
         s,
         "{candidate} against {baseline}: goal {:.0}% cheaper, no more pods disrupted, p50/p95 pending no worse",
         goal.min_saving_percent
     );
-    let mut lines = vec![[
+    let mut lines = vec![vec![
         "workload".to_string(),
         "family".to_string(),
         format!("{baseline} cost"),
@@ -255,28 +332,24 @@ pub fn table(outcomes: &[Outcome], goal: &Goal, candidate: &str, baseline: &str)
         "pending p95".to_string(),
         "missed".to_string(),
     ]];
-    for o in outcomes {
+    let seconds = |x: f64| format!("{x:.0}s");
+    for o in &c.workloads {
+        let (b, f) = (&o.baseline, &o.candidate);
         let missed: Vec<&str> = o.shortfalls(goal).iter().map(|m| m.as_str()).collect();
-        lines.push([
+        lines.push(vec![
             o.workload.clone(),
             o.family.clone(),
-            format!("{:.2}", o.baseline.cost),
+            format!("{:.2}", b.cost),
             format!("{:+.2}%", o.cost_change_percent()),
-            format!(
-                "{} / {}",
-                o.candidate.pods_disrupted, o.baseline.pods_disrupted
+            pair(f.pods_disrupted, b.pods_disrupted),
+            pair(f.pods_disrupted_again_soon, b.pods_disrupted_again_soon),
+            pair(
+                seconds(f.pending_p50_seconds),
+                seconds(b.pending_p50_seconds),
             ),
-            format!(
-                "{} / {}",
-                o.candidate.pods_disrupted_again_soon, o.baseline.pods_disrupted_again_soon
-            ),
-            format!(
-                "{:.0}s / {:.0}s",
-                o.candidate.pending_p50_seconds, o.baseline.pending_p50_seconds
-            ),
-            format!(
-                "{:.0}s / {:.0}s",
-                o.candidate.pending_p95_seconds, o.baseline.pending_p95_seconds
+            pair(
+                seconds(f.pending_p95_seconds),
+                seconds(b.pending_p95_seconds),
             ),
             if missed.is_empty() {
                 "none (dominates)".to_string()
@@ -287,7 +360,7 @@ pub fn table(outcomes: &[Outcome], goal: &Goal, candidate: &str, baseline: &str)
     }
     aligned(&mut s, &lines);
     let _ = writeln!(s);
-    let mut lines = vec![[
+    let mut lines = vec![vec![
         "family".to_string(),
         "workloads".to_string(),
         "mean cost change".to_string(),
@@ -297,16 +370,13 @@ pub fn table(outcomes: &[Outcome], goal: &Goal, candidate: &str, baseline: &str)
         "dearer".to_string(),
         "missed (workloads)".to_string(),
     ]];
-    for (f, t) in by_family(outcomes, goal) {
-        lines.push([
-            f,
+    for FamilyTotals { family, totals: t } in &c.families {
+        lines.push(vec![
+            family.clone(),
             t.workloads.to_string(),
             format!("{:+.2}%", t.mean_cost_change_percent),
-            format!(
-                "{} / {}",
-                t.candidate_pods_disrupted, t.baseline_pods_disrupted
-            ),
-            format!("{} / {}", t.candidate_again_soon, t.baseline_again_soon),
+            pair(t.candidate_pods_disrupted, t.baseline_pods_disrupted),
+            pair(t.candidate_again_soon, t.baseline_again_soon),
             t.dominated.to_string(),
             t.dearer.to_string(),
             t.shortfalls
@@ -325,16 +395,8 @@ pub fn table(outcomes: &[Outcome], goal: &Goal, candidate: &str, baseline: &str)
 }
 
 /// Left-aligned columns, two spaces apart.
-fn aligned<const N: usize>(s: &mut String, lines: &[[String; N]]) {
-    let widths: Vec<usize> = (0..N)
-        .map(|i| {
-            lines
-                .iter()
-                .map(|l| l[i].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+fn aligned(s: &mut String, lines: &[Vec<String>]) {
+    let widths = crate::report::column_widths(lines);
     for l in lines {
         let cells: Vec<String> = l
             .iter()
@@ -417,9 +479,9 @@ mod tests {
             outcome("constrained-600-seed5", base, fig(80.0, 70, 0.0, 91.0)),
         ];
         let rows = by_family(&outcomes, &goal);
-        let names: Vec<&str> = rows.iter().map(|(f, _)| f.as_str()).collect();
+        let names: Vec<&str> = rows.iter().map(|f| f.family.as_str()).collect();
         assert_eq!(names, ["constrained", "mixed", "all"]);
-        let mixed = &rows[1].1;
+        let mixed = &rows[1].totals;
         assert_eq!(mixed.workloads, 2);
         assert!((mixed.mean_cost_change_percent - (-3.0)).abs() < 1e-9);
         assert_eq!(
@@ -435,10 +497,17 @@ mod tests {
         );
         assert_eq!((mixed.dominated, mixed.dearer), (1, 1));
         assert_eq!(mixed.shortfalls.get("cost"), Some(&1));
-        let all = &rows[2].1;
+        let all = &rows[2].totals;
         assert_eq!((all.workloads, all.dominated, all.dearer), (3, 1, 1));
         assert_eq!(all.shortfalls.get("evictions"), Some(&1));
-        let text = table(&outcomes, &goal, "cost-aware", "karpenter");
+        let plan = Plan {
+            strategy: "cost-aware".into(),
+            baseline: "karpenter".into(),
+            goal,
+            sets: Vec::new(),
+            openb: None,
+        };
+        let text = table(&plan.report(outcomes));
         assert!(text.contains("none (dominates)"), "{text}");
         assert!(text.contains("evictions"), "{text}");
     }

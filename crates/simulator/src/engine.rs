@@ -1214,13 +1214,13 @@ impl<'w> Sim<'w> {
             }
             self.delete_node(n);
         }
+        let follow_plan = self.w.settings.evicted_pod_placement == EvictedPodPlacement::Planned;
         for pi in evicted {
             self.pods[pi].phase = PodPhase::Pending;
             self.pending.insert(pi);
             let target = self.pods[pi]
                 .nominated
-                .filter(|&n| self.meta[n].phase == Phase::Ready)
-                .filter(|_| self.w.settings.evicted_pod_placement == EvictedPodPlacement::Planned);
+                .filter(|&n| follow_plan && self.meta[n].phase == Phase::Ready);
             let bound = match target {
                 Some(n) => self.try_bind_to(pi, n),
                 None => false,
@@ -1941,7 +1941,7 @@ workload:
                 return Provision::default();
             }
             Provision {
-                launches: vec![shuttle_launch(pods)],
+                launches: vec![small_launch(pods)],
                 ..Provision::default()
             }
         }
@@ -1966,7 +1966,7 @@ workload:
             Some(Command {
                 reason: "test".into(),
                 candidates: vec![node.name.clone()],
-                replacements: vec![shuttle_launch(vec![moved])],
+                replacements: vec![small_launch(vec![moved])],
                 placements: Vec::new(),
                 savings: 0.0,
                 core: None,
@@ -1978,7 +1978,8 @@ workload:
         }
     }
 
-    fn shuttle_launch(pods: Vec<core::PodRef>) -> LaunchRequest {
+    /// A launch of one `small` node (the one-zone test worlds' type) for `pods`.
+    fn small_launch(pods: Vec<core::PodRef>) -> LaunchRequest {
         LaunchRequest {
             nodepool: Some("default".into()),
             instance_type: "small".into(),
@@ -2003,7 +2004,7 @@ workload:
             Provision {
                 launches: pending_refs(snap)
                     .into_iter()
-                    .map(|p| shuttle_launch(vec![p]))
+                    .map(|p| small_launch(vec![p]))
                     .collect(),
                 ..Provision::default()
             }

@@ -194,6 +194,20 @@ const HEADERS: [&str; 12] = [
     "decisions/s",
 ];
 
+/// The widest cell of each column (in characters) over `rows`.
+pub(crate) fn column_widths(rows: &[Vec<String>]) -> Vec<usize> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
 /// The terminal comparison table.
 pub fn table(r: &Report) -> String {
     let rows = rows(r);
@@ -204,15 +218,7 @@ pub fn table(r: &Report) -> String {
         .unwrap_or(0.0);
     let mut cells: Vec<Vec<String>> = vec![HEADERS.iter().map(|s| s.to_string()).collect()];
     cells.extend(rows.iter().map(|x| table_cells(x, lb)));
-    let widths: Vec<usize> = (0..HEADERS.len())
-        .map(|c| {
-            cells
-                .iter()
-                .map(|r| r[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    let widths = column_widths(&cells);
     let mut out = String::new();
     let _ = writeln!(
         out,
