@@ -45,6 +45,12 @@ fn main() {
         r.unschedulable.len(),
         r.new_node_cost_per_hour
     );
+    if !r.planner_notes.is_empty() || r.cost_lower_bound.is_some() {
+        println!(
+            "planner={} notes={:?} lower_bound={:?}",
+            r.strategy, r.planner_notes, r.cost_lower_bound
+        );
+    }
     if let Some(u) = r.unschedulable.first() {
         println!("first unschedulable: {} {}", u.pod, u.reason);
     }

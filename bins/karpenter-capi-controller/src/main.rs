@@ -84,6 +84,11 @@ struct Cli {
     /// Re-plan consolidation replacements with the ILP optimiser.
     #[arg(long)]
     optimize: bool,
+    /// Plan provisioning rounds that launch 5 or more nodes in at most 250 request classes
+    /// with the optimiser, from the heuristic's plan (up to 300 ms more per such round; never
+    /// a dearer plan). false: the heuristic alone.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    optimize_large_rounds: bool,
     /// Close a provisioning batch after this long without a new pending pod.
     #[arg(long, default_value = "1s", value_parser = duration)]
     batch_idle_duration: Duration,
@@ -280,6 +285,7 @@ async fn main() -> Result<()> {
             StrategyArg::Karpenter => provisioner_core::Strategy::KarpenterBaseline,
         },
         optimize: cli.optimize,
+        optimize_large_rounds: cli.optimize_large_rounds,
         batch_idle: cli.batch_idle_duration,
         batch_max: cli.batch_max_duration,
         registration_timeout: cli.registration_timeout,

@@ -15,6 +15,9 @@ pub struct Options {
     pub strategy: Strategy,
     /// Re-plan consolidation replacements with the optimiser.
     pub optimize: bool,
+    /// Plan provisioning rounds that launch several nodes with the optimiser (the core's
+    /// `optimize::large_rounds`; cost-aware strategy only). Off: the heuristic alone.
+    pub optimize_large_rounds: bool,
     /// A provisioning batch closes after this long without a new pending pod...
     pub batch_idle: Duration,
     /// ...or this long after its first.
@@ -85,6 +88,7 @@ impl Default for Options {
         Options {
             strategy: Strategy::CostAware,
             optimize: false,
+            optimize_large_rounds: true,
             batch_idle: Duration::from_secs(1),
             batch_max: Duration::from_secs(10),
             registration_timeout: Duration::from_secs(15 * 60),

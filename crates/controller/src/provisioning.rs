@@ -93,6 +93,10 @@ pub async fn round(ctx: &Arc<Context>) -> Result<Option<SchedulingResult>> {
     }
     let options = SchedulingOptions {
         strategy: ctx.options.strategy,
+        large_rounds: ctx
+            .options
+            .optimize_large_rounds
+            .then(provisioner_core::optimize::LargeRounds::default),
         ..Default::default()
     };
     let snapshot = Arc::new(built.snapshot);

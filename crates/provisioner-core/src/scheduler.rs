@@ -50,6 +50,10 @@ pub struct SchedulingOptions {
     /// (provisioning), never in consolidation's simulations; not with the Karpenter baseline
     /// planner, which models Karpenter. `None`: size nodes for their batch alone.
     pub anticipation: Option<crate::anticipate::Anticipation>,
+    /// Plan provisioning rounds that launch several nodes with the optimiser
+    /// ([`crate::optimize::large_rounds`]) in [`schedule`], never in consolidation's
+    /// simulations; cost-aware strategy only. `None`: the heuristic alone.
+    pub large_rounds: Option<crate::optimize::LargeRounds>,
 }
 
 impl Default for SchedulingOptions {
@@ -59,6 +63,7 @@ impl Default for SchedulingOptions {
             tolerate_prefer_no_schedule: true,
             verify_plan: true,
             anticipation: Some(crate::anticipate::Anticipation::default()),
+            large_rounds: Some(crate::optimize::LargeRounds::default()),
         }
     }
 }
@@ -78,7 +83,13 @@ pub fn schedule_shared(snapshot: &Arc<Snapshot>, options: &SchedulingOptions) ->
         .filter(|p| p.node_name.is_none() && !p.is_daemonset_pod())
         .map(|p| &**p)
         .collect();
-    let mut result = schedule_on(&mut state, &pending, options);
+    let mut result = match (&options.large_rounds, options.strategy) {
+        (Some(rounds), Strategy::CostAware) => {
+            let planner = crate::optimize::LargeRoundPlanner::new(rounds);
+            schedule_with(&mut state, &pending, options, &planner)
+        }
+        _ => schedule_on(&mut state, &pending, options),
+    };
     anticipate(snapshot, &mut result, options);
     result
 }

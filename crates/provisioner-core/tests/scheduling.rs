@@ -1006,3 +1006,50 @@ fn a_nodepool_whose_min_values_a_pod_breaks_gives_way_to_the_next() {
         assert_eq!(pool("free").as_deref(), Some("flex"), "{strategy:?}");
     }
 }
+
+/// A round of many pods in few request classes (two Deployments scaled up) goes to the
+/// optimiser, from the heuristic's plan: never dearer, with a proven bound; without
+/// `large_rounds` it is the heuristic's plan.
+#[test]
+fn large_rounds_are_planned_by_the_optimiser() {
+    let types = vec![
+        it("c", 8, 16, 0.34, &["z1"]),
+        it("m", 8, 32, 0.38, &["z1"]),
+        it("r", 8, 64, 0.50, &["z1"]),
+        it("c4", 32, 64, 1.36, &["z1"]),
+        it("r4", 32, 256, 2.00, &["z1"]),
+    ];
+    let mut pods = Vec::new();
+    for i in 0..60 {
+        pods.push(Pod::new("ns", &format!("cpu-{i}"), 3000, 2 * GIB));
+        pods.push(Pod::new("ns", &format!("mem-{i}"), 500, 12 * GIB));
+    }
+    let s = snap(types, pods);
+    let optimised = run(&s);
+    let heuristic = schedule(
+        &s,
+        &SchedulingOptions {
+            large_rounds: None,
+            ..SchedulingOptions::default()
+        },
+    );
+    assert_eq!(heuristic.strategy, "cost-aware");
+    assert_eq!(optimised.strategy, "cost-aware+optimiser");
+    for r in [&optimised, &heuristic] {
+        assert!(r.unschedulable.is_empty(), "{:?}", r.unschedulable);
+        assert_eq!(r.placed_pods(), 120);
+    }
+    assert!(
+        optimised.new_node_cost_per_hour <= heuristic.new_node_cost_per_hour + 1e-9,
+        "{} > {}",
+        optimised.new_node_cost_per_hour,
+        heuristic.new_node_cost_per_hour
+    );
+    let bound = optimised.cost_lower_bound.expect("the optimiser's bound");
+    assert!(bound <= optimised.new_node_cost_per_hour + 1e-9);
+    // The Karpenter baseline never goes to the optimiser.
+    assert_eq!(
+        run_as(&s, Strategy::KarpenterBaseline).strategy,
+        Strategy::KarpenterBaseline.planner().name()
+    );
+}

@@ -44,6 +44,7 @@ mod bound;
 mod colgen;
 mod integer;
 mod knapsack;
+pub mod large_rounds;
 mod pattern;
 mod standalone_bound;
 #[cfg(test)]
@@ -55,6 +56,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 pub use backend::{Backend, BackendError};
+pub use large_rounds::{LargeRoundPlanner, LargeRounds};
 pub use standalone_bound::{PackingBound, packing_lower_bound};
 
 use crate::packing::{ItemId, LaunchPlan, LaunchPlanner, PackingProblem, PlannedNode, verify};

@@ -11,7 +11,8 @@ use provisioner_core::{ClusterState, SchedulingOptions};
 
 use super::{Autoscaler, Command, LaunchRequest, Provision};
 
-pub const COST_AWARE: &str = "provisioner-core schedule() with the CostAware planner";
+pub const COST_AWARE: &str = "provisioner-core schedule() with the CostAware planner, and the optimiser on rounds of 5 or more new nodes in at most 250 request classes (optimize::large_rounds)";
+pub const HEURISTIC: &str = "provisioner-core schedule() with the CostAware planner alone, on every round (ablation: cost-aware before optimize::large_rounds)";
 pub const COST_AWARE_OPT: &str = "provisioner-core schedule_with() and the optimize::Optimizer planner (ILP warm-started from CostAware; lower bound by column generation)";
 pub const LEGACY_DISRUPTION: &str = "as cost-aware, with the payback and headroom rules off: any worst-case saving > 0, ranked by saving - 0.001 x disruption cost (the rules before; ablation)";
 pub const WEIGHTED_DISRUPTION: &str = "as cost-aware, with the payback rule replaced by saving - weightedAblationWeight x disruption cost > 0 (the crude alternative; ablation)";
@@ -37,6 +38,8 @@ pub enum Kind {
     CostAwareNoMerge,
     /// `cost-aware` without the merge search and without anticipation (ablation).
     CostAwareRound1,
+    /// `cost-aware` with the heuristic alone in provisioning, also on large rounds (ablation).
+    CostAwareHeuristic,
 }
 
 #[derive(Debug)]
@@ -56,6 +59,10 @@ impl CoreStrategy {
         };
         let sched = SchedulingOptions {
             strategy,
+            large_rounds: match kind {
+                Kind::CostAwareRound1 | Kind::CostAwareHeuristic => None,
+                _ => SchedulingOptions::default().large_rounds,
+            },
             anticipation: match kind {
                 Kind::CostAwareRound1 => None,
                 _ => settings
@@ -220,7 +227,8 @@ impl Autoscaler for CoreStrategy {
             | Kind::CostAwareLegacy
             | Kind::CostAwareWeighted
             | Kind::CostAwareNoMerge
-            | Kind::CostAwareRound1 => {
+            | Kind::CostAwareRound1
+            | Kind::CostAwareHeuristic => {
                 let d = disruption::disrupt(snap, &self.disruption);
                 self.simulations += d
                     .methods

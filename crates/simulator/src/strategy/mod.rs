@@ -184,6 +184,15 @@ pub fn catalog() -> Vec<StrategyInfo> {
             on_request: true,
         },
         StrategyInfo {
+            name: "cost-aware-heuristic",
+            title: "ablation: cost-aware with the heuristic alone in provisioning",
+            provisioning: core_backed::HEURISTIC,
+            disruption: core_backed::OUR_DISRUPTION,
+            available: true,
+            unavailable_reason: None,
+            on_request: true,
+        },
+        StrategyInfo {
             name: "cost-aware-weighted",
             title: "ablation: cost-aware with a high disruption-cost weight instead of payback",
             provisioning: core_backed::COST_AWARE,
@@ -253,6 +262,10 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Autoscaler>> {
         )),
         "cost-aware-round1" => Box::new(core_backed::CoreStrategy::new(
             core_backed::Kind::CostAwareRound1,
+            settings,
+        )),
+        "cost-aware-heuristic" => Box::new(core_backed::CoreStrategy::new(
+            core_backed::Kind::CostAwareHeuristic,
             settings,
         )),
         "cost-aware-nomerge" => Box::new(core_backed::CoreStrategy::new(
