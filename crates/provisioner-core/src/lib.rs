@@ -3,7 +3,10 @@
 //! Invariant: no IO, no async, no kube or CAPI types. Input is a plain-data [`Snapshot`]-style
 //! value and output plain-data decisions, both serde-serializable, so any decision can be
 //! replayed from a file. Deterministic: the same input gives the same output whatever the
-//! rayon thread count.
+//! rayon thread count, with one exception: the optimiser (large provisioning rounds, see
+//! [`optimize::large_rounds`], and consolidation's re-plan of a command's replacements) has a
+//! wall-clock budget, and when that budget rather than its work limits ends it, its plan may
+//! differ between runs (still valid, never dearer than the heuristic's).
 //!
 //! # Scheduling
 //! - [`schedule`]`(&Snapshot, &SchedulingOptions) -> SchedulingResult`: the one entry point

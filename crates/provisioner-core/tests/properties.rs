@@ -898,11 +898,16 @@ proptest! {
         }
     }
 
+    /// The heuristic's plan does not depend on the thread count. Large rounds are left out:
+    /// the optimiser they go to is deterministic only when its work limits end it before its
+    /// wall-clock budget (`optimize`'s own tests), which a loaded or debug build does not
+    /// promise.
     #[test]
     fn deterministic_across_thread_counts(case in arb_case()) {
+        let heuristic = SchedulingOptions { large_rounds: None, ..SchedulingOptions::default() };
         let run = |threads: usize| -> String {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
-            pool.install(|| serde_json::to_string(&schedule(&case.snapshot, &SchedulingOptions::default())).unwrap_or_default())
+            pool.install(|| serde_json::to_string(&schedule(&case.snapshot, &heuristic)).unwrap_or_default())
         };
         let one = run(1);
         prop_assert_eq!(&one, &run(2));
