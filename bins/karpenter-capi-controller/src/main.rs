@@ -85,7 +85,7 @@ struct Cli {
     #[arg(long)]
     optimize: bool,
     /// Plan provisioning rounds that launch 5 or more nodes in at most 250 request classes
-    /// with the optimiser, from the heuristic's plan (up to 300 ms more per such round; never
+    /// with the optimiser, from the heuristic's plan (up to 1 s more per such round; never
     /// a dearer plan). false: the heuristic alone.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     optimize_large_rounds: bool,
