@@ -34,9 +34,10 @@ pub struct LargeRounds {
     pub min_nodes: usize,
     /// The optimiser's settings. Its time budget bounds what a round may add: 1 s by default
     /// rather than the optimiser's own 300 ms, since such a round is followed by launches of a
-    /// minute or two and the extra time brings the quality inputs from 1.3-7.4% above the
-    /// bound to 1.3-3.0% (`benches/README.md`); over the simulator's 57 workloads the default
-    /// went from -7.1% to -8.1% against Karpenter (`docs/simulator.md`, round 21).
+    /// minute or two. Measured side by side (`benches/README.md`, "Optimiser"): the quality
+    /// inputs' gaps to the bound go from 1.5-4.2% at 300 ms to 1.4-3.7% at 1 s, and over the
+    /// simulator's 57 workloads the default from -7.1% to -8.1% against Karpenter
+    /// (`docs/simulator.md`, round 21).
     pub optimizer: OptimizerConfig,
 }
 
