@@ -3,8 +3,9 @@
 //!
 //! The heuristic packs first fit, 9-21% above the lower bound on rounds of hundreds of pods
 //! in a few dozen request classes (a Deployment scaled up, a batch of Jobs); the optimiser
-//! brings the same rounds to within a few percent of it (`benches/README.md`, "Optimiser"). On a round of a few nodes there is little to repack
-//! (each node already is the cheapest shape that holds its pods), and a round whose pods fall
+//! brings the same rounds to within a few percent of it (`benches/README.md`, "Optimiser").
+//! On a round of a few nodes there is little to repack (each node already is the cheapest
+//! shape that holds its pods), and a round whose pods fall
 //! into more classes than the optimiser takes exactly (random requests; the scheduling
 //! benchmark's spread and affinity groups, 2,272 classes at 20,000 pods) has to be coarsened,
 //! where it kept the heuristic's plan every time it was measured and only spent its budget.
@@ -14,8 +15,8 @@
 //!
 //! What a denser plan costs (`docs/simulator.md`, round 21): it leaves less room for pods the
 //! kube-scheduler binds elsewhere than planned. Zone-spread pods refused by their planned node
-//! while other zones' nodes are still coming up go where its scoring puts them, and on 2 of 16
-//! simulated 300-1,000-pod ramps a few percent of the pods waited for a second launch.
+//! while other zones' nodes are still coming up go where its scoring puts them, and on up to 2
+//! of 16 simulated 300-1,000-pod ramps a few percent of the pods waited for a second launch.
 
 use std::collections::HashSet;
 
@@ -144,7 +145,7 @@ impl LaunchPlanner for LargeRoundPlanner {
 mod tests {
     use super::*;
     use crate::model::Resources;
-    use crate::packing::{PackItem, PackPool, Shape, ShapeSet};
+    use crate::packing::{PackPool, Shape, ShapeSet};
     use std::sync::Arc;
 
     /// Two shapes, the large one 10% cheaper per vCPU, and `n` pods of `cpu` millicores
