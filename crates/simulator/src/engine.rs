@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::catalog;
 use crate::error::Result;
 use crate::predicates::{self, NodeView, PodFilter, PodMark};
-use crate::scenario::{EvictedPodPlacement, SchedulerScoring};
+use crate::scenario::{EvictedPodPlacement, PendingPodPlacement, SchedulerScoring};
 use crate::strategy::{self, Autoscaler, Command, LaunchRequest, Provision, Trigger};
 use crate::world::World;
 
@@ -660,6 +660,63 @@ impl<'w> Sim<'w> {
         let ds_req = self.meta[id].ds_req.clone();
         self.ready_used.add_assign(&ds_req);
         self.changed();
+        if self.scheduler_places_pending() {
+            // The kube-scheduler requeues every unschedulable pod on a node event and binds
+            // each, in its queue's order, wherever it scores best, nominations unseen.
+            for pi in self.queue_order() {
+                self.schedule_pod(pi);
+            }
+        } else {
+            self.bind_as_planned_on_ready(id);
+        }
+        if self
+            .pending
+            .iter()
+            .any(|&p| self.pods[p].nominated == Some(id))
+        {
+            self.schedule_retry();
+        }
+        let mut ready_commands = Vec::new();
+        for (ci, c) in self.commands.iter_mut().enumerate() {
+            if c.waiting_on.remove(&id) && c.waiting_on.is_empty() {
+                ready_commands.push(ci);
+            }
+        }
+        for ci in ready_commands {
+            self.drain_and_delete(ci);
+        }
+    }
+
+    /// Whether pending pods are placed by the scheduler's scoring alone
+    /// ([`PendingPodPlacement::Scheduler`]).
+    fn scheduler_places_pending(&self) -> bool {
+        self.w.settings.pending_pod_placement == PendingPodPlacement::Scheduler
+    }
+
+    /// A pending pod a decision placed on ready node `ni`: bound there, or, when the
+    /// scheduler does not follow plans, wherever it scores best.
+    fn bind_placed(&mut self, pi: usize, ni: usize) -> bool {
+        if self.scheduler_places_pending() {
+            self.schedule_pod(pi)
+        } else {
+            self.try_bind_to(pi, ni)
+        }
+    }
+
+    /// The pending pods in the kube-scheduler's queue order (`PrioritySort`): higher
+    /// priority first, then the older.
+    fn queue_order(&self) -> Vec<usize> {
+        let mut queue: Vec<usize> = self.pending.iter().copied().collect();
+        queue.sort_by_key(|&pi| {
+            let pod = &self.w.arrivals[pi].pod;
+            (std::cmp::Reverse(pod.priority), pod.created_at, pi)
+        });
+        queue
+    }
+
+    /// [`PendingPodPlacement::Planned`] on a node becoming ready: the pods nominated to it,
+    /// then the pods not waiting for another launch, each on its planned node first.
+    fn bind_as_planned_on_ready(&mut self, id: usize) {
         // Nominated pods first, then anything pending that fits.
         let nominated: Vec<usize> = self
             .pending
@@ -700,22 +757,6 @@ impl<'w> Sim<'w> {
             if !planned.is_some_and(|n| self.try_bind_to(pi, n)) {
                 self.schedule_pod(pi);
             }
-        }
-        if self
-            .pending
-            .iter()
-            .any(|&p| self.pods[p].nominated == Some(id))
-        {
-            self.schedule_retry();
-        }
-        let mut ready_commands = Vec::new();
-        for (ci, c) in self.commands.iter_mut().enumerate() {
-            if c.waiting_on.remove(&id) && c.waiting_on.is_empty() {
-                ready_commands.push(ci);
-            }
-        }
-        for ci in ready_commands {
-            self.drain_and_delete(ci);
         }
     }
 
@@ -980,7 +1021,7 @@ impl<'w> Sim<'w> {
             }
             let phase = self.meta[ni].phase;
             match phase {
-                Phase::Ready if !self.try_bind_to(pi, ni) => {
+                Phase::Ready if !self.bind_placed(pi, ni) => {
                     self.pods[pi].nominated = None;
                     self.schedule_retry();
                 }
@@ -1370,7 +1411,11 @@ impl Sim<'_> {
                         self.pods[pi].phase = PodPhase::Gone;
                         self.pods[pi].nominated = None;
                         self.changed();
-                        if let Some(ni) = freed {
+                        if freed.is_some() && self.scheduler_places_pending() {
+                            for q in self.queue_order() {
+                                self.schedule_pod(q);
+                            }
+                        } else if let Some(ni) = freed {
                             let waiting: Vec<usize> = self.pending.iter().copied().collect();
                             for q in waiting {
                                 if self.pods[q]
@@ -2079,6 +2124,72 @@ workload:
             let (on, x, y) = a.seen.clone().expect("a look after the move");
             let want = if lands_with == "x" { x } else { y };
             assert_eq!(on, want, "{placement:?}: a on {on}");
+        }
+    }
+
+    /// One decision: a node per pending pod, nominating them in reverse order (the last
+    /// pending pod to the first node launched); then records where `x` and `y` run.
+    #[derive(Default)]
+    struct Reversed {
+        seen: Option<(String, String)>,
+    }
+
+    impl Autoscaler for Reversed {
+        fn provision(&mut self, snap: &core::Snapshot) -> Provision {
+            let mut pending = pending_refs(snap);
+            pending.reverse();
+            Provision {
+                launches: pending.into_iter().map(|p| small_launch(vec![p])).collect(),
+                ..Provision::default()
+            }
+        }
+
+        fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
+            let node_of = |name: &str| {
+                snap.pods
+                    .iter()
+                    .find(|p| p.name == name)
+                    .and_then(|p| p.node_name.clone())
+            };
+            if snap.nodes.iter().all(|n| n.ready && !n.in_flight) {
+                self.seen = Some((node_of("x-0")?, node_of("y-0")?));
+            }
+            None
+        }
+    }
+
+    #[test]
+    fn pending_pods_go_where_nominated_or_where_the_scheduler_queue_puts_them() {
+        // `x` and `y` each fill a node; `x` is first in the queue. The decision nominates
+        // `y` to the first node launched and `x` to the second. Both come up together, the
+        // first one first: following the plan, `y` takes it; by the queue, `x` does.
+        let mut w = one_zone_world(
+            "pending-placement",
+            "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}",
+            r#"    - {name: x, count: 1, requests: {cpu: "3", memory: 1Gi}}
+    - {name: y, count: 1, requests: {cpu: "3", memory: 1Gi}}
+    # Wakes the disruption loop once both nodes are up.
+    - {name: tick, count: 1, arriveAt: 600, durationSeconds: 30, requests: {cpu: 10m}}"#,
+        );
+        for (placement, x_on_first) in [
+            (PendingPodPlacement::Planned, false),
+            (PendingPodPlacement::Scheduler, true),
+        ] {
+            w.settings.pending_pod_placement = placement;
+            let mut a = Reversed::default();
+            let mut sim = Sim::new(&w);
+            sim.trigger = a.trigger();
+            let out = sim.run(&mut a, "pending-placement", 0, None);
+            assert_eq!(out.summary.pods_never_scheduled, 0, "{placement:?}");
+            assert_eq!(
+                out.summary.nodes_launched, 2,
+                "{placement:?}: {:?}",
+                out.summary
+            );
+            let (x, y) = a.seen.clone().expect("a look once both nodes are up");
+            assert_ne!(x, y, "{placement:?}");
+            let first = "node-0";
+            assert_eq!(x == first, x_on_first, "{placement:?}: x on {x}, y on {y}");
         }
     }
 

@@ -141,6 +141,10 @@ pub struct Settings {
     /// Where a disruption command's evicted pods go: to the nodes the command planned for
     /// them, or wherever the simulated kube-scheduler's scoring puts them.
     pub evicted_pod_placement: EvictedPodPlacement,
+    /// Where pending pods go when a node comes up or room frees: first to the node the
+    /// provisioning decision nominated them to, or wherever the simulated kube-scheduler's
+    /// scoring puts them.
+    pub pending_pod_placement: PendingPodPlacement,
     /// The Cluster-Autoscaler-like baseline's knobs.
     pub cas: CasSettings,
     /// Knobs of the core's own disruption decision (`cost-aware`, `cost-aware+opt`); the
@@ -331,6 +335,7 @@ impl Default for Settings {
             end_seconds: None,
             scheduler_scoring: SchedulerScoring::LeastAllocated,
             evicted_pod_placement: EvictedPodPlacement::Planned,
+            pending_pod_placement: PendingPodPlacement::Planned,
             cas: CasSettings::default(),
             core_disruption: CoreDisruptionSettings::default(),
         }
@@ -358,6 +363,24 @@ pub enum EvictedPodPlacement {
     /// By the scheduler's scoring alone, as in a real cluster: the evicted pods' controllers
     /// create new pods, and the kube-scheduler places them knowing nothing of the plan
     /// (under `least-allocated`, on the emptiest nodes that fit, often the next candidates).
+    Scheduler,
+}
+
+/// Where pending pods are bound when a node becomes ready or a pod leaves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PendingPodPlacement {
+    /// A pod the provisioning decision nominated to a launching node waits for that node and
+    /// binds there first: a kube-scheduler that follows the autoscaler's plan. Every
+    /// measurement before 2026-12-05's round 22.
+    #[default]
+    Planned,
+    /// The nominations steer only the autoscaler (a pod waiting for an in-flight node is not
+    /// provisioned again); the kube-scheduler, which never sees them, takes the pending pods
+    /// in its queue's order (priority, then age) and binds each to the best-scoring ready
+    /// node that fits, as soon as one does. A tight plan then holds only if the nodes come up
+    /// in an order that suits it: the pods the first ready node takes may be ones planned for
+    /// another, and those planned for it wait for a later node or a second launch.
     Scheduler,
 }
 

@@ -14,7 +14,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use karpenter_capi_simulator::convert::NodePoolV1;
-use karpenter_capi_simulator::scenario::{CapacityTypeName, EvictedPodPlacement, SchedulerScoring};
+use karpenter_capi_simulator::scenario::{
+    CapacityTypeName, EvictedPodPlacement, PendingPodPlacement, SchedulerScoring,
+};
 use karpenter_capi_simulator::{generators, run, scenario};
 use proptest::prelude::*;
 
@@ -56,15 +58,19 @@ enum Variant {
     LimitedPreferredPoolMinValues,
     /// Evicted pods placed by the kube-scheduler's scoring, not where the command planned.
     EvictedByScoring,
+    /// Pending pods too go wherever the kube-scheduler's queue and scoring put them, not to
+    /// the nodes they were nominated to.
+    AllPlacedByScoring,
 }
 
-const VARIANTS: [Variant; 6] = [
+const VARIANTS: [Variant; 7] = [
     Variant::AsGenerated,
     Variant::Spot,
     Variant::TaintedPreferredPool,
     Variant::OneZonePreferredPoolPacking,
     Variant::LimitedPreferredPoolMinValues,
     Variant::EvictedByScoring,
+    Variant::AllPlacedByScoring,
 ];
 
 fn scenario_for(kind: &str, seed: u64, pods: usize, variant: Variant) -> scenario::LoadedScenario {
@@ -97,6 +103,10 @@ fn scenario_for(kind: &str, seed: u64, pods: usize, variant: Variant) -> scenari
         }
         Variant::EvictedByScoring => {
             s.settings.evicted_pod_placement = EvictedPodPlacement::Scheduler;
+        }
+        Variant::AllPlacedByScoring => {
+            s.settings.evicted_pod_placement = EvictedPodPlacement::Scheduler;
+            s.settings.pending_pod_placement = PendingPodPlacement::Scheduler;
         }
     }
     // Short runs: arrivals, departures and consolidation all happen within three hours, and
