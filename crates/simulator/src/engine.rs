@@ -612,13 +612,28 @@ impl<'w> Sim<'w> {
         self.note_usage(id, true);
         let delay =
             self.w.settings.launch_delay_seconds + self.w.settings.registration_delay_seconds;
-        self.push(self.now + delay.max(0), Ev::NodeReady(id));
+        self.push(
+            self.now + delay.max(0) + self.ready_jitter(id),
+            Ev::NodeReady(id),
+        );
         for p in &l.pods {
             if let Some(&pi) = self.pod_index.get(&(p.namespace.clone(), p.name.clone())) {
                 self.pods[pi].nominated = Some(id);
             }
         }
         id
+    }
+
+    /// How much later than the nominal delays node `id` is ready
+    /// ([`crate::scenario::Settings::ready_jitter_seconds`]): a fixed draw per node, so every
+    /// strategy's `n`-th launch lags alike and runs stay deterministic.
+    fn ready_jitter(&self, id: usize) -> i64 {
+        let most = self.w.settings.ready_jitter_seconds;
+        if most <= 0 {
+            return 0;
+        }
+        let mut rng = crate::rng::Rng::new((id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        rng.below(most as usize + 1) as i64
     }
 
     /// Node usage accounting: a launch counts the node, a deletion (or the run's end) adds
@@ -2191,6 +2206,34 @@ workload:
             let first = "node-0";
             assert_eq!(x == first, x_on_first, "{placement:?}: x on {x}, y on {y}");
         }
+    }
+
+    #[test]
+    fn ready_jitter_delays_each_node_by_its_own_fixed_amount() {
+        // Ten pods, a node each: without jitter all wait the nominal 90 s; with up to 60 s
+        // of jitter they wait 90-150 s, not all alike, and the same in a second run.
+        let mut w = one_zone_world(
+            "jitter",
+            "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}",
+            r#"    - {name: x, count: 10, requests: {cpu: "3", memory: 1Gi}}"#,
+        );
+        let waits = |w: &World| {
+            let mut a = Reversed::default();
+            let mut sim = Sim::new(w);
+            sim.trigger = a.trigger();
+            let s = sim.run(&mut a, "jitter", 0, None).summary;
+            assert_eq!(s.nodes_launched, 10, "{s:?}");
+            (s.pending_p50_seconds, s.pending_max_seconds)
+        };
+        let nominal =
+            (w.settings.launch_delay_seconds + w.settings.registration_delay_seconds) as f64;
+        let (p50, max) = waits(&w);
+        assert!(max - p50 < 2.0 && max < nominal + 2.0, "{p50} {max}");
+        w.settings.ready_jitter_seconds = 60;
+        let (p50, max) = waits(&w);
+        assert!(max > p50 + 1.0, "waits alike: {p50} {max}");
+        assert!(max <= nominal + 60.0 + 2.0, "{max}");
+        assert_eq!(waits(&w), (p50, max), "not deterministic");
     }
 
     #[test]

@@ -124,6 +124,11 @@ pub struct Settings {
     pub launch_delay_seconds: i64,
     /// From running until the node is registered, initialized and takes pods.
     pub registration_delay_seconds: i64,
+    /// Each launched node is ready up to this many seconds later than the two delays above,
+    /// by a fixed pseudo-random amount per node (the same for every strategy): instances of
+    /// one launch come up in no fixed order. 0 (the default): every node of a round is ready
+    /// at the same instant, in launch order.
+    pub ready_jitter_seconds: i64,
     /// Disruption (consolidation) loop period (Karpenter: 10 s).
     pub disruption_period_seconds: i64,
     /// Wait between choosing a disruption command and re-validating it (Karpenter: 15 s).
@@ -328,6 +333,7 @@ impl Default for Settings {
             batch_max_seconds: 10,
             launch_delay_seconds: 60,
             registration_delay_seconds: 30,
+            ready_jitter_seconds: 0,
             disruption_period_seconds: 10,
             validation_delay_seconds: 15,
             consolidation: true,
