@@ -2050,6 +2050,22 @@ workload:
         }
     }
 
+    /// The node pod `name` (namespace `default`) is bound or nominated to.
+    fn node_of(snap: &core::Snapshot, name: &str) -> Option<String> {
+        snap.pods
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.node_name.clone())
+    }
+
+    /// A `small` node launched for each of `pods`, in order.
+    fn a_small_node_each(pods: Vec<core::PodRef>) -> Provision {
+        Provision {
+            launches: pods.into_iter().map(|p| small_launch(vec![p])).collect(),
+            ..Provision::default()
+        }
+    }
+
     /// A node per pod; once all run, moves `a` onto `x`'s node (the fuller one) and then
     /// records where `a` and the others are.
     #[derive(Default)]
@@ -2061,22 +2077,11 @@ workload:
 
     impl Autoscaler for MoveOnto {
         fn provision(&mut self, snap: &core::Snapshot) -> Provision {
-            Provision {
-                launches: pending_refs(snap)
-                    .into_iter()
-                    .map(|p| small_launch(vec![p]))
-                    .collect(),
-                ..Provision::default()
-            }
+            a_small_node_each(pending_refs(snap))
         }
 
         fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
-            let node_of = |name: &str| {
-                snap.pods
-                    .iter()
-                    .find(|p| p.name == name)
-                    .and_then(|p| p.node_name.clone())
-            };
+            let node_of = |name: &str| node_of(snap, name);
             let (a, x, y) = (node_of("a-0")?, node_of("x-0")?, node_of("y-0")?);
             // Nominated pods show on nodes still launching; move only once all are up.
             if snap.nodes.iter().any(|n| n.in_flight || !n.ready) {
@@ -2153,19 +2158,11 @@ workload:
         fn provision(&mut self, snap: &core::Snapshot) -> Provision {
             let mut pending = pending_refs(snap);
             pending.reverse();
-            Provision {
-                launches: pending.into_iter().map(|p| small_launch(vec![p])).collect(),
-                ..Provision::default()
-            }
+            a_small_node_each(pending)
         }
 
         fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
-            let node_of = |name: &str| {
-                snap.pods
-                    .iter()
-                    .find(|p| p.name == name)
-                    .and_then(|p| p.node_name.clone())
-            };
+            let node_of = |name: &str| node_of(snap, name);
             if snap.nodes.iter().all(|n| n.ready && !n.in_flight) {
                 self.seen = Some((node_of("x-0")?, node_of("y-0")?));
             }
