@@ -85,6 +85,11 @@ enum Cmd {
         /// How much cheaper (percent) the strategy must be to dominate.
         #[arg(long, default_value_t = 5.0, value_name = "PERCENT")]
         min_saving: f64,
+        /// Pending percentiles this many seconds apart count as equal. The default only
+        /// absorbs rounding; with `settings.readyJitterSeconds` two strategies' launches lag
+        /// differently and a few seconds of p95 say nothing about either.
+        #[arg(long, default_value_t = 0.5, value_name = "SECONDS")]
+        pending_tolerance: f64,
         /// Set a field of every scenario before running (repeatable), as `run --set`, e.g.
         /// `--set settings.coreDisruption.payback.evictionPodHours=0.7`. Both strategies run
         /// the changed scenario; the Karpenter baseline reads none of `coreDisruption`'s rules.
@@ -281,6 +286,7 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             strategy,
             baseline,
             min_saving,
+            pending_tolerance,
             sets,
             openb,
             out,
@@ -291,7 +297,7 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
                 baseline,
                 goal: compare::Goal {
                     min_saving_percent: min_saving,
-                    ..compare::Goal::default()
+                    pending_tolerance_seconds: pending_tolerance,
                 },
                 sets,
                 openb,

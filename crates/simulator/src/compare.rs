@@ -316,9 +316,14 @@ fn pair(candidate: impl std::fmt::Display, baseline: impl std::fmt::Display) -> 
 pub fn table(c: &Comparison) -> String {
     let (goal, candidate, baseline) = (&c.goal, &c.strategy, &c.baseline);
     let mut s = String::new();
+    let within = if goal.pending_tolerance_seconds > Goal::default().pending_tolerance_seconds {
+        format!(" (within {} s)", goal.pending_tolerance_seconds)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        "{candidate} against {baseline}: goal {:.0}% cheaper, no more pods disrupted, p50/p95 pending no worse",
+        "{candidate} against {baseline}: goal {:.0}% cheaper, no more pods disrupted, p50/p95 pending no worse{within}",
         goal.min_saving_percent
     );
     let mut lines = vec![vec![
@@ -443,6 +448,20 @@ mod tests {
         assert_eq!(family("team-a-seed"), "team-a-seed");
         assert_eq!(family("x-10-seedy"), "x-10-seedy");
         assert_eq!(family("-10-seed1"), "-10-seed1");
+    }
+
+    #[test]
+    fn a_wider_pending_tolerance_forgives_only_what_it_says() {
+        let base = fig(100.0, 50, 10.0, 136.0);
+        let late = outcome("w", base, fig(90.0, 50, 10.0, 142.0));
+        assert_eq!(late.shortfalls(&Goal::default()), vec![Shortfall::P95]);
+        let ten = Goal {
+            pending_tolerance_seconds: 10.0,
+            ..Goal::default()
+        };
+        assert!(late.shortfalls(&ten).is_empty());
+        let later = outcome("w", base, fig(90.0, 50, 21.0, 147.0));
+        assert_eq!(later.shortfalls(&ten), vec![Shortfall::P50, Shortfall::P95]);
     }
 
     #[test]
