@@ -676,11 +676,7 @@ impl<'w> Sim<'w> {
         self.ready_used.add_assign(&ds_req);
         self.changed();
         if self.scheduler_places_pending() {
-            // The kube-scheduler requeues every unschedulable pod on a node event and binds
-            // each, in its queue's order, wherever it scores best, nominations unseen.
-            for pi in self.queue_order() {
-                self.schedule_pod(pi);
-            }
+            self.schedule_queue();
         } else {
             self.bind_as_planned_on_ready(id);
         }
@@ -718,15 +714,18 @@ impl<'w> Sim<'w> {
         }
     }
 
-    /// The pending pods in the kube-scheduler's queue order (`PrioritySort`): higher
-    /// priority first, then the older.
-    fn queue_order(&self) -> Vec<usize> {
+    /// The kube-scheduler after a cluster event ([`PendingPodPlacement::Scheduler`]): every
+    /// pending pod back in its queue, taken in the queue's order (`PrioritySort`: higher
+    /// priority first, then the older) and bound wherever it scores best, nominations unseen.
+    fn schedule_queue(&mut self) {
         let mut queue: Vec<usize> = self.pending.iter().copied().collect();
         queue.sort_by_key(|&pi| {
             let pod = &self.w.arrivals[pi].pod;
             (std::cmp::Reverse(pod.priority), pod.created_at, pi)
         });
-        queue
+        for pi in queue {
+            self.schedule_pod(pi);
+        }
     }
 
     /// [`PendingPodPlacement::Planned`] on a node becoming ready: the pods nominated to it,
@@ -1427,9 +1426,7 @@ impl Sim<'_> {
                         self.pods[pi].nominated = None;
                         self.changed();
                         if freed.is_some() && self.scheduler_places_pending() {
-                            for q in self.queue_order() {
-                                self.schedule_pod(q);
-                            }
+                            self.schedule_queue();
                         } else if let Some(ni) = freed {
                             let waiting: Vec<usize> = self.pending.iter().copied().collect();
                             for q in waiting {
@@ -2203,6 +2200,29 @@ workload:
             let first = "node-0";
             assert_eq!(x == first, x_on_first, "{placement:?}: x on {x}, y on {y}");
         }
+    }
+
+    #[test]
+    fn the_scheduler_queue_takes_higher_priority_pods_first() {
+        // `x` comes before `y` in arrival order (same time, name first), but `y` has the
+        // higher priority: by the queue, `y` takes the first node to come up; by arrival
+        // order alone, `x` would.
+        let mut w = one_zone_world(
+            "queue-priority",
+            "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}",
+            r#"    - {name: x, count: 1, requests: {cpu: "3", memory: 1Gi}}
+    - {name: y, count: 1, priority: 10, requests: {cpu: "3", memory: 1Gi}}
+    # Wakes the disruption loop once both nodes are up.
+    - {name: tick, count: 1, arriveAt: 600, durationSeconds: 30, requests: {cpu: 10m}}"#,
+        );
+        w.settings.pending_pod_placement = PendingPodPlacement::Scheduler;
+        let mut a = Reversed::default();
+        let mut sim = Sim::new(&w);
+        sim.trigger = a.trigger();
+        let out = sim.run(&mut a, "queue-priority", 0, None);
+        assert_eq!(out.summary.nodes_launched, 2, "{:?}", out.summary);
+        let (x, y) = a.seen.clone().expect("a look once both nodes are up");
+        assert_eq!(y, "node-0", "x on {x}, y on {y}");
     }
 
     #[test]
