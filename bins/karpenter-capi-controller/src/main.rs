@@ -137,6 +137,11 @@ struct Cli {
     /// evictions (docs/simulator.md, round 5). Unset: options up to the candidates' price.
     #[arg(long, value_parser = fraction)]
     consolidation_merge_premium: Option<f64>,
+    /// Replace a single node like a merge (its options bounded by the premium, 0.25 when
+    /// unset) when its pods request less than this fraction of its CPU and of its memory: a
+    /// node sized for pods that have left (docs/simulator.md, round 23). 0 turns it off.
+    #[arg(long, value_parser = fraction, default_value_t = 0.3)]
+    consolidation_underused_below: f64,
     /// What evicting one pod costs in the payback rule, as this much of the pod's price
     /// (default 1h): longer keeps pods in place at a higher cost, shorter consolidates more.
     /// Workloads answer it differently (docs/simulator.md, round 11).
@@ -297,6 +302,7 @@ async fn main() -> Result<()> {
         consolidation_payback: cli.consolidation_payback,
         consolidation_headroom: cli.consolidation_headroom,
         consolidation_merge_premium: cli.consolidation_merge_premium,
+        consolidation_underused_below: Some(cli.consolidation_underused_below).filter(|f| *f > 0.0),
         consolidation_eviction_cost: cli.consolidation_eviction_cost,
         consolidation_window_prior: cli.consolidation_lifetime_prior == LifetimePrior::Window,
         consolidation_max_simulations: cli.consolidation_max_simulations,
@@ -420,6 +426,14 @@ mod tests {
         assert_eq!(cli.consolidation_merge_premium, Some(0.25));
         let cli = Cli::try_parse_from(["karpenter-capi-controller"]).expect("parses");
         assert_eq!(cli.consolidation_merge_premium, None);
+        assert_eq!(cli.consolidation_underused_below, 0.3);
+        let cli = Cli::try_parse_from([
+            "karpenter-capi-controller",
+            "--consolidation-underused-below",
+            "0",
+        ])
+        .expect("parses");
+        assert_eq!(cli.consolidation_underused_below, 0.0);
         assert!(
             Cli::try_parse_from([
                 "karpenter-capi-controller",

@@ -52,6 +52,9 @@ pub struct Options {
     /// this fraction of its cheapest and is valued at them. `None`: options up to the
     /// candidates' price (fewer merges, fewer evictions).
     pub consolidation_merge_premium: Option<f64>,
+    /// The core's `Payback::underused_below`: a single node used less than this fraction in
+    /// CPU and in memory is replaced like a merge. `None`: only idle accelerators are.
+    pub consolidation_underused_below: Option<f64>,
     /// The core's `Payback::eviction_pod_hours` as a duration: what one eviction costs, in
     /// time of the pod's price. `None`: the core's default (one hour).
     pub consolidation_eviction_cost: Option<std::time::Duration>,
@@ -100,6 +103,9 @@ impl Default for Options {
             consolidation_payback: true,
             consolidation_headroom: true,
             consolidation_merge_premium: None,
+            consolidation_underused_below: provisioner_core::disruption::payback::Payback::default(
+            )
+            .underused_below,
             consolidation_window_prior: true,
             consolidation_eviction_cost: None,
             consolidation_max_simulations: None,

@@ -22,10 +22,12 @@
 //! The cost: a node a little larger than its pods for up to a window, and a bigger node left
 //! when the expected arrivals do not come (consolidation then replaces it like any other).
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::disruption::candidates::is_daemon;
-use crate::model::{Snapshot, labels};
+use crate::model::{LabelSelector, Pod, Snapshot, labels};
 use crate::requirements::{Requirements, ValueSet};
 use crate::resources::pod_requests;
 use crate::result::SchedulingResult;
@@ -69,12 +71,32 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
     };
     let from = batch_start - knobs.window_seconds.max(0);
     let mut expected: Room = (0, 0);
+    // Pods that repel their own kind per node take one node each: the next of them cannot use
+    // room grown on this round's nodes beyond one pod (a rolling update of such a deployment
+    // grew a 4-vCPU pod's node to 32 vCPU that its successors could never share). Each such
+    // group counts once, as its largest member.
+    let mut one_per_node: HashMap<(&str, &LabelSelector), Room> = HashMap::new();
     for p in snapshot.pods.iter().filter(|p| !is_daemon(p)) {
         if p.created_at >= from && p.created_at < batch_start {
             let r = pod_requests(p);
-            expected.0 += r.cpu_milli;
-            expected.1 += r.memory;
+            match own_hostname_anti_affinity(p) {
+                Some(sel) => {
+                    let e = one_per_node
+                        .entry((p.namespace.as_str(), sel))
+                        .or_insert((0, 0));
+                    e.0 = e.0.max(r.cpu_milli);
+                    e.1 = e.1.max(r.memory);
+                }
+                None => {
+                    expected.0 += r.cpu_milli;
+                    expected.1 += r.memory;
+                }
+            }
         }
+    }
+    for (cpu, mem) in one_per_node.into_values() {
+        expected.0 += cpu;
+        expected.1 += mem;
     }
     // Nominated pods count as pending, so the in-flight nodes' room is counted once.
     let (free, pending) = crate::disruption::headroom::free_and_pending(snapshot);
@@ -94,6 +116,21 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
     have.0 = (have.0 - pending_req.0).max(0);
     have.1 = (have.1 - pending_req.1).max(0);
     ((expected.0 - have.0).max(0), (expected.1 - have.1).max(0))
+}
+
+/// The selector of a required hostname anti-affinity term that matches the pod itself (in its
+/// own namespace): such pods go one per node.
+fn own_hostname_anti_affinity(p: &Pod) -> Option<&LabelSelector> {
+    p.pod_anti_affinity
+        .required
+        .iter()
+        .find(|t| {
+            t.topology_key == labels::HOSTNAME
+                && (t.namespaces.is_empty() || t.namespaces.contains(&p.namespace))
+                && t.namespace_selector.is_none()
+                && t.label_selector.matches(&p.labels)
+        })
+        .map(|t| &t.label_selector)
 }
 
 /// Grows `result`'s new NodeClaims for the missing room ([`missing_room`]); returns the room
@@ -321,6 +358,53 @@ mod tests {
             .find(|o| o.instance_type == claim.launch.instance_type)
             .expect("launch among options");
         assert!(claim.pod_requests.fits_in(&o.allocatable_for_pods));
+    }
+
+    /// Replicas that repel each other per node cannot share grown room: a trickle of them
+    /// counts as one more pod, not as the whole trickle.
+    #[test]
+    fn a_trickle_of_pods_that_repel_each_other_counts_once() {
+        fn repel(p: &mut Pod) {
+            p.labels.insert("app".into(), "db".into());
+            p.pod_anti_affinity
+                .required
+                .push(crate::model::PodAffinityTerm {
+                    label_selector: LabelSelector {
+                        match_labels: [("app".to_string(), "db".to_string())]
+                            .into_iter()
+                            .collect(),
+                        ..LabelSelector::default()
+                    },
+                    namespaces: Vec::new(),
+                    namespace_selector: None,
+                    topology_key: labels::HOSTNAME.into(),
+                    match_label_keys: Vec::new(),
+                });
+        }
+        let mut s = trickle(3);
+        let pods: Vec<Pod> = s
+            .pods
+            .iter()
+            .map(|p| {
+                let mut p = (**p).clone();
+                repel(&mut p);
+                p
+            })
+            .collect();
+        s.pods = Snapshot::shared_pods(pods);
+        let after = schedule(&s, &SchedulingOptions::default());
+        let claim = &after.new_node_claims[0];
+        // One earlier pod (1 vCPU, 4 GiB) is expected, not three, and the new pod's "s" node
+        // (2 vCPU, 8 GiB) has its room left.
+        assert_eq!(
+            missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
+            (0, 0),
+            "three replicas that repel each other counted as more than one"
+        );
+        assert_eq!(claim.launch.instance_type, "s");
+        // Without the anti-affinity the same trickle grows the node (the test above).
+        let plain = schedule(&trickle(3), &SchedulingOptions::default());
+        assert_eq!(plain.new_node_claims[0].launch.instance_type, "m");
     }
 
     #[test]

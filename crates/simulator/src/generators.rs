@@ -24,14 +24,28 @@ use crate::scenario::{
     BuiltinCatalog, CatalogSpec, DaemonSetSpec, PodGroup, Scenario, Settings, Workload,
 };
 
+mod lifecycles;
+
+pub use lifecycles::{batch, diurnal, rollout};
+
 /// Generator names, for help texts and errors.
-pub const KINDS: &[&str] = &["karpenter-benchmark", "mixed", "constrained"];
+pub const KINDS: &[&str] = &[
+    "karpenter-benchmark",
+    "mixed",
+    "constrained",
+    "diurnal",
+    "batch",
+    "rollout",
+];
 
 pub fn generate(kind: &str, seed: u64, pods: Option<usize>) -> Result<Scenario> {
     match kind {
         "karpenter-benchmark" => Ok(karpenter_benchmark(seed, pods.unwrap_or(1000))),
         "mixed" => Ok(mixed(seed, pods.unwrap_or(600))),
         "constrained" => Ok(constrained(seed, pods.unwrap_or(2000))),
+        "diurnal" => Ok(diurnal(seed, pods.unwrap_or(300))),
+        "batch" => Ok(batch(seed, pods.unwrap_or(1200))),
+        "rollout" => Ok(rollout(seed, pods.unwrap_or(500))),
         other => Err(SimError::UnknownGenerator(
             other.to_string(),
             KINDS.join(", "),
@@ -401,6 +415,78 @@ mod tests {
                 .any(|g| g.requests.contains_key("nvidia.com/gpu"))
         );
         assert!(c1.catalog.types.iter().any(|t| t.gpu > 0));
+        Ok(())
+    }
+
+    /// The lifecycle generators: deterministic, the pod target reached (the last group may
+    /// overshoot only by what it was cut to), and each with the pattern it is named for.
+    #[test]
+    fn lifecycle_generators_make_their_patterns() -> Result<()> {
+        for kind in ["diurnal", "batch", "rollout"] {
+            let a = generate(kind, 5, Some(400))?;
+            assert_eq!(
+                a,
+                generate(kind, 5, Some(400))?,
+                "{kind} is not deterministic"
+            );
+            assert_ne!(a, generate(kind, 6, Some(400))?, "{kind} ignores its seed");
+            assert_eq!(total(&a), 400, "{kind}");
+            let name = a.name.clone().unwrap_or_default();
+            assert!(name.starts_with(&format!("{kind}-400-seed5")), "{name}");
+        }
+        // Diurnal: a base that never leaves, and a bump that arrives after 1.5 h and leaves
+        // after 7.5 h.
+        let d = generate("diurnal", 1, Some(300))?;
+        let groups = &d.workload.pods;
+        assert!(
+            groups
+                .iter()
+                .any(|g| g.duration_seconds.is_none() && g.arrive_at < 300)
+        );
+        assert!(
+            groups
+                .iter()
+                .filter(|g| g.duration_seconds.is_some())
+                .all(|g| {
+                    let gone = g.arrive_at + g.duration_seconds.unwrap_or(0);
+                    g.arrive_at >= 5400 && gone >= 27_000
+                })
+        );
+        // Batch: jobs end within an hour of arriving.
+        let b = generate("batch", 1, Some(600))?;
+        assert!(
+            b.workload
+                .pods
+                .iter()
+                .filter(|g| g.name.starts_with("job-"))
+                .all(|g| g.duration_seconds.is_some_and(|d| (60..=3600).contains(&d)))
+        );
+        // Rollout: every version but the last of a deployment leaves as the next arrives,
+        // and its replicas share the deployment's label across versions.
+        let r = generate("rollout", 1, Some(500))?;
+        let v1: Vec<&PodGroup> = r
+            .workload
+            .pods
+            .iter()
+            .filter(|g| g.name.ends_with("-v1"))
+            .collect();
+        assert!(!v1.is_empty());
+        for g in v1 {
+            let app = g.labels.get("app").cloned().unwrap_or_default();
+            let v0 = r
+                .workload
+                .pods
+                .iter()
+                .find(|x| x.name == format!("{app}-v0"))
+                .expect("version 0 of a rolled deployment");
+            assert_eq!(v0.labels.get("app"), Some(&app));
+            let gone = v0.arrive_at + v0.duration_seconds.unwrap_or(i64::MAX / 2);
+            assert!(
+                gone >= g.arrive_at && gone <= g.arrive_at + 61,
+                "{} leaves at {gone}",
+                v0.name
+            );
+        }
         Ok(())
     }
 }

@@ -261,8 +261,13 @@ pub struct PaybackSettings {
     pub pay_for_flexibility: bool,
     /// Most a merge's replacement's dearest kept option may cost above its cheapest (a
     /// fraction); `null` keeps options up to the candidates' price less the threshold. A
-    /// single node's replacement is priced as without it.
+    /// single node's replacement is priced as without it, unless the node is underused
+    /// (`underusedBelow`) or its accelerators idle (then at this premium, 0.25 if `null`).
     pub flexibility_premium: Option<f64>,
+    /// A single node whose pods request less than this fraction of its CPU and of its memory
+    /// is replaced like a merge (options bounded by the premium); `null`: only nodes with idle
+    /// accelerators are.
+    pub underused_below: Option<f64>,
 }
 
 impl Default for PaybackSettings {
@@ -276,6 +281,7 @@ impl Default for PaybackSettings {
             window_prior: d.window_prior,
             pay_for_flexibility: d.pay_for_flexibility,
             flexibility_premium: d.flexibility_premium,
+            underused_below: d.underused_below,
         }
     }
 }
@@ -290,6 +296,7 @@ impl PaybackSettings {
             window_prior: self.window_prior,
             pay_for_flexibility: self.pay_for_flexibility,
             flexibility_premium: self.flexibility_premium,
+            underused_below: self.underused_below,
         }
     }
 }
@@ -309,6 +316,7 @@ impl Default for CoreDisruptionSettings {
                 window_prior: p.window_prior,
                 pay_for_flexibility: p.pay_for_flexibility,
                 flexibility_premium: p.flexibility_premium,
+                underused_below: p.underused_below,
             }),
             headroom: d.headroom.map(|h| HeadroomSettings {
                 window_seconds: h.window_seconds,

@@ -141,12 +141,25 @@ impl std::fmt::Debug for Search<'_, '_> {
 /// Utilisation of a node: the larger of its CPU and memory request fractions. `requests`:
 /// each snapshot pod's, by index.
 fn utilisation(snapshot: &Snapshot, requests: &[Resources], c: &Candidate) -> f64 {
+    node_utilisation(
+        snapshot,
+        c,
+        c.pods.iter().filter_map(|&pi| requests.get(pi)).cloned(),
+    )
+}
+
+/// [`utilisation`] from `requests`, the candidate's pods' requests.
+fn node_utilisation(
+    snapshot: &Snapshot,
+    c: &Candidate,
+    requests: impl Iterator<Item = Resources>,
+) -> f64 {
     let Some(node) = snapshot.nodes.get(c.node) else {
         return 1.0;
     };
     let mut cpu = 0i64;
     let mut mem = 0i64;
-    for r in c.pods.iter().filter_map(|&pi| requests.get(pi)) {
+    for r in requests {
         cpu += r.cpu_milli;
         mem += r.memory;
     }
@@ -161,7 +174,8 @@ fn utilisation(snapshot: &Snapshot, requests: &[Resources], c: &Candidate) -> f6
 }
 
 /// The premium bounding a replacement's options ([`super::payback::Payback::flexibility_premium`])
-/// for a command on `chosen`: merges, and a single node with accelerators its pods do not use.
+/// for a command on `chosen`: merges, a single node with accelerators its pods do not use, and
+/// a single node its pods use less than [`super::payback::Payback::underused_below`] of.
 ///
 /// A single node's replacement usually shrinks it to its pods, and in a cluster where pods
 /// come and go every few minutes the room it removes is what the next arrival would have used:
@@ -170,8 +184,10 @@ fn utilisation(snapshot: &Snapshot, requests: &[Resources], c: &Candidate) -> f6
 /// fragmentation instead. So does replacing a node whose accelerators (GPUs, ...) none of
 /// its pods request: that capacity was bought for pods that have left, and valued at the
 /// candidate's price its replacement saves nothing in the worst case, so a GPU node kept
-/// running CPU pods for hours (round 11, `constrained` seed 31). There the premium applies
-/// even when none is configured, at [`IDLE_ACCELERATOR_PREMIUM`].
+/// running CPU pods for hours (round 11, `constrained` seed 31). So does replacing a node
+/// mostly empty in CPU and memory alike: after a wave of batch jobs the node sized for the
+/// wave kept the few pods left at ten times their price for hours (round 23). There the
+/// premium applies even when none is configured, at [`IDLE_ACCELERATOR_PREMIUM`].
 pub(crate) fn flexibility_premium(
     options: &DisruptionOptions,
     snapshot: &Snapshot,
@@ -184,11 +200,26 @@ pub(crate) fn flexibility_premium(
     let [one] = chosen else {
         return None;
     };
-    idle_accelerator(snapshot, one).then(|| {
+    let underused = || {
+        knobs
+            .underused_below
+            .is_some_and(|below| pods_utilisation(snapshot, one) < below)
+    };
+    (idle_accelerator(snapshot, one) || underused()).then(|| {
         knobs
             .flexibility_premium
             .unwrap_or(IDLE_ACCELERATOR_PREMIUM)
     })
+}
+
+/// [`utilisation`] from the candidate's pods' own requests.
+fn pods_utilisation(snapshot: &Snapshot, c: &Candidate) -> f64 {
+    let requests = c
+        .pods
+        .iter()
+        .filter_map(|&pi| snapshot.pods.get(pi))
+        .map(|p| crate::resources::pod_requests(p));
+    node_utilisation(snapshot, c, requests)
 }
 
 /// Accelerators: what an instance type is priced for. Other extended resources (KubeVirt's

@@ -77,6 +77,13 @@ pub struct Payback {
     /// its pods request (there at 0.25 when unset): see
     /// [`super::consolidation::flexibility_premium`].
     pub flexibility_premium: Option<f64>,
+    /// A single node whose pods request less than this fraction of its allocatable CPU and
+    /// less than this fraction of its memory is replaced with its options bounded by the
+    /// premium (0.25 when none is set), as merges are: it was sized for pods that have left
+    /// (a wave of jobs, a scale-down), and valued at every option below its price its
+    /// replacement would save nothing in the worst case. `None`: only idle accelerators do.
+    /// Above a third the node's free room is what the next arrivals use (round 5, openb).
+    pub underused_below: Option<f64>,
 }
 
 impl Default for Payback {
@@ -89,6 +96,7 @@ impl Default for Payback {
             window_prior: true,
             pay_for_flexibility: false,
             flexibility_premium: None,
+            underused_below: Some(0.3),
         }
     }
 }

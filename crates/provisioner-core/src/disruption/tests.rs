@@ -501,10 +501,23 @@ fn a_flexibility_premium_bounds_a_merges_options() {
     let v = validate(&cmd, &two, &banded);
     assert!(v.valid, "{:?}", v.failures);
 
-    // One node: the same options as without the premium.
+    // One node (a busy one: a node under `underused_below` is priced like a merge, see
+    // `a_node_left_mostly_empty_is_replaced_like_a_merge`): the same options as without the
+    // premium.
+    let busy = |o: &DisruptionOptions| DisruptionOptions {
+        payback: o.payback.clone().map(|p| payback::Payback {
+            underused_below: None,
+            ..p
+        }),
+        ..o.clone()
+    };
     let one = snapshot(vec![od("n", "xlarge")], vec![pod("a", 1000, "n")]);
-    let alone = disrupt(&one, &banded).command.expect("a replacement");
-    let plain = disrupt(&one, &default).command.expect("a replacement");
+    let alone = disrupt(&one, &busy(&banded))
+        .command
+        .expect("a replacement");
+    let plain = disrupt(&one, &busy(&default))
+        .command
+        .expect("a replacement");
     assert_eq!(alone.replacements.len(), 1);
     assert_eq!(
         alone.replacements[0].instance_type_options.len(),
@@ -1543,7 +1556,16 @@ fn a_gpu_node_left_with_cpu_pods_is_replaced() {
         s.instance_types = types;
         s
     };
+    // The accelerator rule alone: the node is also under `underused_below`, which would
+    // price its replacement the same way whatever its extended resources.
     let opts = DisruptionOptions::default();
+    let opts = DisruptionOptions {
+        payback: opts.payback.map(|p| payback::Payback {
+            underused_below: None,
+            ..p
+        }),
+        ..opts
+    };
     let gpu = resource_node("nvidia.com/gpu");
     let cmd = disrupt(&gpu, &opts)
         .command
@@ -1567,6 +1589,65 @@ fn a_gpu_node_left_with_cpu_pods_is_replaced() {
         .extended
         .insert("nvidia.com/gpu".into(), 1);
     assert!(disrupt(&used, &opts).command.is_none());
+}
+
+#[test]
+fn a_node_left_mostly_empty_is_replaced_like_a_merge() {
+    // A 32-vCPU node (1.60/h) sized for pods that have left. A 31-vCPU type at 1.55/h is an
+    // option of any replacement, so valued at every option below the candidate's price a
+    // replacement saves 0.05/h in the worst case, which pays for no eviction. Under the
+    // `underused_below` share of its CPU and memory, the options are bounded by the premium
+    // (near the cheapest), as for a merge.
+    let cluster = |pods: usize| {
+        let mut types = types();
+        types.push(InstanceType::new(
+            "odd",
+            31_000,
+            62 * GIB,
+            110,
+            vec![Offering::new("zone-a", CapacityType::OnDemand, 1.55)],
+        ));
+        let node = node_of(
+            &types,
+            "big",
+            "xxlarge",
+            "zone-a",
+            CapacityType::OnDemand,
+            "default",
+        );
+        let pods = (0..pods)
+            .map(|i| pod(&format!("p{i}"), 1000, "big"))
+            .collect();
+        let mut s = snapshot(vec![node], pods);
+        s.instance_types = types;
+        s
+    };
+    let opts = DisruptionOptions::default();
+    let one = cluster(1);
+    let cmd = disrupt(&one, &opts)
+        .command
+        .expect("the mostly empty node is replaced");
+    assert_eq!(names(&cmd), vec!["big"]);
+    assert_eq!(cmd.replacements.len(), 1);
+    assert!(
+        cmd.replacements_worst_case_price <= 0.10 * 1.25 + 1e-9,
+        "{}",
+        cmd.replacements_worst_case_price
+    );
+    assert!(validate(&cmd, &one, &opts).valid);
+
+    // Without the rule, the worst case (the 31-vCPU option) saves too little.
+    let off = DisruptionOptions {
+        payback: opts.payback.clone().map(|p| payback::Payback {
+            underused_below: None,
+            ..p
+        }),
+        ..opts.clone()
+    };
+    assert!(disrupt(&one, &off).command.is_none());
+
+    // Ten pods use 31% of its CPU: above the threshold, valued as before.
+    assert!(disrupt(&cluster(10), &opts).command.is_none());
 }
 
 proptest! {
