@@ -444,6 +444,30 @@ fn paying_for_flexibility_narrows_options_until_the_worst_case_pays() {
     assert!(v.valid, "{:?}", v.failures);
 }
 
+/// `o` with the underused-node rule off, so a test sees the other pricing rules alone.
+fn without_underused(o: &DisruptionOptions) -> DisruptionOptions {
+    DisruptionOptions {
+        payback: o.payback.clone().map(|p| payback::Payback {
+            underused_below: None,
+            ..p
+        }),
+        ..o.clone()
+    }
+}
+
+/// `cmd` replaces the one node `name` by one replacement valued within the default premium
+/// of a 0.10/h cheapest option, and re-validates.
+fn assert_banded_replacement(cmd: &Command, s: &Snapshot, opts: &DisruptionOptions, name: &str) {
+    assert_eq!(names(cmd), vec![name]);
+    assert_eq!(cmd.replacements.len(), 1);
+    assert!(
+        cmd.replacements_worst_case_price <= 0.10 * 1.25 + 1e-9,
+        "{}",
+        cmd.replacements_worst_case_price
+    );
+    assert!(validate(cmd, s, opts).valid);
+}
+
 /// `flexibility_premium`: a merge's replacement keeps only options within the premium of its
 /// cheapest, so it is valued (and launched) at a worst case near what it will cost, not at the
 /// dearest type still below the candidates' price; re-validation narrows the same way. A
@@ -501,21 +525,14 @@ fn a_flexibility_premium_bounds_a_merges_options() {
     let v = validate(&cmd, &two, &banded);
     assert!(v.valid, "{:?}", v.failures);
 
-    // One node (a busy one: a node under `underused_below` is priced like a merge, see
-    // `a_node_left_mostly_empty_is_replaced_like_a_merge`): the same options as without the
-    // premium.
-    let busy = |o: &DisruptionOptions| DisruptionOptions {
-        payback: o.payback.clone().map(|p| payback::Payback {
-            underused_below: None,
-            ..p
-        }),
-        ..o.clone()
-    };
+    // One node, with the underused rule off (1 of its 16 vCPU used, it would be priced like
+    // a merge: `a_node_left_mostly_empty_is_replaced_like_a_merge`): the same options as
+    // without the premium.
     let one = snapshot(vec![od("n", "xlarge")], vec![pod("a", 1000, "n")]);
-    let alone = disrupt(&one, &busy(&banded))
+    let alone = disrupt(&one, &without_underused(&banded))
         .command
         .expect("a replacement");
-    let plain = disrupt(&one, &busy(&default))
+    let plain = disrupt(&one, &without_underused(&default))
         .command
         .expect("a replacement");
     assert_eq!(alone.replacements.len(), 1);
@@ -1558,26 +1575,12 @@ fn a_gpu_node_left_with_cpu_pods_is_replaced() {
     };
     // The accelerator rule alone: the node is also under `underused_below`, which would
     // price its replacement the same way whatever its extended resources.
-    let opts = DisruptionOptions::default();
-    let opts = DisruptionOptions {
-        payback: opts.payback.map(|p| payback::Payback {
-            underused_below: None,
-            ..p
-        }),
-        ..opts
-    };
+    let opts = without_underused(&DisruptionOptions::default());
     let gpu = resource_node("nvidia.com/gpu");
     let cmd = disrupt(&gpu, &opts)
         .command
         .expect("the idle GPU node is replaced");
-    assert_eq!(names(&cmd), vec!["g"]);
-    assert_eq!(cmd.replacements.len(), 1);
-    assert!(
-        cmd.replacements_worst_case_price <= 0.10 * 1.25 + 1e-9,
-        "{}",
-        cmd.replacements_worst_case_price
-    );
-    assert!(validate(&cmd, &gpu, &opts).valid);
+    assert_banded_replacement(&cmd, &gpu, &opts, "g");
 
     // An extended resource that is not an accelerator does not count.
     let kvm = resource_node("devices.kubevirt.io/kvm");
@@ -1627,24 +1630,10 @@ fn a_node_left_mostly_empty_is_replaced_like_a_merge() {
     let cmd = disrupt(&one, &opts)
         .command
         .expect("the mostly empty node is replaced");
-    assert_eq!(names(&cmd), vec!["big"]);
-    assert_eq!(cmd.replacements.len(), 1);
-    assert!(
-        cmd.replacements_worst_case_price <= 0.10 * 1.25 + 1e-9,
-        "{}",
-        cmd.replacements_worst_case_price
-    );
-    assert!(validate(&cmd, &one, &opts).valid);
+    assert_banded_replacement(&cmd, &one, &opts, "big");
 
     // Without the rule, the worst case (the 31-vCPU option) saves too little.
-    let off = DisruptionOptions {
-        payback: opts.payback.clone().map(|p| payback::Payback {
-            underused_below: None,
-            ..p
-        }),
-        ..opts.clone()
-    };
-    assert!(disrupt(&one, &off).command.is_none());
+    assert!(disrupt(&one, &without_underused(&opts)).command.is_none());
 
     // Ten pods use 31% of its CPU: above the threshold, valued as before.
     assert!(disrupt(&cluster(10), &opts).command.is_none());
