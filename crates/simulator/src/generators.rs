@@ -282,14 +282,28 @@ pub fn mixed(seed: u64, pods: usize) -> Scenario {
         i += 1;
     }
     groups.sort_by(|a, b| a.arrive_at.cmp(&b.arrive_at).then(a.name.cmp(&b.name)));
+    sample_cluster(
+        format!("mixed-{pods}-seed{seed}"),
+        "Mixed CPU-heavy, memory-heavy and balanced deployments arriving over 8 h on the built-in EC2-like catalog, 3 zones, on-demand.",
+        horizon + 1800,
+        groups,
+    )
+}
+
+/// `groups` on the cluster `mixed` and the lifecycle generators share: the built-in EC2-like
+/// catalog in three zones, on-demand, one NodePool that may use every type, a node agent
+/// daemonset; the run ends at `end_seconds`.
+fn sample_cluster(
+    name: String,
+    description: &str,
+    end_seconds: i64,
+    groups: Vec<PodGroup>,
+) -> Scenario {
     Scenario {
-        name: Some(format!("mixed-{pods}-seed{seed}")),
-        description: Some(
-            "Mixed CPU-heavy, memory-heavy and balanced deployments arriving over 8 h on the built-in EC2-like catalog, 3 zones, on-demand."
-                .into(),
-        ),
+        name: Some(name),
+        description: Some(description.into()),
         settings: Settings {
-            end_seconds: Some(horizon + 1800),
+            end_seconds: Some(end_seconds),
             ..Default::default()
         },
         catalog: CatalogSpec {

@@ -144,25 +144,23 @@ fn utilisation(snapshot: &Snapshot, requests: &[Resources], c: &Candidate) -> f6
     node_utilisation(
         snapshot,
         c,
-        c.pods.iter().filter_map(|&pi| requests.get(pi)).cloned(),
+        c.pods
+            .iter()
+            .filter_map(|&pi| requests.get(pi))
+            .map(|r| (r.cpu_milli, r.memory)),
     )
 }
 
-/// [`utilisation`] from `requests`, the candidate's pods' requests.
+/// [`utilisation`] from the candidate's pods' (CPU, memory) requests.
 fn node_utilisation(
     snapshot: &Snapshot,
     c: &Candidate,
-    requests: impl Iterator<Item = Resources>,
+    requests: impl Iterator<Item = (i64, i64)>,
 ) -> f64 {
     let Some(node) = snapshot.nodes.get(c.node) else {
         return 1.0;
     };
-    let mut cpu = 0i64;
-    let mut mem = 0i64;
-    for r in requests {
-        cpu += r.cpu_milli;
-        mem += r.memory;
-    }
+    let (cpu, mem) = requests.fold((0i64, 0i64), |(c, m), (rc, rm)| (c + rc, m + rm));
     let frac = |used: i64, alloc: i64| {
         if alloc > 0 {
             used as f64 / alloc as f64
@@ -187,7 +185,7 @@ fn node_utilisation(
 /// running CPU pods for hours (round 11, `constrained` seed 31). So does replacing a node
 /// mostly empty in CPU and memory alike: after a wave of batch jobs the node sized for the
 /// wave kept the few pods left at ten times their price for hours (round 23). There the
-/// premium applies even when none is configured, at [`IDLE_ACCELERATOR_PREMIUM`].
+/// premium applies even when none is configured, at [`SINGLE_NODE_PREMIUM`].
 pub(crate) fn flexibility_premium(
     options: &DisruptionOptions,
     snapshot: &Snapshot,
@@ -205,11 +203,8 @@ pub(crate) fn flexibility_premium(
             .underused_below
             .is_some_and(|below| pods_utilisation(snapshot, one) < below)
     };
-    (idle_accelerator(snapshot, one) || underused()).then(|| {
-        knobs
-            .flexibility_premium
-            .unwrap_or(IDLE_ACCELERATOR_PREMIUM)
-    })
+    (idle_accelerator(snapshot, one) || underused())
+        .then(|| knobs.flexibility_premium.unwrap_or(SINGLE_NODE_PREMIUM))
 }
 
 /// [`utilisation`] from the candidate's pods' own requests.
@@ -218,7 +213,10 @@ fn pods_utilisation(snapshot: &Snapshot, c: &Candidate) -> f64 {
         .pods
         .iter()
         .filter_map(|&pi| snapshot.pods.get(pi))
-        .map(|p| crate::resources::pod_requests(p));
+        .map(|p| {
+            let r = crate::resources::pod_requests(p);
+            (r.cpu_milli, r.memory)
+        });
     node_utilisation(snapshot, c, requests)
 }
 
@@ -241,9 +239,9 @@ fn is_accelerator(resource: &str) -> bool {
             .is_some_and(|name| name.to_ascii_lowercase().contains("gpu"))
 }
 
-/// The premium for a node's idle accelerators when none is configured: the value round 5
-/// measured for merges.
-pub(crate) const IDLE_ACCELERATOR_PREMIUM: f64 = 0.25;
+/// The premium for a single node with idle accelerators or under `underused_below` when none
+/// is configured: the value round 5 measured for merges.
+pub(crate) const SINGLE_NODE_PREMIUM: f64 = 0.25;
 
 /// Whether the candidate's node has an accelerator that none of its pods requests.
 fn idle_accelerator(snapshot: &Snapshot, c: &Candidate) -> bool {

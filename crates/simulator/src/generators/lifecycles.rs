@@ -13,7 +13,7 @@
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use k8s_openapi::api::core::v1::{Affinity, PodAffinityTerm, PodAntiAffinity};
 
-use super::{group, mixed, q, seeded_rng, selector};
+use super::{group, q, sample_cluster, seeded_rng, selector};
 use crate::scenario::{PodGroup, Scenario};
 use kcapi_workloads::Rng;
 
@@ -96,23 +96,22 @@ fn one_per_node(app: &str) -> Affinity {
     }
 }
 
-/// `mixed`'s cluster (catalog, zones, NodePool, daemonset) with these groups instead.
+/// The groups, sorted by arrival, on `mixed`'s cluster, named `<kind>-<pods>-seed<seed>`.
 fn scenario(
     kind: &str,
     seed: u64,
     description: &str,
     horizon: i64,
-    groups: Vec<PodGroup>,
+    mut groups: Vec<PodGroup>,
 ) -> Scenario {
-    let mut s = mixed(seed, 1);
     let total: usize = groups.iter().map(|g| g.count as usize).sum();
-    let mut groups = groups;
     groups.sort_by(|a, b| a.arrive_at.cmp(&b.arrive_at).then(a.name.cmp(&b.name)));
-    s.workload.pods = groups;
-    s.settings.end_seconds = Some(horizon + 3600);
-    s.name = Some(format!("{kind}-{total}-seed{seed}"));
-    s.description = Some(description.into());
-    s
+    sample_cluster(
+        format!("{kind}-{total}-seed{seed}"),
+        description,
+        horizon + 3600,
+        groups,
+    )
 }
 
 /// Services with a base that always runs and a daytime bump: over a 12 h "day", each adds
