@@ -466,6 +466,27 @@ mod tests {
                     g.arrive_at >= 5400 && gone >= 27_000
                 })
         );
+        // Over a few seeds the constraints they are named for appear: zone spread in
+        // `diurnal` and `rollout`, one replica per node in `rollout`.
+        let many = |kind: &str| -> Result<Vec<PodGroup>> {
+            let mut all = Vec::new();
+            for seed in 1..=6 {
+                all.extend(generate(kind, seed, None)?.workload.pods);
+            }
+            Ok(all)
+        };
+        let rolled = many("rollout")?;
+        assert!(
+            many("diurnal")?
+                .iter()
+                .any(|g| !g.topology_spread_constraints.is_empty())
+        );
+        assert!(
+            rolled
+                .iter()
+                .any(|g| !g.topology_spread_constraints.is_empty())
+        );
+        assert!(rolled.iter().any(|g| g.affinity.is_some()));
         // Batch: jobs end within an hour of arriving.
         let b = generate("batch", 1, Some(600))?;
         assert!(
