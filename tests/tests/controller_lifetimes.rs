@@ -1,7 +1,8 @@
 //! The pod watch learns how long pods ran before they ended on their own, against the real
 //! API server: a deleted running pod, a deleted pending pod and a finished pod are endings;
 //! a pod deleted from a node Karpenter is disrupting (a drain's eviction) is not, and neither
-//! is a pod evicted through the Eviction API from a node nobody drains.
+//! is a pod evicted through the Eviction API from a node nobody drains. Those two are recorded
+//! as evictions instead (anticipation nets their replacements out); the endings are not.
 
 mod adapter_support;
 mod controller_support;
@@ -152,6 +153,26 @@ async fn pods_that_end_on_their_own_are_learnt_and_evictions_are_not() {
         None,
         "a pod evicted through the API is not an ending"
     );
+
+    let now = karpenter_capi_controller::context::Context::now();
+    for (uid, what) in [(&evicted, "evicted"), (&via_api, "via-api")] {
+        let e = state
+            .lifetimes
+            .evicted(uid)
+            .unwrap_or_else(|| panic!("{what}'s eviction not recorded"));
+        assert!(
+            now - e.at <= 120 && e.at <= now,
+            "{what} evicted at {}",
+            e.at
+        );
+        assert!(
+            state.lifetimes.recent_evictions(now).contains(&e),
+            "{what}'s eviction not in the snapshot's list"
+        );
+    }
+    for (uid, what) in [(&runs, "runs"), (&pending, "pending"), (&job, "job")] {
+        assert_eq!(state.lifetimes.evicted(uid), None, "{what} was not evicted");
+    }
 
     tasks.abort_all();
     for n in [ok, drained] {

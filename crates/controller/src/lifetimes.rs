@@ -9,6 +9,11 @@
 //!   or is gone (a drain; the node check also covers a pod deleted before that condition).
 //!   An evicted pod's workload goes on elsewhere, so its eviction is not an ending.
 //!
+//! The same watch records evictions (a bound pod deleted as one of the above, or a pod that
+//! turned terminal with `DisruptionTarget=True`), for the last [`EVICTIONS_KEPT_SECONDS`]: its
+//! workload's replacement is a new pod, and provisioning's anticipation must net it out rather
+//! than read it as new demand (`provisioner_core::anticipate`).
+//!
 //! Pods that were already terminal when the controller started are not counted (when they
 //! ended is unknown). Only the most recent [`KEPT`] lifetimes are kept: a controller restart
 //! forgets them, and until enough pods end again the core estimates from the window each owner
@@ -21,10 +26,13 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use karpenter_api::wellknown::DISRUPTED_TAINT_KEY;
 use kcapi_snapshot::node::has_taint;
 use kcapi_snapshot::pod::{controller_kind, epoch_secs, is_terminal};
-use provisioner_core::EndedPod;
+use provisioner_core::{EndedPod, Eviction};
 
 /// Most recent endings kept (a UID and an owner kind each: a few hundred KB at most).
 pub const KEPT: usize = 4096;
+
+/// How long evictions are kept: twice anticipation's default window.
+pub const EVICTIONS_KEPT_SECONDS: i64 = 1800;
 
 /// What the watch said about a pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +83,9 @@ struct Recorded {
     /// The UIDs in `ended`, so a terminal pod's later updates and its deletion do not count
     /// it again.
     seen: HashSet<String>,
+    /// Recent evictions by pod UID, oldest first (at most [`KEPT`], none older than
+    /// [`EVICTIONS_KEPT_SECONDS`] when read).
+    evictions: VecDeque<(String, Eviction)>,
 }
 
 impl PodLifetimes {
@@ -86,6 +97,19 @@ impl PodLifetimes {
             .as_ref()
             .and_then(|s| s.node_name.as_deref())
             .is_some_and(|n| !n.is_empty());
+        if bound
+            && change != Change::Listed
+            && controller_kind(&pod.metadata).as_deref() != Some("DaemonSet")
+        {
+            let evicted = match change {
+                // A finished pod deleted from a draining node was not evicted.
+                Change::Deleted => disruption_target(pod) || (!is_terminal(pod) && drained(node)),
+                _ => disruption_target(pod) && is_terminal(pod),
+            };
+            if evicted {
+                self.record_eviction(pod, now);
+            }
+        }
         let ends = !disruption_target(pod)
             && match change {
                 Change::Listed => false,
@@ -123,6 +147,61 @@ impl PodLifetimes {
             owner_kind: controller_kind(&pod.metadata),
         };
         r.ended.push_back((uid, end));
+    }
+
+    fn record_eviction(&self, pod: &Pod, now: i64) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if uid.is_empty() {
+            return;
+        }
+        let mut r = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        // A kubelet's eviction is seen as it turns terminal and again when deleted.
+        if r.evictions.iter().any(|(u, _)| *u == uid) {
+            return;
+        }
+        while r
+            .evictions
+            .front()
+            .is_some_and(|(_, e)| now - e.at > EVICTIONS_KEPT_SECONDS)
+            || r.evictions.len() >= KEPT
+        {
+            r.evictions.pop_front();
+        }
+        let requests = kcapi_snapshot::pod::convert_pod(pod, &Default::default())
+            .map(|p| provisioner_core::resources::pod_requests(&p))
+            .unwrap_or_default();
+        // The replacement is created when the deletion is requested, a grace period before
+        // the pod is gone.
+        let requested = pod
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second() - pod.metadata.deletion_grace_period_seconds.unwrap_or(0));
+        r.evictions.push_back((
+            uid,
+            Eviction {
+                at: requested.map_or(now, |t| t.min(now)),
+                cpu_milli: requests.cpu_milli,
+                memory: requests.memory,
+            },
+        ));
+    }
+
+    /// The evictions of the last [`EVICTIONS_KEPT_SECONDS`] before `now`, oldest first: the
+    /// snapshot's `recent_evictions`.
+    pub fn recent_evictions(&self, now: i64) -> Vec<Eviction> {
+        let r = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        r.evictions
+            .iter()
+            .map(|(_, e)| *e)
+            .filter(|e| now - e.at <= EVICTIONS_KEPT_SECONDS)
+            .collect()
+    }
+
+    /// The eviction of the pod with this UID, if recorded and still kept (for diagnosis).
+    pub fn evicted(&self, uid: &str) -> Option<Eviction> {
+        let r = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        r.evictions.iter().find(|(u, _)| u == uid).map(|(_, e)| *e)
     }
 
     /// The kept endings, oldest first: the snapshot's `ended_pods`.
@@ -236,6 +315,108 @@ mod tests {
             l.observe(&e, Change::Deleted, Some(&ok), T0 + 600);
         }
         assert!(l.recent().is_empty());
+    }
+
+    /// A pod requesting `cpu` and `memory` in one container.
+    fn with_requests(mut p: Pod, cpu: &str, memory: &str) -> Pod {
+        use k8s_openapi::api::core::v1::{Container, ResourceRequirements};
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        if let Some(spec) = p.spec.as_mut() {
+            spec.containers = vec![Container {
+                name: "c".into(),
+                resources: Some(ResourceRequirements {
+                    requests: Some(
+                        [
+                            ("cpu".to_string(), Quantity(cpu.into())),
+                            ("memory".to_string(), Quantity(memory.into())),
+                        ]
+                        .into_iter()
+                        .collect(),
+                    ),
+                    ..ResourceRequirements::default()
+                }),
+                ..Container::default()
+            }];
+        }
+        p
+    }
+
+    #[test]
+    fn evictions_are_kept_with_their_requests_for_half_an_hour() {
+        let l = PodLifetimes::default();
+        let ok = node(None, false);
+        let draining = node(Some(DISRUPTED_TAINT_KEY), false);
+        // Drained: deletion requested at T0 + 570 with a 30 s grace period, gone at T0 + 600.
+        let mut drained = with_requests(pod("a", T0, Some("n"), "Running"), "1500m", "2Gi");
+        drained.metadata.deletion_timestamp = Some(time(T0 + 600));
+        drained.metadata.deletion_grace_period_seconds = Some(30);
+        l.observe(&drained, Change::Deleted, Some(&draining), T0 + 601);
+        // Evicted by a kubelet: seen as it fails and again when deleted, counted once.
+        let mut kubelet = with_requests(pod("b", T0, Some("n"), "Failed"), "250m", "512Mi");
+        if let Some(st) = kubelet.status.as_mut() {
+            st.conditions = Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                type_: "DisruptionTarget".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]);
+        }
+        l.observe(&kubelet, Change::Applied, Some(&ok), T0 + 700);
+        l.observe(&kubelet, Change::Deleted, Some(&ok), T0 + 710);
+        // Not evictions: a pod that ended on its own, a pending pod deleted, a daemon pod
+        // drained, a pod listed at start, a finished pod deleted from a draining node.
+        l.observe(
+            &with_requests(pod("c", T0, Some("n"), "Running"), "1", "1Gi"),
+            Change::Deleted,
+            Some(&ok),
+            T0 + 720,
+        );
+        l.observe(
+            &with_requests(pod("d", T0, None, "Pending"), "1", "1Gi"),
+            Change::Deleted,
+            None,
+            T0 + 720,
+        );
+        let mut daemon = with_requests(pod("e", T0, Some("n"), "Running"), "1", "1Gi");
+        daemon.metadata.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                kind: "DaemonSet".into(),
+                name: "agent".into(),
+                controller: Some(true),
+                ..Default::default()
+            },
+        ]);
+        l.observe(&daemon, Change::Deleted, Some(&draining), T0 + 720);
+        l.observe(&drained, Change::Listed, Some(&draining), T0 + 720);
+        l.observe(
+            &with_requests(pod("f", T0, Some("n"), "Succeeded"), "1", "1Gi"),
+            Change::Deleted,
+            Some(&draining),
+            T0 + 720,
+        );
+        let mib = 1 << 20;
+        assert_eq!(
+            l.recent_evictions(T0 + 800),
+            vec![
+                Eviction {
+                    at: T0 + 570,
+                    cpu_milli: 1500,
+                    memory: 2048 * mib,
+                },
+                Eviction {
+                    at: T0 + 700,
+                    cpu_milli: 250,
+                    memory: 512 * mib,
+                },
+            ]
+        );
+        // Half an hour on, only the later one is left.
+        assert_eq!(
+            l.recent_evictions(T0 + 570 + EVICTIONS_KEPT_SECONDS + 1)
+                .len(),
+            1
+        );
+        // The drained pod's eviction is not an ending (as before).
+        assert_eq!(l.ended("a"), None);
     }
 
     #[test]

@@ -19,6 +19,9 @@
 //! (a deployment created with all its replicas) has no arrivals before it and is sized as
 //! before; only a stream that is already flowing reserves room.
 //!
+//! Evictions are netted out: a workload replaces an evicted pod with a new pod, which would
+//! otherwise count as an arrival ([`crate::model::Snapshot::recent_evictions`]).
+//!
 //! The cost: a node a little larger than its pods for up to a window, and a bigger node left
 //! when the expected arrivals do not come (consolidation then replaces it like any other).
 
@@ -97,6 +100,16 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
     for (cpu, mem) in one_per_node.into_values() {
         expected.0 += cpu;
         expected.1 += mem;
+    }
+    // A replacement for an evicted pod is a new pod created at the eviction, not new demand:
+    // without this, each consolidation's moved pods grew the next launches for 15 minutes.
+    for e in snapshot
+        .recent_evictions
+        .iter()
+        .filter(|e| e.at >= from && e.at < batch_start)
+    {
+        expected.0 -= e.cpu_milli;
+        expected.1 -= e.memory;
     }
     // Nominated pods count as pending, so the in-flight nodes' room is counted once.
     let (free, pending) = crate::disruption::headroom::free_and_pending(snapshot);
@@ -405,6 +418,48 @@ mod tests {
         // Without the anti-affinity the same trickle grows the node (the test above).
         let plain = schedule(&trickle(3), &SchedulingOptions::default());
         assert_eq!(plain.new_node_claims[0].launch.instance_type, "m");
+    }
+
+    /// Pods that replaced evicted ones are moves, not arrivals: a consolidation that moved
+    /// three pods a minute ago does not grow the next launch.
+    #[test]
+    fn replacements_of_evicted_pods_are_not_a_stream() {
+        let mut s = trickle(3);
+        s.recent_evictions = (0..3)
+            .map(|i| crate::model::Eviction {
+                at: NOW - 61 + i,
+                cpu_milli: 1000,
+                memory: 4 * GIB,
+            })
+            .collect();
+        let after = schedule(&s, &SchedulingOptions::default());
+        assert_eq!(after.new_node_claims[0].launch.instance_type, "s");
+        assert_eq!(
+            missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
+            (0, 0)
+        );
+        // Evictions older than the window, or after the batch began (their replacements are
+        // in the batch itself), do not cancel the trickle.
+        for at in [NOW - 901, NOW] {
+            for e in &mut s.recent_evictions {
+                e.at = at;
+            }
+            let grown = schedule(&s, &SchedulingOptions::default());
+            assert_eq!(
+                grown.new_node_claims[0].launch.instance_type, "m",
+                "evictions at {at}"
+            );
+        }
+        // Two of three evictions leave one pod's worth of arrivals, which the new pod's "s"
+        // node's free vCPU holds: no growth either.
+        s.recent_evictions.truncate(2);
+        for e in &mut s.recent_evictions {
+            e.at = NOW - 30;
+        }
+        assert_eq!(
+            missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
+            (0, 0)
+        );
     }
 
     #[test]

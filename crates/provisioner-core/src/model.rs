@@ -561,6 +561,12 @@ pub struct Snapshot {
     /// long pods run from them ([`crate::disruption::lifetime`]). Producers keep a bounded
     /// recent window.
     pub ended_pods: Vec<EndedPod>,
+    /// Recent evictions of bound pods (drains, preemption, the Eviction API). A workload
+    /// replaces an evicted pod with a new pod, created at the eviction: anticipation
+    /// ([`crate::anticipate`]) nets those replacements out so that a consolidation's moved pods
+    /// do not read as a stream of new demand. Producers whose evicted pods keep their identity
+    /// and creation time (the simulator) leave it empty.
+    pub recent_evictions: Vec<Eviction>,
 }
 
 impl Snapshot {
@@ -583,6 +589,18 @@ pub struct EndedPod {
     pub lifetime_seconds: i64,
     /// The kind of its controlling owner (`ReplicaSet`, `Job`, ...), as [`Pod::owner_kind`].
     pub owner_kind: Option<String>,
+}
+
+/// An evicted pod: when, and what it requested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Eviction {
+    /// Seconds since the epoch.
+    pub at: i64,
+    /// Requested millicores.
+    pub cpu_milli: i64,
+    /// Requested bytes of memory.
+    pub memory: i64,
 }
 
 #[cfg(test)]

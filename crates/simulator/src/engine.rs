@@ -998,6 +998,9 @@ impl<'w> Sim<'w> {
             pdbs: Vec::new(),
             namespaces: self.namespaces.clone(),
             ended_pods: self.ended.iter().cloned().collect(),
+            // An evicted pod here keeps its name and creation time and is placed again; no
+            // replacement pod arrives that anticipation would have to net out.
+            recent_evictions: Vec::new(),
         }
     }
 
