@@ -191,8 +191,12 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
                 .total_cmp(&b.cheapest.price)
                 .then(a.instance_type.cmp(&b.instance_type))
         });
-        // The cheapest that covers the missing room; else the one adding the most room (by
-        // the fraction of the missing room it covers), cheapest first on ties.
+        // The cheapest that covers the missing room; else the one covering the largest part
+        // of it, cheapest first on ties. The arrivals need CPU and memory together, so the
+        // part covered is the smaller of the two fractions: counting their sum, a 4x memory-
+        // heavy type (a fifth of the CPU missing, most of the memory) beat a balanced one
+        // (two fifths of each), and the CPU-bound arrivals left its memory idle
+        // (docs/simulator.md, round 24).
         let covers = |o: &&crate::result::InstanceTypeOption| {
             let (x, y) = extra(o);
             x >= cpu && y >= mem
@@ -206,10 +210,10 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
                     1.0
                 }
             };
-            f(x, cpu) + f(y, mem)
+            f(x, cpu).min(f(y, mem))
         };
         let pick = larger.iter().copied().find(|o| covers(o)).or_else(|| {
-            larger.iter().copied().fold(
+            larger.iter().copied().filter(|o| score(o) > 0.0).fold(
                 None,
                 |best: Option<&crate::result::InstanceTypeOption>, o| match best {
                     Some(b) if score(b) >= score(o) => Some(b),
@@ -460,6 +464,42 @@ mod tests {
             missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
             (0, 0)
         );
+    }
+
+    /// When no option within the price cap holds all the expected arrivals, the one holding
+    /// the largest part of them in both CPU and memory is taken, not one with plenty of the
+    /// cheaper resource alone.
+    #[test]
+    fn growth_short_of_the_missing_room_keeps_its_shape() {
+        let mut s = trickle(20);
+        // 2 GiB per vCPU arrivals: 20 earlier pods of 1 vCPU / 2 GiB, and the new one.
+        let pods: Vec<Pod> = s
+            .pods
+            .iter()
+            .map(|p| {
+                let mut q = Pod::new(&p.namespace, &p.name, 1000, 2 * GIB);
+                q.created_at = p.created_at;
+                q.node_name = p.node_name.clone();
+                q
+            })
+            .collect();
+        s.pods = Snapshot::shared_pods(pods);
+        for n in &mut s.nodes {
+            n.allocatable.memory = 2 * GIB;
+        }
+        let offer = |price: f64| vec![Offering::new("zone-a", CapacityType::OnDemand, price)];
+        s.instance_types = vec![
+            // What the new pod alone needs.
+            InstanceType::new("c-s", 2000, 4 * GIB, 110, offer(0.1)),
+            // Within four times that: a balanced 8 vCPU / 16 GiB and a memory-heavy 4 vCPU /
+            // 64 GiB. Neither holds the 20 pods expected.
+            InstanceType::new("c-l", 8000, 16 * GIB, 110, offer(0.4)),
+            InstanceType::new("m-l", 4000, 64 * GIB, 110, offer(0.38)),
+        ];
+        let after = schedule(&s, &SchedulingOptions::default());
+        let claim = &after.new_node_claims[0];
+        // c-l holds 6 more such pods; m-l holds 2 (its CPU), though it covers all the memory.
+        assert_eq!(claim.launch.instance_type, "c-l");
     }
 
     #[test]
