@@ -7,16 +7,27 @@
 //! pods that just started (which the payback rule, [`crate::disruption::payback`], rightly
 //! refuses). Karpenter merges them minutes later, at the price of those evictions.
 //!
-//! Here the arrivals of the last `window_seconds` **before** the current batch estimate the
-//! arrivals of the next `window_seconds` (15 minutes by default: a stream that has flowed
-//! for a while is expected to flow about as long again, the payback rule's Lindy argument
-//! applied to arrivals; a node's 90 s to ready was measured to be far too short). When that
-//! estimate exceeds the free room the cluster will have after this round (ready and in-flight
-//! nodes, the new nodes' slack), each new NodeClaim is grown, in order, to the cheapest of its
-//! own instance-type options that also holds the missing room, at most `max_price_factor`
-//! times its price; its options are narrowed to types at least that large, so whatever the
-//! provider launches has the room. The pods of the batch itself never count: a one-off burst
-//! (a deployment created with all its replicas) has no arrivals before it and is sized as
+//! Here the arrivals already flowing estimate those still to come, the payback rule's Lindy
+//! argument applied to arrivals: a stream that has flowed for a time `a` is expected to go on,
+//! and the longer it has flowed, the longer it goes on. The stream is the arrivals of the last
+//! `window_seconds` **before** the current batch, back to the first gap of
+//! `stream_gap_seconds` without one (an earlier wave of jobs is not this stream); its age `a`
+//! runs from its first arrival to the batch. Under Lindy's law a stream of age `a` still flows
+//! `r` later with probability `a / (a + r)`, so the arrivals expected with `confidence` (0.75)
+//! are those of the next `r = a (1 - c) / c` (`a / 3`), estimated by those of the last `r`.
+//! A median (`r = a`) reserved room for a wave of jobs as long again as it had lasted, and
+//! nodes were grown for pods that never came (docs/simulator.md, round 24).
+//!
+//! The expected arrivals are fitted, one by one (first fit, largest first), into the free room
+//! each node will have after this round (ready and in-flight nodes, the new nodes' slack); what
+//! fits nowhere is the missing room. A sum over nodes counted fragments no pod fits (CPU left
+//! on nodes full in memory), and a trickle of replicas then got a node of its own each. Each
+//! new NodeClaim is grown, in order, to the cheapest of its own instance-type options that
+//! also holds the missing room (or, when none within the cap does, the one holding the
+//! largest part of it in CPU and memory together), at most `max_price_factor` times its
+//! price; its options are narrowed to types at least that large, so whatever the provider
+//! launches has the room. The pods of the batch itself never count: a one-off burst (a
+//! deployment created with all its replicas) has no arrivals before it and is sized as
 //! before; only a stream that is already flowing reserves room.
 //!
 //! Evictions are netted out: a workload replaces an evicted pod with a new pod, which would
@@ -43,24 +54,50 @@ pub struct Anticipation {
     pub window_seconds: i64,
     /// A grown node costs at most this many times the node its batch alone needs.
     pub max_price_factor: f64,
+    /// Arrivals this many seconds apart or more belong to different streams: the stream whose
+    /// age counts starts after the last such gap.
+    pub stream_gap_seconds: i64,
+    /// The probability, under Lindy's law, that the stream still flows at the end of the
+    /// horizon reserved for: 0.75 reserves for a third of its age, 0.5 for as long again.
+    pub confidence: f64,
 }
 
 impl Default for Anticipation {
     fn default() -> Self {
         // Measured on the `mixed` family (docs/simulator.md): 90 s / 2x closed a tenth of
         // the gap to Karpenter, 900 s / 4x most of it; 1,800 s overshoots on some seeds.
+        // Round 24: a gap of 150, 300 or 600 s and a confidence of 2/3, 3/4 or 5/6 all gave
+        // -4.7% to -5.6% against Karpenter on the generated set, from -2.1% before.
         Anticipation {
             window_seconds: 900,
             max_price_factor: 4.0,
+            stream_gap_seconds: 300,
+            confidence: 0.75,
         }
+    }
+}
+
+impl Anticipation {
+    /// Seconds of arrivals before the batch that estimate those after it, for a stream that has
+    /// flowed for `age_seconds`: `age (1 - c) / c`, at most the window.
+    pub fn horizon_seconds(&self, age_seconds: i64) -> i64 {
+        let c = self.confidence;
+        if !(c > 0.0) {
+            return self.window_seconds.max(0);
+        }
+        if c >= 1.0 {
+            return 0;
+        }
+        let r = age_seconds.max(0) as f64 * (1.0 - c) / c;
+        (r as i64).clamp(0, self.window_seconds.max(0))
     }
 }
 
 /// CPU (millicores) and memory (bytes): what growing a launch adds.
 pub type Room = (i64, i64);
 
-/// The room the next arrivals need beyond what the cluster has after `result`: arrivals in the
-/// window before the oldest pending pod, less free room (negative parts are 0).
+/// The room the next arrivals need beyond what the cluster has after `result`: the stream's
+/// arrivals of the horizon before the oldest pending pod that fit in no node's free room.
 pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anticipation) -> Room {
     let pending = |p: &crate::model::Pod| p.node_name.is_none() && !is_daemon(p);
     let Some(batch_start) = snapshot
@@ -72,63 +109,135 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
     else {
         return (0, 0);
     };
-    let from = batch_start - knobs.window_seconds.max(0);
-    let mut expected: Room = (0, 0);
+    let age = batch_start - stream_start(snapshot, batch_start, knobs);
+    let from = batch_start - knobs.horizon_seconds(age);
+    let arrived = |p: &&std::sync::Arc<Pod>| {
+        !is_daemon(p) && p.created_at >= from && p.created_at < batch_start
+    };
+    let mut arrivals: Vec<Room> = Vec::new();
     // Pods that repel their own kind per node take one node each: the next of them cannot use
     // room grown on this round's nodes beyond one pod (a rolling update of such a deployment
     // grew a 4-vCPU pod's node to 32 vCPU that its successors could never share). Each such
     // group counts once, as its largest member.
     let mut one_per_node: HashMap<(&str, &LabelSelector), Room> = HashMap::new();
-    for p in snapshot.pods.iter().filter(|p| !is_daemon(p)) {
-        if p.created_at >= from && p.created_at < batch_start {
-            let r = pod_requests(p);
-            match own_hostname_anti_affinity(p) {
-                Some(sel) => {
-                    let e = one_per_node
-                        .entry((p.namespace.as_str(), sel))
-                        .or_insert((0, 0));
-                    e.0 = e.0.max(r.cpu_milli);
-                    e.1 = e.1.max(r.memory);
-                }
-                None => {
-                    expected.0 += r.cpu_milli;
-                    expected.1 += r.memory;
-                }
+    for p in snapshot.pods.iter().filter(arrived) {
+        let r = pod_requests(p);
+        match own_hostname_anti_affinity(p) {
+            Some(sel) => {
+                let e = one_per_node
+                    .entry((p.namespace.as_str(), sel))
+                    .or_insert((0, 0));
+                e.0 = e.0.max(r.cpu_milli);
+                e.1 = e.1.max(r.memory);
             }
+            None => arrivals.push((r.cpu_milli, r.memory)),
         }
     }
-    for (cpu, mem) in one_per_node.into_values() {
-        expected.0 += cpu;
-        expected.1 += mem;
-    }
+    arrivals.extend(one_per_node.into_values());
+    let mut places = free_places(snapshot, result);
     // A replacement for an evicted pod is a new pod created at the eviction, not new demand:
     // without this, each consolidation's moved pods grew the next launches for 15 minutes.
-    for e in snapshot
-        .recent_evictions
+    // The evicted pod's requests are a place its replacement (an arrival alike) fits.
+    places.extend(
+        snapshot
+            .recent_evictions
+            .iter()
+            .filter(|e| e.at >= from && e.at < batch_start)
+            .map(|e| (e.cpu_milli, e.memory)),
+    );
+    unfitted(arrivals, places)
+}
+
+/// When the stream of arrivals the batch belongs to began: the first arrival within the window
+/// before `batch_start` after which no two arrivals are `stream_gap_seconds` apart or more (nor
+/// the last of them and the batch); `batch_start` when nothing arrived in the gap before it.
+fn stream_start(snapshot: &Snapshot, batch_start: i64, knobs: &Anticipation) -> i64 {
+    let window_start = batch_start - knobs.window_seconds.max(0);
+    let mut times: Vec<i64> = snapshot
+        .pods
         .iter()
-        .filter(|e| e.at >= from && e.at < batch_start)
-    {
-        expected.0 -= e.cpu_milli;
-        expected.1 -= e.memory;
+        .filter(|p| !is_daemon(p) && p.created_at >= window_start && p.created_at < batch_start)
+        .map(|p| p.created_at)
+        .collect();
+    times.sort_unstable();
+    let mut start = batch_start;
+    for &t in times.iter().rev() {
+        if start - t >= knobs.stream_gap_seconds.max(1) {
+            break;
+        }
+        start = t;
     }
-    // Nominated pods count as pending, so the in-flight nodes' room is counted once.
-    let (free, pending) = crate::disruption::headroom::free_and_pending(snapshot);
-    let mut have: Room = (free.cpu_milli, free.memory);
-    let pending_req: Room = (pending.cpu_milli, pending.memory);
+    start
+}
+
+/// The free room of each place a pod could go after `result`: every node not being deleted
+/// (its allocatable less its bound pods and the pending pods `result` puts there) and every
+/// new NodeClaim (its launch's allocatable for pods less its pods).
+fn free_places(snapshot: &Snapshot, result: &SchedulingResult) -> Vec<Room> {
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut places: Vec<Room> = Vec::new();
+    for n in snapshot.nodes.iter().filter(|n| !n.marked_for_deletion) {
+        index.insert(n.name.as_str(), places.len());
+        places.push((n.allocatable.cpu_milli, n.allocatable.memory));
+    }
+    let placed: HashMap<(&str, &str), &str> = result
+        .existing_placements
+        .iter()
+        .map(|pl| {
+            (
+                (pl.pod.namespace.as_str(), pl.pod.name.as_str()),
+                pl.node.as_str(),
+            )
+        })
+        .collect();
+    for p in snapshot.pods.iter() {
+        let node = match &p.node_name {
+            Some(n) => Some(n.as_str()),
+            None => placed
+                .get(&(p.namespace.as_str(), p.name.as_str()))
+                .copied(),
+        };
+        if let Some(&i) = node.and_then(|n| index.get(n)) {
+            let r = pod_requests(p);
+            places[i].0 -= r.cpu_milli;
+            places[i].1 -= r.memory;
+        }
+    }
     for c in &result.new_node_claims {
         if let Some(o) = c
             .instance_type_options
             .iter()
             .find(|o| o.instance_type == c.launch.instance_type)
         {
-            have.0 += o.allocatable_for_pods.cpu_milli;
-            have.1 += o.allocatable_for_pods.memory;
+            places.push((
+                o.allocatable_for_pods.cpu_milli - c.pod_requests.cpu_milli,
+                o.allocatable_for_pods.memory - c.pod_requests.memory,
+            ));
         }
     }
-    // Pending pods nothing can hold make this negative; no arrivals must mean no growth.
-    have.0 = (have.0 - pending_req.0).max(0);
-    have.1 = (have.1 - pending_req.1).max(0);
-    ((expected.0 - have.0).max(0), (expected.1 - have.1).max(0))
+    places.retain(|r| r.0 > 0 && r.1 > 0);
+    places
+}
+
+/// The summed requests of the `arrivals` that do not fit the `places` (first fit, largest
+/// first: a vCPU weighed as 4 GiB).
+fn unfitted(mut arrivals: Vec<Room>, mut places: Vec<Room>) -> Room {
+    let weight = |r: &Room| r.0 as f64 / 1000.0 + r.1 as f64 / (4u64 << 30) as f64;
+    arrivals.sort_by(|a, b| weight(b).total_cmp(&weight(a)));
+    let mut missing: Room = (0, 0);
+    for a in arrivals {
+        match places.iter_mut().find(|f| f.0 >= a.0 && f.1 >= a.1) {
+            Some(f) => {
+                f.0 -= a.0;
+                f.1 -= a.1;
+            }
+            None => {
+                missing.0 += a.0;
+                missing.1 += a.1;
+            }
+        }
+    }
+    missing
 }
 
 /// The selector of a required hostname anti-affinity term that matches the pod itself (in its
@@ -307,12 +416,21 @@ mod tests {
             .collect()
     }
 
-    /// A replica trickle: `earlier` pods of 1 vCPU / 4 GiB created in the last minute, each
-    /// bound to its own full node, and one pending pod created now.
+    /// A replica trickle: `earlier` pods of 1 vCPU / 4 GiB created one a minute up to a minute
+    /// ago, each bound to its own full node, and one pending pod created now.
     fn trickle(earlier: usize) -> Snapshot {
+        let times: Vec<i64> = (0..earlier as i64)
+            .map(|i| NOW - 60 * (earlier as i64 - i))
+            .collect();
+        arrived_at(&times)
+    }
+
+    /// Pods of 1 vCPU / 4 GiB created at `times`, each bound to its own full node, and one
+    /// pending pod created now.
+    fn arrived_at(times: &[i64]) -> Snapshot {
         let mut nodes = Vec::new();
         let mut pods = Vec::new();
-        for i in 0..earlier {
+        for (i, &t) in times.iter().enumerate() {
             let name = format!("n{i}");
             nodes.push(Node::new(
                 &name,
@@ -320,7 +438,7 @@ mod tests {
                 crate::model::Resources::with_pods(1000, 4 * GIB, 110),
             ));
             let mut p = Pod::new("default", &format!("web-{i}"), 1000, 4 * GIB).on(&name);
-            p.created_at = NOW - 60 + i as i64;
+            p.created_at = t;
             pods.push(p);
         }
         let mut p = Pod::new("default", "web-new", 1000, 4 * GIB);
@@ -345,15 +463,16 @@ mod tests {
 
     #[test]
     fn a_flowing_trickle_gets_a_node_with_room_for_what_follows() {
-        let s = trickle(3);
+        let s = trickle(9);
         let before = schedule(&s, &off());
         assert_eq!(before.new_node_claims.len(), 1);
         assert_eq!(before.new_node_claims[0].launch.instance_type, "s");
         let after = schedule(&s, &SchedulingOptions::default());
         let claim = &after.new_node_claims[0];
-        // Three pods (3 vCPU, 12 GiB) arrived in the window before; the new pod's "s" node
-        // leaves 1 vCPU free, 2 short: grown to "m" (0.2/h, within four times 0.1/h), the
-        // cheapest option that covers them.
+        // Nine pods arrived one a minute: a stream of age 9 minutes, whose last 3 minutes (3
+        // pods, 3 vCPU, 12 GiB) estimate what follows. The new pod's "s" node leaves 1 vCPU
+        // free, 2 short: grown to "m" (0.2/h, within four times 0.1/h), the cheapest option
+        // that covers them.
         assert_eq!(claim.launch.instance_type, "m");
         assert!((after.new_node_cost_per_hour - 0.2).abs() < 1e-9);
         assert!(
@@ -398,7 +517,7 @@ mod tests {
                     match_label_keys: Vec::new(),
                 });
         }
-        let mut s = trickle(3);
+        let mut s = trickle(9);
         let pods: Vec<Pod> = s
             .pods
             .iter()
@@ -420,7 +539,7 @@ mod tests {
         );
         assert_eq!(claim.launch.instance_type, "s");
         // Without the anti-affinity the same trickle grows the node (the test above).
-        let plain = schedule(&trickle(3), &SchedulingOptions::default());
+        let plain = schedule(&trickle(9), &SchedulingOptions::default());
         assert_eq!(plain.new_node_claims[0].launch.instance_type, "m");
     }
 
@@ -428,10 +547,10 @@ mod tests {
     /// three pods a minute ago does not grow the next launch.
     #[test]
     fn replacements_of_evicted_pods_are_not_a_stream() {
-        let mut s = trickle(3);
+        let mut s = trickle(9);
         s.recent_evictions = (0..3)
             .map(|i| crate::model::Eviction {
-                at: NOW - 61 + i,
+                at: NOW - 170 + 10 * i,
                 cpu_milli: 1000,
                 memory: 4 * GIB,
             })
@@ -442,8 +561,8 @@ mod tests {
             missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
             (0, 0)
         );
-        // Evictions older than the window, or after the batch began (their replacements are
-        // in the batch itself), do not cancel the trickle.
+        // Evictions before the horizon, or after the batch began (their replacements are in
+        // the batch itself), do not cancel the trickle.
         for at in [NOW - 901, NOW] {
             for e in &mut s.recent_evictions {
                 e.at = at;
@@ -471,8 +590,9 @@ mod tests {
     /// cheaper resource alone.
     #[test]
     fn growth_short_of_the_missing_room_keeps_its_shape() {
-        let mut s = trickle(20);
-        // 2 GiB per vCPU arrivals: 20 earlier pods of 1 vCPU / 2 GiB, and the new one.
+        // 2 GiB per vCPU arrivals, one every 10 s for 10 minutes: its last 200 s (20 pods of
+        // 1 vCPU / 2 GiB) are expected.
+        let mut s = arrived_at(&(0..60).map(|i| NOW - 10 * (60 - i)).collect::<Vec<_>>());
         let pods: Vec<Pod> = s
             .pods
             .iter()
@@ -502,6 +622,44 @@ mod tests {
         assert_eq!(claim.launch.instance_type, "c-l");
     }
 
+    /// A wave that stopped minutes before the batch is not a stream flowing into it; a stream
+    /// reserves for a part of its age that grows with it.
+    #[test]
+    fn an_earlier_wave_is_not_the_stream() {
+        // Ten pods within a second, ten minutes ago: the gap since then ends that stream.
+        let wave: Vec<i64> = (0..10).map(|_| NOW - 600).collect();
+        let s = arrived_at(&wave);
+        assert_eq!(
+            missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
+            (0, 0)
+        );
+        assert_eq!(
+            schedule(&s, &SchedulingOptions::default()).new_node_claims,
+            schedule(&s, &off()).new_node_claims
+        );
+        // The same ten spread one a minute up to the batch: a 10-minute stream whose last
+        // 200 s (three pods) are expected; the new pod's "s" node holds one.
+        let s = trickle(10);
+        assert_eq!(
+            missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
+            (2000, 8 * GIB)
+        );
+        let k = Anticipation::default();
+        assert_eq!(k.horizon_seconds(900), 300);
+        assert_eq!(k.horizon_seconds(0), 0);
+        let median = Anticipation {
+            confidence: 0.5,
+            ..Anticipation::default()
+        };
+        assert_eq!(median.horizon_seconds(600), 600);
+        assert_eq!(median.horizon_seconds(5000), 900, "at most the window");
+        let never = Anticipation {
+            confidence: 1.0,
+            ..Anticipation::default()
+        };
+        assert_eq!(never.horizon_seconds(900), 0);
+    }
+
     #[test]
     fn a_one_off_burst_is_sized_for_itself() {
         // Nothing arrived before the batch: no growth, whatever its size.
@@ -518,7 +676,7 @@ mod tests {
 
     #[test]
     fn the_karpenter_baseline_never_anticipates() {
-        let s = trickle(3);
+        let s = trickle(9);
         let k = SchedulingOptions {
             strategy: Strategy::KarpenterBaseline,
             ..SchedulingOptions::default()
@@ -550,7 +708,7 @@ mod tests {
                 p.created_at = NOW;
                 s.pods.push(std::sync::Arc::new(p));
             }
-            let knobs = Anticipation { window_seconds: 90, max_price_factor: factor };
+            let knobs = Anticipation { window_seconds: 90, max_price_factor: factor, ..Anticipation::default() };
             let before = schedule(&s, &off());
             let after = schedule(&s, &SchedulingOptions { anticipation: Some(knobs), ..SchedulingOptions::default() });
             prop_assert_eq!(before.new_node_claims.len(), after.new_node_claims.len());

@@ -130,14 +130,6 @@ impl Usage {
     }
 }
 
-/// The free room of the nodes that stay (each node's unrequested allocatable, a full node
-/// counting 0, not less) and the requests of the pending non-daemon pods: what both the
-/// headroom rule and provisioning's anticipation weigh the next arrivals against.
-pub fn free_and_pending(snapshot: &Snapshot) -> (Room, Room) {
-    let usage = Usage::of(snapshot, &every_pods_requests(snapshot));
-    (usage.free(snapshot), usage.pending)
-}
-
 /// The largest summed requests of arrivals `(time, requests)` within any `window` seconds
 /// (each resource on its own). `arrivals` is sorted by time here.
 pub fn peak_window(arrivals: &mut [(i64, Room)], window: i64) -> Room {
