@@ -82,7 +82,7 @@ impl Anticipation {
     /// flowed for `age_seconds`: `age (1 - c) / c`, at most the window.
     pub fn horizon_seconds(&self, age_seconds: i64) -> i64 {
         let c = self.confidence;
-        if !(c > 0.0) {
+        if c.is_nan() || c <= 0.0 {
             return self.window_seconds.max(0);
         }
         if c >= 1.0 {
