@@ -19,8 +19,9 @@
 //! nodes were grown for pods that never came (docs/simulator.md, round 24).
 //!
 //! The expected arrivals are fitted, one by one (first fit, largest first), into the free room
-//! each node will have after this round (ready and in-flight nodes, the new nodes' slack); what
-//! fits nowhere is the missing room. A sum over nodes counted fragments no pod fits (CPU left
+//! each node will have after this round (ready and in-flight nodes, the new nodes' slack) that
+//! they may use (its taints tolerated, their node selector matched); what fits nowhere is the
+//! missing room. A sum over nodes counted fragments no pod fits (CPU left
 //! on nodes full in memory), and a trickle of replicas then got a node of its own each. Each
 //! new NodeClaim is grown, in order, to the cheapest of its own instance-type options that
 //! also holds the missing room (or, when none within the cap does, the one holding the
@@ -36,15 +37,16 @@
 //! The cost: a node a little larger than its pods for up to a window, and a bigger node left
 //! when the expected arrivals do not come (consolidation then replaces it like any other).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
 use crate::disruption::candidates::is_daemon;
-use crate::model::{LabelSelector, Pod, Snapshot, labels};
+use crate::model::{LabelSelector, Pod, Snapshot, Taint, labels};
 use crate::requirements::{Requirements, ValueSet};
 use crate::resources::pod_requests;
 use crate::result::SchedulingResult;
+use crate::taints::tolerates_all;
 
 /// Knobs of the anticipation rule ([`crate::SchedulingOptions::anticipation`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,23 +116,23 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
     let arrived = |p: &&std::sync::Arc<Pod>| {
         !is_daemon(p) && p.created_at >= from && p.created_at < batch_start
     };
-    let mut arrivals: Vec<Room> = Vec::new();
+    let mut arrivals: Vec<(&Pod, Room)> = Vec::new();
     // Pods that repel their own kind per node take one node each: the next of them cannot use
     // room grown on this round's nodes beyond one pod (a rolling update of such a deployment
     // grew a 4-vCPU pod's node to 32 vCPU that its successors could never share). Each such
     // group counts once, as its largest member.
-    let mut one_per_node: HashMap<(&str, &LabelSelector), Room> = HashMap::new();
+    let mut one_per_node: HashMap<(&str, &LabelSelector), (&Pod, Room)> = HashMap::new();
     for p in snapshot.pods.iter().filter(arrived) {
         let r = pod_requests(p);
         match own_hostname_anti_affinity(p) {
             Some(sel) => {
                 let e = one_per_node
                     .entry((p.namespace.as_str(), sel))
-                    .or_insert((0, 0));
-                e.0 = e.0.max(r.cpu_milli);
-                e.1 = e.1.max(r.memory);
+                    .or_insert((p, (0, 0)));
+                e.1.0 = e.1.0.max(r.cpu_milli);
+                e.1.1 = e.1.1.max(r.memory);
             }
-            None => arrivals.push((r.cpu_milli, r.memory)),
+            None => arrivals.push((p, (r.cpu_milli, r.memory))),
         }
     }
     arrivals.extend(one_per_node.into_values());
@@ -147,7 +149,11 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
             .recent_evictions
             .iter()
             .filter(|e| e.at >= from && e.at < batch_start)
-            .map(|e| (e.cpu_milli, e.memory)),
+            .map(|e| Place {
+                room: (e.cpu_milli, e.memory),
+                taints: &[],
+                labels: None,
+            }),
     );
     unfitted(arrivals, places)
 }
@@ -174,15 +180,41 @@ fn stream_start(snapshot: &Snapshot, batch_start: i64, knobs: &Anticipation) -> 
     start
 }
 
+/// Free room a pod may use: a node's or a new NodeClaim's, with what keeps pods off it.
+struct Place<'a> {
+    room: Room,
+    taints: &'a [Taint],
+    /// The node's labels; `None` for a new NodeClaim (its labels are not known yet).
+    labels: Option<&'a BTreeMap<String, String>>,
+}
+
+impl Place<'_> {
+    /// Whether `pod` could use this room: it fits, the pod tolerates the taints, and its node
+    /// selector matches. Room on a tainted node (GPUs, dedicated pools) is no room for the
+    /// pods that do not tolerate it.
+    fn takes(&self, pod: &Pod, r: Room) -> bool {
+        self.room.0 >= r.0
+            && self.room.1 >= r.1
+            && tolerates_all(self.taints, &pod.tolerations, false)
+            && self
+                .labels
+                .is_none_or(|l| pod.node_selector.iter().all(|(k, v)| l.get(k) == Some(v)))
+    }
+}
+
 /// The free room of each place a pod could go after `result`: every node not being deleted
 /// (its allocatable less its bound pods and the pending pods `result` puts there) and every
-/// new NodeClaim (its launch's allocatable for pods less its pods).
-fn free_places(snapshot: &Snapshot, result: &SchedulingResult) -> Vec<Room> {
+/// new NodeClaim (its launch's allocatable for pods less its pods, its NodePool's taints).
+fn free_places<'a>(snapshot: &'a Snapshot, result: &SchedulingResult) -> Vec<Place<'a>> {
     let mut index: HashMap<&str, usize> = HashMap::new();
-    let mut places: Vec<Room> = Vec::new();
+    let mut places: Vec<Place<'a>> = Vec::new();
     for n in snapshot.nodes.iter().filter(|n| !n.marked_for_deletion) {
         index.insert(n.name.as_str(), places.len());
-        places.push((n.allocatable.cpu_milli, n.allocatable.memory));
+        places.push(Place {
+            room: (n.allocatable.cpu_milli, n.allocatable.memory),
+            taints: &n.taints,
+            labels: Some(&n.labels),
+        });
     }
     let placed: HashMap<(&str, &str), &str> = result
         .existing_placements
@@ -203,8 +235,8 @@ fn free_places(snapshot: &Snapshot, result: &SchedulingResult) -> Vec<Room> {
         };
         if let Some(&i) = node.and_then(|n| index.get(n)) {
             let r = pod_requests(p);
-            places[i].0 -= r.cpu_milli;
-            places[i].1 -= r.memory;
+            places[i].room.0 -= r.cpu_milli;
+            places[i].room.1 -= r.memory;
         }
     }
     for c in &result.new_node_claims {
@@ -213,31 +245,40 @@ fn free_places(snapshot: &Snapshot, result: &SchedulingResult) -> Vec<Room> {
             .iter()
             .find(|o| o.instance_type == c.launch.instance_type)
         {
-            places.push((
-                o.allocatable_for_pods.cpu_milli - c.pod_requests.cpu_milli,
-                o.allocatable_for_pods.memory - c.pod_requests.memory,
-            ));
+            let taints = snapshot
+                .nodepools
+                .iter()
+                .find(|np| np.name == c.nodepool)
+                .map_or(&[][..], |np| np.taints.as_slice());
+            places.push(Place {
+                room: (
+                    o.allocatable_for_pods.cpu_milli - c.pod_requests.cpu_milli,
+                    o.allocatable_for_pods.memory - c.pod_requests.memory,
+                ),
+                taints,
+                labels: None,
+            });
         }
     }
-    places.retain(|r| r.0 > 0 && r.1 > 0);
+    places.retain(|p| p.room.0 > 0 && p.room.1 > 0);
     places
 }
 
-/// The summed requests of the `arrivals` that do not fit the `places` (first fit, largest
-/// first: a vCPU weighed as 4 GiB).
-fn unfitted(mut arrivals: Vec<Room>, mut places: Vec<Room>) -> Room {
+/// The summed requests of the `arrivals` that no place takes (first fit, largest first: a
+/// vCPU weighed as 4 GiB).
+fn unfitted(mut arrivals: Vec<(&Pod, Room)>, mut places: Vec<Place<'_>>) -> Room {
     let weight = |r: &Room| r.0 as f64 / 1000.0 + r.1 as f64 / (4u64 << 30) as f64;
-    arrivals.sort_by(|a, b| weight(b).total_cmp(&weight(a)));
+    arrivals.sort_by(|a, b| weight(&b.1).total_cmp(&weight(&a.1)));
     let mut missing: Room = (0, 0);
-    for a in arrivals {
-        match places.iter_mut().find(|f| f.0 >= a.0 && f.1 >= a.1) {
+    for (pod, r) in arrivals {
+        match places.iter_mut().find(|f| f.takes(pod, r)) {
             Some(f) => {
-                f.0 -= a.0;
-                f.1 -= a.1;
+                f.room.0 -= r.0;
+                f.room.1 -= r.1;
             }
             None => {
-                missing.0 += a.0;
-                missing.1 += a.1;
+                missing.0 += r.0;
+                missing.1 += r.1;
             }
         }
     }
@@ -662,6 +703,96 @@ mod tests {
             ..Anticipation::default()
         };
         assert_eq!(never.horizon_seconds(900), 0);
+    }
+
+    /// Free room the arrivals cannot use (a tainted node they do not tolerate, a node their
+    /// selector does not match) does not hold them.
+    #[test]
+    fn room_the_arrivals_cannot_use_is_no_room() {
+        let grown = |s: &Snapshot| {
+            schedule(s, &SchedulingOptions::default()).new_node_claims[0]
+                .launch
+                .instance_type
+                .clone()
+        };
+        let idle = |taints: Vec<crate::model::Taint>, label: (&str, &str)| {
+            let mut n = Node::new(
+                "idle",
+                "zone-a",
+                crate::model::Resources::with_pods(16_000, 64 * GIB, 110),
+            );
+            n.taints = taints;
+            n.labels.insert(label.0.into(), label.1.into());
+            n
+        };
+        let taint = crate::model::Taint {
+            key: "dedicated".into(),
+            value: Some("gpu".into()),
+            effect: crate::model::TaintEffect::NoSchedule,
+        };
+        // An idle node open to all holds the new pod and the three expected ones.
+        let mut s = trickle(9);
+        s.nodes.push(idle(Vec::new(), ("pool", "web")));
+        assert!(
+            schedule(&s, &SchedulingOptions::default())
+                .new_node_claims
+                .is_empty()
+        );
+        assert_eq!(
+            missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
+            (0, 0)
+        );
+        // Tainted, it does not: grown as without it ("m", the flowing trickle above).
+        let mut s = trickle(9);
+        s.nodes.push(idle(vec![taint.clone()], ("pool", "web")));
+        assert_eq!(
+            missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
+            (2000, 8 * GIB)
+        );
+        assert_eq!(grown(&s), "m");
+        // Arrivals that tolerate the taint use it.
+        let tolerate = |s: &mut Snapshot| {
+            let pods: Vec<Pod> = s
+                .pods
+                .iter()
+                .map(|p| {
+                    let mut p = (**p).clone();
+                    p.tolerations.push(crate::model::Toleration {
+                        key: Some("dedicated".into()),
+                        operator: crate::model::TolerationOperator::Exists,
+                        value: None,
+                        effect: None,
+                    });
+                    p
+                })
+                .collect();
+            s.pods = Snapshot::shared_pods(pods);
+        };
+        tolerate(&mut s);
+        assert_eq!(
+            missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
+            (0, 0)
+        );
+        // Arrivals selecting another pool's nodes do not (the new pod, selecting none, goes
+        // there: all three are missing).
+        let mut s = trickle(9);
+        s.nodes.push(idle(Vec::new(), ("pool", "batch")));
+        let pods: Vec<Pod> = s
+            .pods
+            .iter()
+            .map(|p| {
+                let mut p = (**p).clone();
+                if p.node_name.is_some() {
+                    p.node_selector.insert("pool".into(), "web".into());
+                }
+                p
+            })
+            .collect();
+        s.pods = Snapshot::shared_pods(pods);
+        assert_eq!(
+            missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
+            (3000, 12 * GIB)
+        );
     }
 
     #[test]
