@@ -21,9 +21,8 @@
 //! The expected arrivals are fitted, one by one (first fit, largest first), into the free room
 //! each node will have after this round (ready and in-flight nodes, the new nodes' slack) that
 //! they may use (its taints tolerated, their node selector matched); what fits nowhere is the
-//! missing room. A sum over nodes counted fragments no pod fits (CPU left
-//! on nodes full in memory), and a trickle of replicas then got a node of its own each. Each
-//! new NodeClaim is grown, in order, to the cheapest of its own instance-type options that
+//! missing room. A sum over nodes counted fragments no pod fits (CPU left on nodes full in
+//! memory), and a trickle of replicas then got a node of its own each. Each new NodeClaim is grown, in order, to the cheapest of its own instance-type options that
 //! also holds the missing room (or, when none within the cap does, the one holding the
 //! largest part of it in CPU and memory together), at most `max_price_factor` times its
 //! price; its options are narrowed to types at least that large, so whatever the provider
@@ -52,7 +51,7 @@ use crate::taints::tolerates_all;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Anticipation {
-    /// The arrivals of this many seconds before the batch estimate those of as many after it.
+    /// How far before the batch the stream is looked for; the horizon is at most this long.
     pub window_seconds: i64,
     /// A grown node costs at most this many times the node its batch alone needs.
     pub max_price_factor: f64,
