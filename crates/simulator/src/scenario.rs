@@ -187,7 +187,8 @@ pub struct CoreDisruptionSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct AnticipationSettings {
-    /// Seconds of arrivals before a batch that estimate those after it.
+    /// How far before a batch the stream of arrivals is looked for, in seconds; the horizon
+    /// reserved for is at most this long.
     pub window_seconds: i64,
     /// A grown node costs at most this many times the node its batch alone needs.
     pub max_price_factor: f64,
