@@ -132,6 +132,15 @@ struct Cli {
     /// Leave room for the busiest burst of recent pod arrivals when consolidating.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     consolidation_headroom: bool,
+    /// Grow new nodes for the pods a stream already flowing is expected to bring
+    /// (docs/simulator.md, rounds 2 and 24). false: each node sized for its batch alone.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    anticipation: bool,
+    /// How sure anticipation is that a stream still flows at the end of the time it reserves
+    /// room for (Lindy's law): 0.75 reserves for the arrivals of a third of the stream's age,
+    /// 0.5 for as long again; nearer 1 grows less.
+    #[arg(long, value_parser = confidence, default_value_t = 0.75)]
+    anticipation_confidence: f64,
     /// Value a merge's replacement at its dearest option within this fraction of its
     /// cheapest (e.g. 0.25), so merges that save a lot are taken: cheaper clusters for more
     /// evictions (docs/simulator.md, round 5). Unset: options up to the candidates' price.
@@ -186,6 +195,16 @@ fn fraction(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(f) if f.is_finite() && f >= 0.0 => Ok(f),
         _ => Err(format!("`{s}` is not a non-negative number such as 0.25")),
+    }
+}
+
+/// A probability above 0 and below 1.
+fn confidence(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(f) if f > 0.0 && f < 1.0 => Ok(f),
+        _ => Err(format!(
+            "`{s}` is not a number between 0 and 1 such as 0.75"
+        )),
     }
 }
 
@@ -301,6 +320,12 @@ async fn main() -> Result<()> {
         disruption: !cli.disable_disruption,
         consolidation_payback: cli.consolidation_payback,
         consolidation_headroom: cli.consolidation_headroom,
+        anticipation: cli
+            .anticipation
+            .then(|| provisioner_core::anticipate::Anticipation {
+                confidence: cli.anticipation_confidence,
+                ..Default::default()
+            }),
         consolidation_merge_premium: cli.consolidation_merge_premium,
         consolidation_underused_below: Some(cli.consolidation_underused_below).filter(|f| *f > 0.0),
         consolidation_eviction_cost: cli.consolidation_eviction_cost,
@@ -413,6 +438,33 @@ mod tests {
             ])
             .is_err()
         );
+    }
+
+    #[test]
+    fn the_anticipation_flags_parse() {
+        let cli = Cli::try_parse_from(["karpenter-capi-controller"]).expect("parses");
+        assert!(cli.anticipation);
+        assert_eq!(cli.anticipation_confidence, 0.75);
+        let cli = Cli::try_parse_from([
+            "karpenter-capi-controller",
+            "--anticipation=false",
+            "--anticipation-confidence",
+            "0.9",
+        ])
+        .expect("parses");
+        assert!(!cli.anticipation);
+        assert_eq!(cli.anticipation_confidence, 0.9);
+        for bad in ["0", "1", "1.5", "-0.2", "much"] {
+            assert!(
+                Cli::try_parse_from([
+                    "karpenter-capi-controller",
+                    "--anticipation-confidence",
+                    bad
+                ])
+                .is_err(),
+                "{bad} accepted"
+            );
+        }
     }
 
     #[test]

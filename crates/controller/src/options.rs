@@ -48,6 +48,9 @@ pub struct Options {
     /// Consolidation leaves room for the busiest burst of recent pod arrivals (the core's
     /// headroom rule). Off: repack as tightly as saves.
     pub consolidation_headroom: bool,
+    /// Provisioning's anticipation (the core's `anticipate`): new nodes grown for the pods a
+    /// stream already flowing is expected to bring. `None`: each node sized for its batch.
+    pub anticipation: Option<provisioner_core::anticipate::Anticipation>,
     /// The core's `Payback::flexibility_premium`: a merge's replacement keeps options within
     /// this fraction of its cheapest and is valued at them. `None`: options up to the
     /// candidates' price (fewer merges, fewer evictions).
@@ -102,6 +105,7 @@ impl Default for Options {
             drift_check_interval: Duration::from_secs(300),
             consolidation_payback: true,
             consolidation_headroom: true,
+            anticipation: Some(provisioner_core::anticipate::Anticipation::default()),
             consolidation_merge_premium: None,
             consolidation_underused_below: provisioner_core::disruption::payback::Payback::default(
             )

@@ -91,14 +91,7 @@ pub async fn round(ctx: &Arc<Context>) -> Result<Option<SchedulingResult>> {
     if pending == 0 {
         return Ok(None);
     }
-    let options = SchedulingOptions {
-        strategy: ctx.options.strategy,
-        large_rounds: ctx
-            .options
-            .optimize_large_rounds
-            .then(provisioner_core::optimize::LargeRounds::default),
-        ..Default::default()
-    };
+    let options = scheduling_options(&ctx.options);
     let snapshot = Arc::new(built.snapshot);
     let started = Instant::now();
     let (snap, opts) = (snapshot.clone(), options.clone());
@@ -209,4 +202,42 @@ pub async fn round(ctx: &Arc<Context>) -> Result<Option<SchedulingResult>> {
         tracing::warn!(?created, "created nodeclaims not yet observed after 10 s");
     }
     Ok(Some(result))
+}
+
+/// The core's scheduling options from the controller's flags.
+fn scheduling_options(opts: &crate::options::Options) -> SchedulingOptions {
+    SchedulingOptions {
+        strategy: opts.strategy,
+        large_rounds: opts
+            .optimize_large_rounds
+            .then(provisioner_core::optimize::LargeRounds::default),
+        anticipation: opts.anticipation.clone(),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Options;
+    use provisioner_core::anticipate::Anticipation;
+
+    #[test]
+    fn anticipation_follows_the_flags() {
+        let on = scheduling_options(&Options::default());
+        assert_eq!(on.anticipation, Some(Anticipation::default()));
+        let off = scheduling_options(&Options {
+            anticipation: None,
+            ..Options::default()
+        });
+        assert_eq!(off.anticipation, None);
+        let surer = scheduling_options(&Options {
+            anticipation: Some(Anticipation {
+                confidence: 0.9,
+                ..Anticipation::default()
+            }),
+            ..Options::default()
+        });
+        assert_eq!(surer.anticipation.map(|a| a.confidence), Some(0.9));
+    }
 }
