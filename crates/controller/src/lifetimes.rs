@@ -303,18 +303,23 @@ mod tests {
         // Evicted through the API from a node nobody drains, or by a kubelet (Failed).
         let ok = node(None, false);
         for phase in ["Running", "Failed"] {
-            let mut e = pod("e", T0, Some("n"), phase);
-            if let Some(st) = e.status.as_mut() {
-                st.conditions = Some(vec![k8s_openapi::api::core::v1::PodCondition {
-                    type_: "DisruptionTarget".into(),
-                    status: "True".into(),
-                    ..Default::default()
-                }]);
-            }
+            let e = marked_disrupted(pod("e", T0, Some("n"), phase));
             l.observe(&e, Change::Applied, Some(&ok), T0 + 600);
             l.observe(&e, Change::Deleted, Some(&ok), T0 + 600);
         }
         assert!(l.recent().is_empty());
+    }
+
+    /// `p` with `DisruptionTarget=True`, as the Eviction API or a kubelet's eviction sets it.
+    fn marked_disrupted(mut p: Pod) -> Pod {
+        if let Some(st) = p.status.as_mut() {
+            st.conditions = Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                type_: "DisruptionTarget".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]);
+        }
+        p
     }
 
     /// A pod requesting `cpu` and `memory` in one container.
@@ -352,14 +357,11 @@ mod tests {
         drained.metadata.deletion_grace_period_seconds = Some(30);
         l.observe(&drained, Change::Deleted, Some(&draining), T0 + 601);
         // Evicted by a kubelet: seen as it fails and again when deleted, counted once.
-        let mut kubelet = with_requests(pod("b", T0, Some("n"), "Failed"), "250m", "512Mi");
-        if let Some(st) = kubelet.status.as_mut() {
-            st.conditions = Some(vec![k8s_openapi::api::core::v1::PodCondition {
-                type_: "DisruptionTarget".into(),
-                status: "True".into(),
-                ..Default::default()
-            }]);
-        }
+        let kubelet = marked_disrupted(with_requests(
+            pod("b", T0, Some("n"), "Failed"),
+            "250m",
+            "512Mi",
+        ));
         l.observe(&kubelet, Change::Applied, Some(&ok), T0 + 700);
         l.observe(&kubelet, Change::Deleted, Some(&ok), T0 + 710);
         // Not evictions: a pod that ended on its own, a pending pod deleted, a daemon pod

@@ -41,6 +41,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use crate::disruption::candidates::is_daemon;
+use crate::filter::node_selector_matches;
 use crate::model::{LabelSelector, Pod, Snapshot, Taint, labels};
 use crate::requirements::{Requirements, ValueSet};
 use crate::resources::pod_requests;
@@ -195,9 +196,7 @@ impl Place<'_> {
         self.room.0 >= r.0
             && self.room.1 >= r.1
             && tolerates_all(self.taints, &pod.tolerations, false)
-            && self
-                .labels
-                .is_none_or(|l| pod.node_selector.iter().all(|(k, v)| l.get(k) == Some(v)))
+            && self.labels.is_none_or(|l| node_selector_matches(pod, l))
     }
 }
 
@@ -680,6 +679,16 @@ mod tests {
         assert_eq!(
             schedule(&s, &SchedulingOptions::default()).new_node_claims,
             schedule(&s, &off()).new_node_claims
+        );
+        // Behind the gap, the old wave does not age a young stream: three pods in the last
+        // minute are a stream of age 60 s, whose last 20 s (one pod) the new pod's "s" node
+        // holds. Aged from the wave (850 s) all three would be expected, two of them missing.
+        let mut times: Vec<i64> = (0..10).map(|_| NOW - 850).collect();
+        times.extend([NOW - 60, NOW - 40, NOW - 20]);
+        let s = arrived_at(&times);
+        assert_eq!(
+            missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
+            (0, 0)
         );
         // The same ten spread one a minute up to the batch: a 10-minute stream whose last
         // 200 s (three pods) are expected; the new pod's "s" node holds one.

@@ -176,10 +176,7 @@ pub fn node_affinity_terms(pod: &Pod) -> Vec<NodeSelectorTerm> {
 /// on other nodes.
 pub fn fits_node(pod: &Pod, requests: &Resources, node: &NodeView) -> bool {
     node.schedulable
-        && pod
-            .node_selector
-            .iter()
-            .all(|(k, v)| node.labels.get(k) == Some(v))
+        && node_selector_matches(pod, &node.labels)
         && terms_match(&pod.required_node_affinity, &node.labels)
         && pod
             .volumes
@@ -188,6 +185,13 @@ pub fn fits_node(pod: &Pod, requests: &Resources, node: &NodeView) -> bool {
         && tolerates_all(&node.taints, &pod.tolerations, false)
         && node.used.fits_with(requests, &node.allocatable)
         && !ports_taken(pod, node)
+}
+
+/// Whether a node with `labels` carries every label of the pod's `nodeSelector`.
+pub fn node_selector_matches(pod: &Pod, labels: &BTreeMap<String, String>) -> bool {
+    pod.node_selector
+        .iter()
+        .all(|(k, v)| labels.get(k) == Some(v))
 }
 
 fn ports_taken(pod: &Pod, node: &NodeView) -> bool {
