@@ -23,8 +23,8 @@
 //! they may use (its taints tolerated, their node selector matched); what fits nowhere is the
 //! missing room. A sum over nodes counted fragments no pod fits (CPU left on nodes full in
 //! memory), and a trickle of replicas then got a node of its own each. Each new NodeClaim is grown, in order, to the cheapest of its own instance-type options that
-//! also holds the missing room (or, when none within the cap does, the one holding the
-//! largest part of it in CPU and memory together), at most `max_price_factor` times its
+//! also holds the missing room (or, when none within the cap does, the one holding the most
+//! of it, CPU and memory together, per unit of its extra price), at most `max_price_factor` times its
 //! price; its options are narrowed to types at least that large, so whatever the provider
 //! launches has the room. The pods of the batch itself never count: a one-off burst (a
 //! deployment created with all its replicas) has no arrivals before it and is sized as
@@ -343,17 +343,20 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
                 .total_cmp(&b.cheapest.price)
                 .then(a.instance_type.cmp(&b.instance_type))
         });
-        // The cheapest that covers the missing room; else the one covering the largest part
-        // of it, cheapest first on ties. The arrivals need CPU and memory together, so the
-        // part covered is the smaller of the two fractions: counting their sum, a 4x memory-
-        // heavy type (a fifth of the CPU missing, most of the memory) beat a balanced one
-        // (two fifths of each), and the CPU-bound arrivals left its memory idle
-        // (docs/simulator.md, round 24).
+        // The cheapest that covers the missing room; else the one covering the most of it per
+        // unit of its extra price, the larger part on ties. The arrivals need CPU and memory
+        // together, so the part covered is the smaller of the two fractions: counting their
+        // sum, a 4x memory-heavy type (a fifth of the CPU missing, most of the memory) beat a
+        // balanced one (two fifths of each). Taking the largest part whatever it cost grew
+        // launches to the largest type under the cap, of whichever family that was: compute
+        // nodes for arrivals at 3 GiB per vCPU, whose memory then filled with a quarter of
+        // the CPU idle, where a general-purpose node half the price held nearly as many
+        // (docs/simulator.md, round 25).
         let covers = |o: &&crate::result::InstanceTypeOption| {
             let (x, y) = extra(o);
             x >= cpu && y >= mem
         };
-        let score = |o: &crate::result::InstanceTypeOption| {
+        let part = |o: &crate::result::InstanceTypeOption| {
             let (x, y) = extra(o);
             let f = |got: i64, want: i64| {
                 if want > 0 {
@@ -364,11 +367,24 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
             };
             f(x, cpu).min(f(y, mem))
         };
+        let per_price = |o: &crate::result::InstanceTypeOption| {
+            let extra_price = o.cheapest.price - c.launch.price;
+            if extra_price > 0.0 {
+                part(o) / extra_price
+            } else {
+                f64::INFINITY
+            }
+        };
         let pick = larger.iter().copied().find(|o| covers(o)).or_else(|| {
-            larger.iter().copied().filter(|o| score(o) > 0.0).fold(
+            larger.iter().copied().filter(|o| part(o) > 0.0).fold(
                 None,
                 |best: Option<&crate::result::InstanceTypeOption>, o| match best {
-                    Some(b) if score(b) >= score(o) => Some(b),
+                    Some(b)
+                        if per_price(b) > per_price(o)
+                            || (per_price(b) == per_price(o) && part(b) >= part(o)) =>
+                    {
+                        Some(b)
+                    }
                     _ => Some(o),
                 },
             )
@@ -663,6 +679,27 @@ mod tests {
         let claim = &after.new_node_claims[0];
         // c-l holds 6 more such pods; m-l holds 2 (its CPU), though it covers all the memory.
         assert_eq!(claim.launch.instance_type, "c-l");
+    }
+
+    /// Short of the missing room, growth buys the most of it per unit of price, not the
+    /// largest part the cap allows.
+    #[test]
+    fn growth_short_of_the_missing_room_buys_it_where_it_is_cheapest() {
+        // 4 GiB per vCPU arrivals, one every 10 s for 10 minutes: 20 pods of 1 vCPU / 4 GiB
+        // expected.
+        let mut s = arrived_at(&(0..60).map(|i| NOW - 10 * (60 - i)).collect::<Vec<_>>());
+        let offer = |price: f64| vec![Offering::new("zone-a", CapacityType::OnDemand, price)];
+        s.instance_types = vec![
+            // What the new pod alone needs.
+            InstanceType::new("g-s", 1000, 4 * GIB, 110, offer(0.1)),
+            // Within four times that: a general-purpose 2 vCPU / 8 GiB, one more pod for
+            // 0.1/h, and a compute 8 vCPU / 12 GiB, two more (its memory) for 0.3/h.
+            InstanceType::new("g-m", 2000, 8 * GIB, 110, offer(0.2)),
+            InstanceType::new("c-l", 8000, 12 * GIB, 110, offer(0.4)),
+        ];
+        let after = schedule(&s, &SchedulingOptions::default());
+        let claim = &after.new_node_claims[0];
+        assert_eq!(claim.launch.instance_type, "g-m");
     }
 
     /// A wave that stopped minutes before the batch is not a stream flowing into it; a stream
