@@ -10,7 +10,8 @@
 //! Here the arrivals already flowing estimate those still to come, the payback rule's Lindy
 //! argument applied to arrivals: a stream that has flowed for a time `a` is expected to go on,
 //! and the longer it has flowed, the longer it goes on. The stream is the arrivals of the last
-//! `window_seconds` **before** the current batch, back to the first gap of
+//! `window_seconds` **before** the current batch (the pods this round launches nodes for; pods
+//! still pending on a node in flight arrived before it), back to the first gap of
 //! `stream_gap_seconds` without one (an earlier wave of jobs is not this stream); its age `a`
 //! runs from its first arrival to the batch. Under Lindy's law a stream of age `a` still flows
 //! `r` later with probability `a / (a + r)`, so the arrivals expected with `confidence` (0.75)
@@ -101,11 +102,22 @@ pub type Room = (i64, i64);
 /// The room the next arrivals need beyond what the cluster has after `result`: the stream's
 /// arrivals of the horizon before the oldest pending pod that fit in no node's free room.
 pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anticipation) -> Room {
-    let pending = |p: &crate::model::Pod| p.node_name.is_none() && !is_daemon(p);
+    // The batch is the pods this round launches for. Pods still pending on nodes in flight
+    // (a node takes a minute or two to be ready) are earlier arrivals of the stream: taking
+    // the oldest pending pod as the batch's start, a wave arriving every few seconds was its
+    // own batch for as long as its first node launched, and none of its launches grew.
+    let launched_for: std::collections::HashSet<(&str, &str)> = result
+        .new_node_claims
+        .iter()
+        .flat_map(|c| c.pods.iter())
+        .map(|r| (r.namespace.as_str(), r.name.as_str()))
+        .collect();
     let Some(batch_start) = snapshot
         .pods
         .iter()
-        .filter(|p| pending(p))
+        .filter(|p| {
+            p.node_name.is_none() && launched_for.contains(&(p.namespace.as_str(), p.name.as_str()))
+        })
         .map(|p| p.created_at)
         .min()
     else {
@@ -702,6 +714,40 @@ mod tests {
         assert_eq!(claim.launch.instance_type, "g-m");
     }
 
+    /// Pods still pending on a node in flight arrived before this round's batch: they are the
+    /// stream, not the batch.
+    #[test]
+    fn pods_waiting_for_a_node_in_flight_are_the_stream() {
+        // A wave of one pod every 10 s began 90 s ago; its nine pods so far wait, pending, for
+        // a node still launching that has room for them alone. The new pod needs a node.
+        let mut s = trickle(0);
+        let mut flight = Node::new(
+            "flight",
+            "zone-a",
+            crate::model::Resources::with_pods(9000, 36 * GIB, 110),
+        );
+        flight.ready = false;
+        flight.initialized = false;
+        flight.in_flight = true;
+        s.nodes.push(flight);
+        let mut pods: Vec<Pod> = s.pods.iter().map(|p| (**p).clone()).collect();
+        for i in 0..9 {
+            let mut p = Pod::new("default", &format!("wave-{i}"), 1000, 4 * GIB);
+            p.created_at = NOW - 90 + 10 * i;
+            pods.push(p);
+        }
+        s.pods = Snapshot::shared_pods(pods);
+        let after = schedule(&s, &SchedulingOptions::default());
+        assert_eq!(after.new_node_claims.len(), 1);
+        // The stream is 90 s old: the last 30 s (three pods) are expected, one fits beside the
+        // new pod on "s", two are missing: "m".
+        assert_eq!(
+            missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
+            (2000, 8 * GIB)
+        );
+        assert_eq!(after.new_node_claims[0].launch.instance_type, "m");
+    }
+
     /// A wave that stopped minutes before the batch is not a stream flowing into it; a stream
     /// reserves for a part of its age that grows with it.
     #[test]
@@ -818,26 +864,26 @@ mod tests {
             missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
             (0, 0)
         );
-        // Arrivals selecting another pool's nodes do not (the new pod, selecting none, goes
-        // there: all three are missing).
+        // Arrivals selecting another pool's nodes do not: grown as without it (the NodePool's
+        // new nodes carry `pool: web`).
         let mut s = trickle(9);
         s.nodes.push(idle(Vec::new(), ("pool", "batch")));
+        s.nodepools[0].labels.insert("pool".into(), "web".into());
         let pods: Vec<Pod> = s
             .pods
             .iter()
             .map(|p| {
                 let mut p = (**p).clone();
-                if p.node_name.is_some() {
-                    p.node_selector.insert("pool".into(), "web".into());
-                }
+                p.node_selector.insert("pool".into(), "web".into());
                 p
             })
             .collect();
         s.pods = Snapshot::shared_pods(pods);
         assert_eq!(
             missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
-            (3000, 12 * GIB)
+            (2000, 8 * GIB)
         );
+        assert_eq!(grown(&s), "m");
     }
 
     #[test]
