@@ -100,7 +100,8 @@ impl Anticipation {
 pub type Room = (i64, i64);
 
 /// The room the next arrivals need beyond what the cluster has after `result`: the stream's
-/// arrivals of the horizon before the oldest pending pod that fit in no node's free room.
+/// arrivals of the horizon before the batch (the oldest pod placed on a new NodeClaim) that
+/// fit in no node's free room; none when the round launches nothing.
 pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anticipation) -> Room {
     // The batch is the pods this round launches for. Pods still pending on nodes in flight
     // (a node takes a minute or two to be ready) are earlier arrivals of the stream: taking
@@ -656,9 +657,8 @@ mod tests {
         );
     }
 
-    /// When no option within the price cap holds all the expected arrivals, the one holding
-    /// the largest part of them in both CPU and memory is taken, not one with plenty of the
-    /// cheaper resource alone.
+    /// When no option within the price cap holds all the expected arrivals, the part an option
+    /// holds counts CPU and memory together, not plenty of the cheaper resource alone.
     #[test]
     fn growth_short_of_the_missing_room_keeps_its_shape() {
         // 2 GiB per vCPU arrivals, one every 10 s for 10 minutes: its last 200 s (20 pods of
