@@ -23,10 +23,11 @@
 //! each node will have after this round (ready and in-flight nodes, the new nodes' slack) that
 //! they may use (its taints tolerated, their node selector matched); what fits nowhere is the
 //! missing room. A sum over nodes counted fragments no pod fits (CPU left on nodes full in
-//! memory), and a trickle of replicas then got a node of its own each. Each new NodeClaim is grown, in order, to the cheapest of its own instance-type options that
-//! also holds the missing room (or, when none within the cap does, the one holding the most
-//! of it, CPU and memory together, per unit of its extra price), at most `max_price_factor` times its
-//! price; its options are narrowed to types at least that large, so whatever the provider
+//! memory), and a trickle of replicas then got a node of its own each. Each new NodeClaim is
+//! grown, in order, to the one of its own instance-type options that holds the most of the
+//! missing room (CPU and memory together) per unit of its extra price (of those that hold all
+//! of it, the cheapest), costing at most `max_price_factor` times its price; its options are
+//! narrowed to types at least that large, so whatever the provider
 //! launches has the room. The pods of the batch itself never count: a one-off burst (a
 //! deployment created with all its replicas) has no arrivals before it and is sized as
 //! before; only a stream that is already flowing reserves room.
@@ -356,19 +357,19 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
                 .total_cmp(&b.cheapest.price)
                 .then(a.instance_type.cmp(&b.instance_type))
         });
-        // The cheapest that covers the missing room; else the one covering the most of it per
-        // unit of its extra price, the larger part on ties. The arrivals need CPU and memory
-        // together, so the part covered is the smaller of the two fractions: counting their
-        // sum, a 4x memory-heavy type (a fifth of the CPU missing, most of the memory) beat a
-        // balanced one (two fifths of each). Taking the largest part whatever it cost grew
-        // launches to the largest type under the cap, of whichever family that was: compute
-        // nodes for arrivals at 3 GiB per vCPU, whose memory then filled with a quarter of
-        // the CPU idle, where a general-purpose node half the price held nearly as many
-        // (docs/simulator.md, round 25).
-        let covers = |o: &&crate::result::InstanceTypeOption| {
-            let (x, y) = extra(o);
-            x >= cpu && y >= mem
-        };
+        // The option holding the most of the missing room per unit of its extra price, the
+        // larger part on ties (a family priced linearly per vCPU ties across its sizes, so the
+        // largest under the cap wins within the family whose shape fits); among options that
+        // hold all of it, that is the cheapest. The arrivals need CPU and memory together, so
+        // the part held is the smaller of the two fractions: counting their sum, a 4x
+        // memory-heavy type (a fifth of the CPU missing, most of the memory) beat a balanced
+        // one (two fifths of each). Taking the largest part whatever it cost grew launches to
+        // the largest type under the cap, of whichever family that was: compute nodes for
+        // arrivals at 3 GiB per vCPU, whose memory filled with a quarter of the CPU idle, where
+        // a general-purpose node half the price held nearly as many. And the cheapest option
+        // holding all of it, taken first, bought the last of the room at the price of a
+        // family that fits it badly, where part of it in the right family, the rest left to
+        // the next launch, cost less (docs/simulator.md, round 25).
         let part = |o: &crate::result::InstanceTypeOption| {
             let (x, y) = extra(o);
             let f = |got: i64, want: i64| {
@@ -388,20 +389,18 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
                 f64::INFINITY
             }
         };
-        let pick = larger.iter().copied().find(|o| covers(o)).or_else(|| {
-            larger.iter().copied().filter(|o| part(o) > 0.0).fold(
-                None,
-                |best: Option<&crate::result::InstanceTypeOption>, o| match best {
+        let pick = larger.iter().copied().filter(|o| part(o) > 0.0).fold(
+            None,
+            |best: Option<&crate::result::InstanceTypeOption>, o| match best {
+                Some(b)
+                    if per_price(b) > per_price(o)
+                        || (per_price(b) == per_price(o) && part(b) >= part(o)) =>
+                {
                     Some(b)
-                        if per_price(b) > per_price(o)
-                            || (per_price(b) == per_price(o) && part(b) >= part(o)) =>
-                    {
-                        Some(b)
-                    }
-                    _ => Some(o),
-                },
-            )
-        });
+                }
+                _ => Some(o),
+            },
+        );
         let Some(pick) = pick.cloned() else { continue };
         if pick.instance_type == current.instance_type {
             continue;
@@ -712,6 +711,28 @@ mod tests {
         let after = schedule(&s, &SchedulingOptions::default());
         let claim = &after.new_node_claims[0];
         assert_eq!(claim.launch.instance_type, "g-m");
+    }
+
+    /// Holding all of the missing room is no reason to pay more per unit for it: part of it in
+    /// a type that fits the arrivals, the rest left to the next launch, costs less.
+    #[test]
+    fn growth_buys_part_of_the_room_cheaply_rather_than_all_of_it_dearly() {
+        // One pod of 1 vCPU / 4 GiB every 10 s for a minute: the last 20 s (two pods) are
+        // expected, and the new pod fills "g-s" alone.
+        let mut s = arrived_at(&(0..6).map(|i| NOW - 10 * (6 - i)).collect::<Vec<_>>());
+        let offer = |price: f64| vec![Offering::new("zone-a", CapacityType::OnDemand, price)];
+        s.instance_types = vec![
+            InstanceType::new("g-s", 1000, 4 * GIB, 110, offer(0.1)),
+            // One more pod for 0.1/h, or both for 0.3/h with 5 vCPU idle.
+            InstanceType::new("g-m", 2000, 8 * GIB, 110, offer(0.2)),
+            InstanceType::new("c-l", 8000, 12 * GIB, 110, offer(0.4)),
+        ];
+        assert_eq!(
+            missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
+            (2000, 8 * GIB)
+        );
+        let after = schedule(&s, &SchedulingOptions::default());
+        assert_eq!(after.new_node_claims[0].launch.instance_type, "g-m");
     }
 
     /// Pods still pending on a node in flight arrived before this round's batch: they are the
