@@ -525,6 +525,22 @@ mod tests {
         }
     }
 
+    /// A type with one on-demand offering in zone-a.
+    fn priced(name: &str, cpu_milli: i64, memory: i64, price: f64) -> InstanceType {
+        InstanceType::new(
+            name,
+            cpu_milli,
+            memory,
+            110,
+            vec![Offering::new("zone-a", CapacityType::OnDemand, price)],
+        )
+    }
+
+    /// [`arrived_at`] for `n` pods one every 10 s up to the batch.
+    fn every_10s(n: i64) -> Snapshot {
+        arrived_at(&(0..n).map(|i| NOW - 10 * (n - i)).collect::<Vec<_>>())
+    }
+
     fn off() -> SchedulingOptions {
         SchedulingOptions {
             anticipation: None,
@@ -662,7 +678,7 @@ mod tests {
     fn growth_short_of_the_missing_room_keeps_its_shape() {
         // 2 GiB per vCPU arrivals, one every 10 s for 10 minutes: its last 200 s (20 pods of
         // 1 vCPU / 2 GiB) are expected.
-        let mut s = arrived_at(&(0..60).map(|i| NOW - 10 * (60 - i)).collect::<Vec<_>>());
+        let mut s = every_10s(60);
         let pods: Vec<Pod> = s
             .pods
             .iter()
@@ -677,14 +693,13 @@ mod tests {
         for n in &mut s.nodes {
             n.allocatable.memory = 2 * GIB;
         }
-        let offer = |price: f64| vec![Offering::new("zone-a", CapacityType::OnDemand, price)];
         s.instance_types = vec![
             // What the new pod alone needs.
-            InstanceType::new("c-s", 2000, 4 * GIB, 110, offer(0.1)),
+            priced("c-s", 2000, 4 * GIB, 0.1),
             // Within four times that: a balanced 8 vCPU / 16 GiB and a memory-heavy 4 vCPU /
             // 64 GiB. Neither holds the 20 pods expected.
-            InstanceType::new("c-l", 8000, 16 * GIB, 110, offer(0.4)),
-            InstanceType::new("m-l", 4000, 64 * GIB, 110, offer(0.38)),
+            priced("c-l", 8000, 16 * GIB, 0.4),
+            priced("m-l", 4000, 64 * GIB, 0.38),
         ];
         let after = schedule(&s, &SchedulingOptions::default());
         let claim = &after.new_node_claims[0];
@@ -698,15 +713,14 @@ mod tests {
     fn growth_short_of_the_missing_room_buys_it_where_it_is_cheapest() {
         // 4 GiB per vCPU arrivals, one every 10 s for 10 minutes: 20 pods of 1 vCPU / 4 GiB
         // expected.
-        let mut s = arrived_at(&(0..60).map(|i| NOW - 10 * (60 - i)).collect::<Vec<_>>());
-        let offer = |price: f64| vec![Offering::new("zone-a", CapacityType::OnDemand, price)];
+        let mut s = every_10s(60);
         s.instance_types = vec![
             // What the new pod alone needs.
-            InstanceType::new("g-s", 1000, 4 * GIB, 110, offer(0.1)),
+            priced("g-s", 1000, 4 * GIB, 0.1),
             // Within four times that: a general-purpose 2 vCPU / 8 GiB, one more pod for
             // 0.1/h, and a compute 8 vCPU / 12 GiB, two more (its memory) for 0.3/h.
-            InstanceType::new("g-m", 2000, 8 * GIB, 110, offer(0.2)),
-            InstanceType::new("c-l", 8000, 12 * GIB, 110, offer(0.4)),
+            priced("g-m", 2000, 8 * GIB, 0.2),
+            priced("c-l", 8000, 12 * GIB, 0.4),
         ];
         let after = schedule(&s, &SchedulingOptions::default());
         let claim = &after.new_node_claims[0];
@@ -719,13 +733,12 @@ mod tests {
     fn growth_buys_part_of_the_room_cheaply_rather_than_all_of_it_dearly() {
         // One pod of 1 vCPU / 4 GiB every 10 s for a minute: the last 20 s (two pods) are
         // expected, and the new pod fills "g-s" alone.
-        let mut s = arrived_at(&(0..6).map(|i| NOW - 10 * (6 - i)).collect::<Vec<_>>());
-        let offer = |price: f64| vec![Offering::new("zone-a", CapacityType::OnDemand, price)];
+        let mut s = every_10s(6);
         s.instance_types = vec![
-            InstanceType::new("g-s", 1000, 4 * GIB, 110, offer(0.1)),
+            priced("g-s", 1000, 4 * GIB, 0.1),
             // One more pod for 0.1/h, or both for 0.3/h with 5 vCPU idle.
-            InstanceType::new("g-m", 2000, 8 * GIB, 110, offer(0.2)),
-            InstanceType::new("c-l", 8000, 12 * GIB, 110, offer(0.4)),
+            priced("g-m", 2000, 8 * GIB, 0.2),
+            priced("c-l", 8000, 12 * GIB, 0.4),
         ];
         assert_eq!(
             missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
