@@ -358,9 +358,9 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
                 .then(a.instance_type.cmp(&b.instance_type))
         });
         // The option holding the most of the missing room per unit of its extra price, the
-        // larger part on ties (a family priced linearly per vCPU ties across its sizes, so the
-        // largest under the cap wins within the family whose shape fits); among options that
-        // hold all of it, that is the cheapest. The arrivals need CPU and memory together, so
+        // larger part on exact ties; among options that hold all of it, that is the cheapest.
+        // (Calling ratios within 2% ties, so that the larger size of a family priced about
+        // linearly wins, measured a wash: docs/simulator.md, round 25.) The arrivals need CPU and memory together, so
         // the part held is the smaller of the two fractions: counting their sum, a 4x
         // memory-heavy type (a fifth of the CPU missing, most of the memory) beat a balanced
         // one (two fifths of each). Taking the largest part whatever it cost grew launches to
