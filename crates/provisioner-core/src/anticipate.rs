@@ -357,19 +357,19 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
                 .total_cmp(&b.cheapest.price)
                 .then(a.instance_type.cmp(&b.instance_type))
         });
-        // The option holding the most of the missing room per unit of its extra price, the
-        // larger part on exact ties; among options that hold all of it, that is the cheapest.
-        // (Calling ratios within 2% ties, so that the larger size of a family priced about
-        // linearly wins, measured a wash: docs/simulator.md, round 25.) The arrivals need CPU and memory together, so
-        // the part held is the smaller of the two fractions: counting their sum, a 4x
-        // memory-heavy type (a fifth of the CPU missing, most of the memory) beat a balanced
-        // one (two fifths of each). Taking the largest part whatever it cost grew launches to
-        // the largest type under the cap, of whichever family that was: compute nodes for
-        // arrivals at 3 GiB per vCPU, whose memory filled with a quarter of the CPU idle, where
-        // a general-purpose node half the price held nearly as many. And the cheapest option
-        // holding all of it, taken first, bought the last of the room at the price of a
-        // family that fits it badly, where part of it in the right family, the rest left to
-        // the next launch, cost less (docs/simulator.md, round 25).
+        // The option holding the most of the missing room per unit of its extra price, the larger
+        // part on exact ties; among options that hold all of it, that is the cheapest. (Calling
+        // ratios within 2% ties, so that the larger size of a family priced about linearly wins,
+        // measured a wash: docs/simulator.md, round 25.) The arrivals need CPU and memory together,
+        // so the part held is the smaller of the two fractions: counting their sum, a
+        // 4x memory-heavy type (a fifth of the CPU missing, most of the memory) beat a balanced one
+        // (two fifths of each). Taking the largest part whatever it cost grew launches to the
+        // largest type under the cap, of whichever family that was: compute nodes for arrivals at
+        // 3 GiB per vCPU, whose memory filled with a quarter of the CPU idle, where a
+        // general-purpose node half the price held nearly as many. And the cheapest option holding
+        // all of it, taken first, bought the last of the room at the price of a family that fits it
+        // badly, where part of it in the right family, the rest left to the next launch, cost less
+        // (docs/simulator.md, round 25).
         let part = |o: &crate::result::InstanceTypeOption| {
             let (x, y) = extra(o);
             let f = |got: i64, want: i64| {
