@@ -27,10 +27,10 @@
 //! grown, in order, to the one of its own instance-type options that holds the most of the
 //! missing room (CPU and memory together) per unit of its extra price (of those that hold all
 //! of it, the cheapest), costing at most `max_price_factor` times its price; its options are
-//! narrowed to types at least that large, so whatever the provider
-//! launches has the room. The pods of the batch itself never count: a one-off burst (a
-//! deployment created with all its replicas) has no arrivals before it and is sized as
-//! before; only a stream that is already flowing reserves room.
+//! narrowed to types at least that large, so whatever the provider launches has the room. The
+//! pods of the batch itself never count: a one-off burst (a deployment created with all its
+//! replicas) has no arrivals before it and is sized as before; only a stream that is already
+//! flowing reserves room.
 //!
 //! Evictions are netted out: a workload replaces an evicted pod with a new pod, which would
 //! otherwise count as an arrival ([`crate::model::Snapshot::recent_evictions`]).
@@ -38,7 +38,7 @@
 //! The cost: a node a little larger than its pods for up to a window, and a bigger node left
 //! when the expected arrivals do not come (consolidation then replaces it like any other).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -108,7 +108,7 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
     // (a node takes a minute or two to be ready) are earlier arrivals of the stream: taking
     // the oldest pending pod as the batch's start, a wave arriving every few seconds was its
     // own batch for as long as its first node launched, and none of its launches grew.
-    let launched_for: std::collections::HashSet<(&str, &str)> = result
+    let launched_for: HashSet<(&str, &str)> = result
         .new_node_claims
         .iter()
         .flat_map(|c| c.pods.iter())
@@ -125,18 +125,24 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
     else {
         return (0, 0);
     };
-    let age = batch_start - stream_start(snapshot, batch_start, knobs);
+    // The window's arrivals: the stream's age and (within the horizon, never longer than the
+    // window) the expected pods come from them.
+    let window_start = batch_start - knobs.window_seconds.max(0);
+    let window: Vec<&Pod> = snapshot
+        .pods
+        .iter()
+        .map(|p| &**p)
+        .filter(|p| !is_daemon(p) && p.created_at >= window_start && p.created_at < batch_start)
+        .collect();
+    let age = batch_start - stream_start(&window, batch_start, knobs);
     let from = batch_start - knobs.horizon_seconds(age);
-    let arrived = |p: &&std::sync::Arc<Pod>| {
-        !is_daemon(p) && p.created_at >= from && p.created_at < batch_start
-    };
     let mut arrivals: Vec<(&Pod, Room)> = Vec::new();
     // Pods that repel their own kind per node take one node each: the next of them cannot use
     // room grown on this round's nodes beyond one pod (a rolling update of such a deployment
     // grew a 4-vCPU pod's node to 32 vCPU that its successors could never share). Each such
     // group counts once, as its largest member.
     let mut one_per_node: HashMap<(&str, &LabelSelector), (&Pod, Room)> = HashMap::new();
-    for p in snapshot.pods.iter().filter(arrived) {
+    for &p in window.iter().filter(|p| p.created_at >= from) {
         let r = pod_requests(p);
         match own_hostname_anti_affinity(p) {
             Some(sel) => {
@@ -172,17 +178,11 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
     unfitted(arrivals, places)
 }
 
-/// When the stream of arrivals the batch belongs to began: the first arrival within the window
-/// before `batch_start` after which no two arrivals are `stream_gap_seconds` apart or more (nor
-/// the last of them and the batch); `batch_start` when nothing arrived in the gap before it.
-fn stream_start(snapshot: &Snapshot, batch_start: i64, knobs: &Anticipation) -> i64 {
-    let window_start = batch_start - knobs.window_seconds.max(0);
-    let mut times: Vec<i64> = snapshot
-        .pods
-        .iter()
-        .filter(|p| !is_daemon(p) && p.created_at >= window_start && p.created_at < batch_start)
-        .map(|p| p.created_at)
-        .collect();
+/// When the stream of arrivals the batch belongs to began: the first of the window's
+/// `arrivals` after which no two are `stream_gap_seconds` apart or more (nor the last of them
+/// and the batch); `batch_start` when nothing arrived in the gap before it.
+fn stream_start(arrivals: &[&Pod], batch_start: i64, knobs: &Anticipation) -> i64 {
+    let mut times: Vec<i64> = arrivals.iter().map(|p| p.created_at).collect();
     times.sort_unstable();
     let mut start = batch_start;
     for &t in times.iter().rev() {
@@ -389,18 +389,16 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
                 f64::INFINITY
             }
         };
-        let pick = larger.iter().copied().filter(|o| part(o) > 0.0).fold(
-            None,
-            |best: Option<&crate::result::InstanceTypeOption>, o| match best {
-                Some(b)
-                    if per_price(b) > per_price(o)
-                        || (per_price(b) == per_price(o) && part(b) >= part(o)) =>
-                {
-                    Some(b)
-                }
-                _ => Some(o),
-            },
-        );
+        // The first (cheapest) of the best: `min_by` keeps the first of equals.
+        let pick = larger
+            .iter()
+            .copied()
+            .filter(|o| part(o) > 0.0)
+            .min_by(|a, b| {
+                per_price(b)
+                    .total_cmp(&per_price(a))
+                    .then(part(b).total_cmp(&part(a)))
+            });
         let Some(pick) = pick.cloned() else { continue };
         if pick.instance_type == current.instance_type {
             continue;
