@@ -177,12 +177,20 @@ impl PodLifetimes {
             .deletion_timestamp
             .as_ref()
             .map(|t| t.0.as_second() - pod.metadata.deletion_grace_period_seconds.unwrap_or(0));
+        // A Job's replacement starts its work again, and a pod nothing owns is not replaced;
+        // any other workload's replacement carries on the evicted pod's life.
+        let created = epoch_secs(pod.metadata.creation_timestamp.as_ref());
+        let continues_since = match controller_kind(&pod.metadata).as_deref() {
+            None | Some("Job") => None,
+            Some(_) => (created > 0).then_some(created),
+        };
         r.evictions.push_back((
             uid,
             Eviction {
                 at: requested.map_or(now, |t| t.min(now)),
                 cpu_milli: requests.cpu_milli,
                 memory: requests.memory,
+                continues_since,
             },
         ));
     }
@@ -322,6 +330,19 @@ mod tests {
         p
     }
 
+    /// `p` controlled by an owner of `kind`.
+    fn owned_by(kind: &str, mut p: Pod) -> Pod {
+        p.metadata.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                kind: kind.into(),
+                name: "owner".into(),
+                controller: Some(true),
+                ..Default::default()
+            },
+        ]);
+        p
+    }
+
     /// A pod requesting `cpu` and `memory` in one container.
     fn with_requests(mut p: Pod, cpu: &str, memory: &str) -> Pod {
         use k8s_openapi::api::core::v1::{Container, ResourceRequirements};
@@ -352,16 +373,24 @@ mod tests {
         let ok = node(None, false);
         let draining = node(Some(DISRUPTED_TAINT_KEY), false);
         // Drained: deletion requested at T0 + 570 with a 30 s grace period, gone at T0 + 600.
-        let mut drained = with_requests(pod("a", T0, Some("n"), "Running"), "1500m", "2Gi");
+        // A ReplicaSet's pod: its replacement carries on from `T0`.
+        let mut drained = owned_by(
+            "ReplicaSet",
+            with_requests(pod("a", T0, Some("n"), "Running"), "1500m", "2Gi"),
+        );
         drained.metadata.deletion_timestamp = Some(time(T0 + 600));
         drained.metadata.deletion_grace_period_seconds = Some(30);
         l.observe(&drained, Change::Deleted, Some(&draining), T0 + 601);
         // Evicted by a kubelet: seen as it fails and again when deleted, counted once.
-        let kubelet = marked_disrupted(with_requests(
-            pod("b", T0, Some("n"), "Failed"),
-            "250m",
-            "512Mi",
-        ));
+        // A Job's pod: its replacement starts again.
+        let kubelet = owned_by(
+            "Job",
+            marked_disrupted(with_requests(
+                pod("b", T0, Some("n"), "Failed"),
+                "250m",
+                "512Mi",
+            )),
+        );
         l.observe(&kubelet, Change::Applied, Some(&ok), T0 + 700);
         l.observe(&kubelet, Change::Deleted, Some(&ok), T0 + 710);
         // Not evictions: a pod that ended on its own, a pending pod deleted, a daemon pod
@@ -403,11 +432,13 @@ mod tests {
                     at: T0 + 570,
                     cpu_milli: 1500,
                     memory: 2048 * mib,
+                    continues_since: Some(T0),
                 },
                 Eviction {
                     at: T0 + 700,
                     cpu_milli: 250,
                     memory: 512 * mib,
+                    continues_since: None,
                 },
             ]
         );

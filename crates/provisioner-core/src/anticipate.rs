@@ -638,6 +638,7 @@ mod tests {
                 at: NOW - 170 + 10 * i,
                 cpu_milli: 1000,
                 memory: 4 * GIB,
+                continues_since: None,
             })
             .collect();
         let after = schedule(&s, &SchedulingOptions::default());

@@ -601,6 +601,10 @@ pub struct Eviction {
     pub cpu_milli: i64,
     /// Requested bytes of memory.
     pub memory: i64,
+    /// When the evicted pod was created, if its workload's replacement carries on its work
+    /// (a ReplicaSet's or StatefulSet's pod; not a Job's, which starts again): the start of
+    /// the replacement's life for the lifetime estimate ([`crate::replacements`]).
+    pub continues_since: Option<i64>,
 }
 
 #[cfg(test)]

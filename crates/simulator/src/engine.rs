@@ -330,7 +330,13 @@ struct Sim<'w> {
     /// the pod goes on elsewhere), at most [`ENDED_LIFETIMES_KEPT`]; the snapshot's
     /// `ended_pods`.
     ended: std::collections::VecDeque<core::EndedPod>,
+    /// Evictions of the last [`EVICTIONS_KEPT_SECONDS`], oldest first: the snapshot's
+    /// `recent_evictions` when evicted pods are seen as recreated.
+    evictions: std::collections::VecDeque<core::Eviction>,
 }
+
+/// How long evictions stay in the snapshot: as long as the controller keeps them.
+const EVICTIONS_KEPT_SECONDS: i64 = 1800;
 
 /// How many ended pod lifetimes the snapshot carries, as a controller would keep: enough for
 /// a survival estimate, bounded so snapshots stay small.
@@ -416,6 +422,7 @@ impl<'w> Sim<'w> {
                 w.arrivals.iter().map(|a| a.pod.namespace.as_str()),
             ),
             ended: std::collections::VecDeque::new(),
+            evictions: std::collections::VecDeque::new(),
         }
     }
 
@@ -720,8 +727,8 @@ impl<'w> Sim<'w> {
     fn schedule_queue(&mut self) {
         let mut queue: Vec<usize> = self.pending.iter().copied().collect();
         queue.sort_by_key(|&pi| {
-            let pod = &self.w.arrivals[pi].pod;
-            (std::cmp::Reverse(pod.priority), pod.created_at, pi)
+            let priority = self.w.arrivals[pi].pod.priority;
+            (std::cmp::Reverse(priority), self.created_at(pi), pi)
         });
         for pi in queue {
             self.schedule_pod(pi);
@@ -986,6 +993,7 @@ impl<'w> Sim<'w> {
             };
             let mut pod = self.w.arrivals[pi].pod.clone();
             pod.node_name = node_name;
+            pod.created_at = self.created_at(pi);
             pods.push(pod);
         }
         core::Snapshot {
@@ -998,9 +1006,28 @@ impl<'w> Sim<'w> {
             pdbs: Vec::new(),
             namespaces: self.namespaces.clone(),
             ended_pods: self.ended.iter().cloned().collect(),
-            // An evicted pod here keeps its name and creation time and is placed again; no
-            // replacement pod arrives that anticipation would have to net out.
-            recent_evictions: Vec::new(),
+            // The replacement of an evicted pod keeps the pod's name here, but not its
+            // creation time (`created_at`): what anticipation and headroom must net out.
+            recent_evictions: if self.w.settings.evicted_pods_recreated {
+                self.evictions
+                    .iter()
+                    .filter(|e| self.now - e.at <= EVICTIONS_KEPT_SECONDS)
+                    .cloned()
+                    .collect()
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// When the pod the autoscalers see as `pi` was created: its workload's replacement's
+    /// creation at its last eviction ([`crate::scenario::Settings::evicted_pods_recreated`]),
+    /// else its arrival.
+    fn created_at(&self, pi: usize) -> i64 {
+        let first = self.w.arrivals[pi].pod.created_at;
+        match self.pods[pi].last_evicted_at {
+            Some(t) if self.w.settings.evicted_pods_recreated => t.max(first),
+            _ => first,
         }
     }
 
@@ -1237,6 +1264,10 @@ impl<'w> Sim<'w> {
     /// Counts an eviction of `pi` now in the churn figures.
     fn note_eviction(&mut self, pi: usize) {
         let now = self.now;
+        // What a controller reads from the evicted pod object: its creation (a replacement's
+        // if it was one). Every simulated pod is a ReplicaSet's, whose replacement carries on
+        // its work.
+        let since = self.created_at(pi);
         let p = &mut self.pods[pi];
         p.evictions += 1;
         if p.evictions == 1 {
@@ -1254,6 +1285,20 @@ impl<'w> Sim<'w> {
         {
             self.summary.pods_disrupted_near_end += 1;
         }
+        while self
+            .evictions
+            .front()
+            .is_some_and(|e| now - e.at > EVICTIONS_KEPT_SECONDS)
+        {
+            self.evictions.pop_front();
+        }
+        let req = &self.pods[pi].req;
+        self.evictions.push_back(core::Eviction {
+            at: now,
+            cpu_milli: req.cpu_milli,
+            memory: req.memory,
+            continues_since: Some(since),
+        });
     }
 
     fn drain_and_delete(&mut self, ci: usize) {
@@ -1417,10 +1462,10 @@ impl Sim<'_> {
                         if self.ended.len() == ENDED_LIFETIMES_KEPT {
                             self.ended.pop_front();
                         }
-                        let pod = &self.w.arrivals[pi].pod;
+                        let lifetime_seconds = self.now - self.created_at(pi);
                         self.ended.push_back(core::EndedPod {
-                            lifetime_seconds: self.now - pod.created_at,
-                            owner_kind: pod.owner_kind.clone(),
+                            lifetime_seconds,
+                            owner_kind: self.w.arrivals[pi].pod.owner_kind.clone(),
                         });
                         if self.pods[pi].evicted_at.take().is_some() {
                             self.evicted_pending = self.evicted_pending.saturating_sub(1);
@@ -2073,6 +2118,8 @@ workload:
         proposed: bool,
         /// (a's node, x's node, y's node) at the last look after the move.
         seen: Option<(String, String, String)>,
+        /// a's creation and the recent evictions at the last look after the move.
+        a_seen: Option<(i64, Vec<core::Eviction>)>,
     }
 
     impl Autoscaler for MoveOnto {
@@ -2089,6 +2136,8 @@ workload:
             }
             if self.proposed {
                 self.seen = Some((a, x, y));
+                let created = snap.pods.iter().find(|p| p.name == "a-0")?.created_at;
+                self.a_seen = Some((created, snap.recent_evictions.clone()));
                 return None;
             }
             self.proposed = true;
@@ -2110,6 +2159,41 @@ workload:
 
         fn validation_delay(&self, _settings: &crate::scenario::Settings) -> i64 {
             0
+        }
+    }
+
+    #[test]
+    fn an_evicted_pod_is_seen_as_its_replacement() {
+        // `a` arrives at 0 and is moved once its node is up: a controller then sees the new
+        // pod its ReplicaSet created at the eviction, and the eviction, carrying on from 0.
+        let mut w = one_zone_world(
+            "recreated",
+            "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}",
+            r#"    - {name: x, count: 1, requests: {cpu: "3", memory: 1Gi}}
+    - {name: y, count: 1, requests: {cpu: "1", memory: 1Gi}}
+    - {name: a, count: 1, requests: {cpu: "1", memory: 1Gi}}
+    - {name: tick, count: 1, arriveAt: 1200, durationSeconds: 30, requests: {cpu: 10m}}"#,
+        );
+        for recreated in [true, false] {
+            w.settings.evicted_pods_recreated = recreated;
+            let mut a = MoveOnto::default();
+            let mut sim = Sim::new(&w);
+            sim.trigger = a.trigger();
+            let out = sim.run(&mut a, "recreated", 0, None);
+            assert_eq!(out.summary.pods_disrupted, 1, "{:?}", out.summary);
+            let (created, evictions) = a.a_seen.clone().expect("a look after the move");
+            if recreated {
+                let [e] = evictions.as_slice() else {
+                    panic!("evictions: {evictions:?}");
+                };
+                assert!(e.at > 0);
+                assert_eq!(created, e.at);
+                assert_eq!(e.continues_since, Some(0));
+                assert_eq!((e.cpu_milli, e.memory), (1000, 1 << 30));
+            } else {
+                assert_eq!(created, 0);
+                assert!(evictions.is_empty(), "{evictions:?}");
+            }
         }
     }
 

@@ -150,6 +150,11 @@ pub struct Settings {
     /// provisioning decision nominated them to, or wherever the simulated kube-scheduler's
     /// scoring puts them.
     pub pending_pod_placement: PendingPodPlacement,
+    /// What the autoscalers see of an evicted pod: `true`, the new pod its workload creates
+    /// (created at the eviction, its eviction in the snapshot's `recent_evictions`), as a
+    /// controller watching a real cluster does; `false`, the pod as it was, created at its
+    /// first arrival (every measurement before 2026-12-05's round 26).
+    pub evicted_pods_recreated: bool,
     /// The Cluster-Autoscaler-like baseline's knobs.
     pub cas: CasSettings,
     /// Knobs of the core's own disruption decision (`cost-aware`, `cost-aware+opt`); the
@@ -362,6 +367,7 @@ impl Default for Settings {
             scheduler_scoring: SchedulerScoring::LeastAllocated,
             evicted_pod_placement: EvictedPodPlacement::Planned,
             pending_pod_placement: PendingPodPlacement::Planned,
+            evicted_pods_recreated: true,
             cas: CasSettings::default(),
             core_disruption: CoreDisruptionSettings::default(),
         }

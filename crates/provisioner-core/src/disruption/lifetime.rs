@@ -43,7 +43,7 @@
 //! Pods the autoscaler evicted are not endings: their workload goes on elsewhere. Producers of
 //! [`crate::model::Snapshot::ended_pods`] leave them out.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::model::{Pod, Snapshot};
 
@@ -59,6 +59,9 @@ pub struct RemainingLife {
     by_kind: BTreeMap<Option<String>, Survival>,
     /// Per owner kind, before enough endings (with `window_prior`): what has been seen.
     seen: BTreeMap<Option<String>, Seen>,
+    /// Replacements of evicted pods whose work goes on, by namespace and name: when that
+    /// work began ([`crate::replacements`]). Their own creation says they just arrived.
+    continued: HashMap<(String, String), i64>,
 }
 
 /// A kind's evidence before its lifetimes are learnt: its oldest running pod's age and the
@@ -158,12 +161,20 @@ impl RemainingLife {
     ) -> Self {
         let cap_secs = cap_hours.max(0.0) * 3600.0;
         let ended = &snapshot.ended_pods;
+        let starts = crate::replacements::continued_since(snapshot);
+        let continued: HashMap<(String, String), i64> = snapshot
+            .pods
+            .iter()
+            .zip(&starts)
+            .filter_map(|(p, s)| Some(((p.namespace.clone(), p.name.clone()), (*s)?)))
+            .collect();
         let mut life = RemainingLife {
             now: snapshot.now,
             cap_secs,
             survival: None,
             by_kind: BTreeMap::new(),
             seen: BTreeMap::new(),
+            continued,
         };
         let learn = !ended.is_empty() && ended.len() >= min_ended;
         if !learn && !window_prior {
@@ -172,8 +183,9 @@ impl RemainingLife {
         let running: Vec<(&Option<String>, i64)> = snapshot
             .pods
             .iter()
-            .filter(|p| !super::candidates::is_daemon(p))
-            .map(|p| (&p.owner_kind, snapshot.now - p.created_at))
+            .zip(&starts)
+            .filter(|(p, _)| !super::candidates::is_daemon(p))
+            .map(|(p, s)| (&p.owner_kind, snapshot.now - s.unwrap_or(p.created_at)))
             .collect();
         let observations = |kind: Option<&Option<String>>| -> Vec<(i64, bool)> {
             let ends = ended
@@ -229,6 +241,7 @@ impl RemainingLife {
             survival: None,
             by_kind: BTreeMap::new(),
             seen: BTreeMap::new(),
+            continued: HashMap::new(),
         }
     }
 
@@ -240,7 +253,15 @@ impl RemainingLife {
     /// Expected remaining hours of `pod`, at most the cap: from its owner kind's lifetimes
     /// when that kind has enough endings, else from all pods', else Lindy.
     pub fn hours(&self, pod: &Pod) -> f64 {
-        let age = (self.now - pod.created_at).max(0) as f64;
+        let start = if self.continued.is_empty() {
+            pod.created_at
+        } else {
+            self.continued
+                .get(&(pod.namespace.clone(), pod.name.clone()))
+                .copied()
+                .unwrap_or(pod.created_at)
+        };
+        let age = (self.now - start).max(0) as f64;
         let survival = self.by_kind.get(&pod.owner_kind).or(self.survival.as_ref());
         let secs = match survival {
             Some(s) => {
@@ -311,6 +332,33 @@ mod tests {
                 .collect(),
             ..Snapshot::default()
         }
+    }
+
+    /// In a cluster whose ended pods were ten-minute jobs, a service's pod that a command
+    /// moved a minute ago is its workload's replacement: it goes on from the evicted pod's
+    /// start, not from its own, and keeps the long life of the service's other old pods.
+    #[test]
+    fn a_replacement_goes_on_from_its_evicted_pods_start() {
+        let now = 100_000;
+        // 40 jobs ended at 600 s; a service's pods have run for 5 h; one moved 60 s ago.
+        let mut s = snapshot(now, vec![600; 40], &[5 * 3600, 5 * 3600, 60]);
+        let moved = s.pods[2].clone();
+        let requests = crate::resources::pod_requests(&moved);
+        let life = |s: &Snapshot| RemainingLife::from_snapshot(s, 4.0, 30, true);
+        let young = life(&s).hours(&moved);
+        assert!(young < 0.5, "{young}");
+        s.recent_evictions = vec![crate::model::Eviction {
+            at: now - 61,
+            cpu_milli: requests.cpu_milli,
+            memory: requests.memory,
+            continues_since: Some(now - 5 * 3600),
+        }];
+        let continued = life(&s).hours(&moved);
+        assert_eq!(continued, life(&s).hours(&s.pods[0]));
+        assert!(continued > 3.0, "{continued}");
+        // A Job's pod starts again: no start to carry on from.
+        s.recent_evictions[0].continues_since = None;
+        assert_eq!(life(&s).hours(&moved), young);
     }
 
     #[test]

@@ -1499,6 +1499,37 @@ fn consolidation_keeps_room_for_a_recent_burst() {
 }
 
 #[test]
+fn replacements_of_evicted_pods_are_no_burst() {
+    // The same three 2-vCPU pods 30 s old on `c`, but two are the new pods their workloads
+    // created for pods a command evicted 31 s ago: only the third is an arrival.
+    let mut pods = vec![pod("old-a", 1000, "a"), pod("old-b", 5000, "b")];
+    for i in 0..3 {
+        let mut p = pod(&format!("burst-{i}"), 2000, "c");
+        p.created_at = 1_000_000 - 30;
+        pods.push(p);
+    }
+    let mut s = snapshot(
+        vec![od("a", "large"), od("b", "large"), od("c", "large")],
+        pods,
+    );
+    let evicted = |at| crate::model::Eviction {
+        at,
+        cpu_milli: 2000,
+        memory: 0,
+        continues_since: None,
+    };
+    s.recent_evictions = vec![evicted(1_000_000 - 31), evicted(1_000_000 - 31)];
+    let guard = headroom::Guard::new(&s, &headroom::Headroom::default());
+    assert_eq!(guard.target.cpu_milli, 2000);
+    // Deleting `a` leaves 4 vCPU free, enough for the one arrival.
+    assert!(disrupt(&s, &DisruptionOptions::default()).command.is_some());
+    // Evictions older than the lookback net out nothing.
+    s.recent_evictions = vec![evicted(1_000_000 - 700), evicted(1_000_000 - 700)];
+    let guard = headroom::Guard::new(&s, &headroom::Headroom::default());
+    assert_eq!(guard.target.cpu_milli, 6000);
+}
+
+#[test]
 fn consolidation_keeps_gpu_room_for_a_recent_gpu_burst() {
     // Two 4-GPU nodes: `g1` holds one old CPU-only pod, `g2` a burst of three one-GPU pods
     // that arrived 30 s ago. `g2` has CPU and memory to spare for `g1`'s pod, and `c` is full,

@@ -1,0 +1,151 @@
+//! Which pods replace pods that were just evicted, and since when their work has run.
+//!
+//! An evicted pod is not moved: its workload's controller creates a new pod, which the
+//! autoscaler sees as young. For a ReplicaSet's or a StatefulSet's pod the work goes on, and
+//! its remaining life is the evicted pod's, not a newcomer's: taken as young, every pod a
+//! consolidation had moved looked about to leave in a cluster whose ended pods were short
+//! jobs, and the next consolidation of its node was valued over minutes (docs/simulator.md,
+//! round 26). A Job's replacement starts its work again; producers of
+//! [`crate::model::Snapshot::recent_evictions`] leave `continues_since` unset for those.
+//!
+//! A replacement is not linked to its eviction in the API, so it is matched: a pod created
+//! from a little before the eviction to [`REPLACEMENT_WITHIN_SECONDS`] after it, with the same
+//! requests, the earliest such pod first. Two evictions of identical pods may swap
+//! replacements; their starts are then swapped too, which changes nothing that matters.
+
+use std::collections::HashMap;
+
+use crate::model::{Pod, Snapshot};
+use crate::resources::pod_requests;
+
+/// How long after an eviction its replacement may be created (a controller's resync, a
+/// PodDisruptionBudget's wait).
+pub const REPLACEMENT_WITHIN_SECONDS: i64 = 120;
+
+/// How much earlier than its recorded eviction a replacement may be created: the recorded
+/// time is when the deletion was seen, which can trail the request by a watch's latency.
+const EARLY_SECONDS: i64 = 5;
+
+/// For each pod of `snapshot.pods` (by index), the start of the work it continues when it
+/// is the replacement of an evicted pod whose work goes on; `None` for every other pod.
+pub fn continued_since(snapshot: &Snapshot) -> Vec<Option<i64>> {
+    let mut out = vec![None; snapshot.pods.len()];
+    let mut evictions: Vec<(i64, i64, (i64, i64))> = snapshot
+        .recent_evictions
+        .iter()
+        .filter_map(|e| Some((e.at, e.continues_since?, (e.cpu_milli, e.memory))))
+        .collect();
+    if evictions.is_empty() {
+        return out;
+    }
+    evictions.sort_unstable();
+    let earliest = evictions[0].0 - EARLY_SECONDS;
+    // Pods that could be replacements, by requests, oldest first.
+    let mut by_requests: HashMap<(i64, i64), Vec<(i64, usize)>> = HashMap::new();
+    for (i, p) in snapshot.pods.iter().enumerate() {
+        if p.created_at < earliest || is_daemon(p) {
+            continue;
+        }
+        let r = pod_requests(p);
+        by_requests
+            .entry((r.cpu_milli, r.memory))
+            .or_default()
+            .push((p.created_at, i));
+    }
+    for pods in by_requests.values_mut() {
+        pods.sort_unstable();
+    }
+    // Evictions in time order each take the earliest unmatched pod in their interval; all
+    // intervals have the same length, so a pod created before one eviction's interval is
+    // before every later one's, and one cursor per request size suffices.
+    let mut cursor: HashMap<(i64, i64), usize> = HashMap::new();
+    for (at, since, requests) in evictions {
+        let Some(pods) = by_requests.get(&requests) else {
+            continue;
+        };
+        let c = cursor.entry(requests).or_insert(0);
+        while pods.get(*c).is_some_and(|&(t, _)| t < at - EARLY_SECONDS) {
+            *c += 1;
+        }
+        if let Some(&(t, i)) = pods.get(*c)
+            && t <= at + REPLACEMENT_WITHIN_SECONDS
+        {
+            out[i] = Some(since.min(t));
+            *c += 1;
+        }
+    }
+    out
+}
+
+fn is_daemon(p: &Pod) -> bool {
+    crate::disruption::candidates::is_daemon(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Eviction;
+
+    fn pod(name: &str, cpu: i64, created_at: i64) -> Pod {
+        let mut p = Pod::new("default", name, cpu, 1 << 30);
+        p.created_at = created_at;
+        p
+    }
+
+    fn evicted(at: i64, cpu: i64, since: Option<i64>) -> Eviction {
+        Eviction {
+            at,
+            cpu_milli: cpu,
+            memory: 1 << 30,
+            continues_since: since,
+        }
+    }
+
+    fn snapshot(pods: Vec<Pod>, evictions: Vec<Eviction>) -> Snapshot {
+        Snapshot {
+            now: 10_000,
+            pods: Snapshot::shared_pods(pods),
+            recent_evictions: evictions,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_replacement_continues_its_evicted_pod() {
+        let s = snapshot(
+            vec![
+                pod("old", 1000, 100),
+                pod("arrival", 1000, 9_000),
+                pod("replacement", 1000, 9_502),
+                pod("other-size", 2000, 9_501),
+                pod("too-late", 1000, 9_700),
+            ],
+            vec![evicted(9_500, 1000, Some(200))],
+        );
+        assert_eq!(continued_since(&s), vec![None, None, Some(200), None, None]);
+    }
+
+    #[test]
+    fn each_eviction_takes_one_pod_and_jobs_take_none() {
+        let s = snapshot(
+            vec![
+                pod("a", 1000, 9_501),
+                pod("b", 1000, 9_502),
+                pod("c", 1000, 9_503),
+            ],
+            vec![
+                evicted(9_500, 1000, Some(300)),
+                evicted(9_500, 1000, Some(400)),
+                // A Job's pod: its replacement starts again.
+                evicted(9_500, 1000, None),
+            ],
+        );
+        assert_eq!(continued_since(&s), vec![Some(300), Some(400), None]);
+    }
+
+    #[test]
+    fn nothing_is_matched_without_evictions() {
+        let s = snapshot(vec![pod("a", 1000, 9_501)], Vec::new());
+        assert_eq!(continued_since(&s), vec![None]);
+    }
+}
