@@ -19,7 +19,7 @@
 //! forgets them, and until enough pods end again the core estimates from the window each owner
 //! kind has been seen running over (its oldest pod's age), not from each pod's own age.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -86,6 +86,18 @@ struct Recorded {
     /// Recent evictions by pod UID, oldest first (at most [`KEPT`], none older than
     /// [`EVICTIONS_KEPT_SECONDS`] when read).
     evictions: VecDeque<(String, Eviction)>,
+    /// Replacements of evicted pods (by `namespace/name`), as the snapshots matched them:
+    /// when the work they carry on began. Their lifetimes and their own evictions count from
+    /// there, so a pod moved twice still carries its workload's age.
+    continued: HashMap<String, i64>,
+}
+
+fn key(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
 }
 
 impl PodLifetimes {
@@ -128,6 +140,7 @@ impl PodLifetimes {
         if r.seen.contains(&uid) {
             return;
         }
+        let created = r.continued.remove(&key(pod)).unwrap_or(created);
         let ended = match change {
             Change::Deleted => pod
                 .metadata
@@ -180,6 +193,7 @@ impl PodLifetimes {
         // A Job's replacement starts its work again, and a pod nothing owns is not replaced;
         // any other workload's replacement carries on the evicted pod's life.
         let created = epoch_secs(pod.metadata.creation_timestamp.as_ref());
+        let created = r.continued.remove(&key(pod)).unwrap_or(created);
         let continues_since = match controller_kind(&pod.metadata).as_deref() {
             None | Some("Job") => None,
             Some(_) => (created > 0).then_some(created),
@@ -193,6 +207,27 @@ impl PodLifetimes {
                 continues_since,
             },
         ));
+    }
+
+    /// Remembers which of `snapshot`'s pods replace evicted ones and since when their work
+    /// runs ([`provisioner_core::replacements`]), for when they end or are evicted in turn.
+    pub fn note_replacements(&self, snapshot: &provisioner_core::Snapshot) {
+        let starts = provisioner_core::replacements::continued_since(snapshot);
+        if starts.iter().all(Option::is_none) {
+            return;
+        }
+        let mut r = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        // Entries leave as their pods end or are evicted; a bound keeps pods deleted while
+        // the watch was down from piling up.
+        if r.continued.len() >= 4 * KEPT {
+            r.continued.clear();
+        }
+        for (p, since) in snapshot.pods.iter().zip(starts) {
+            if let Some(since) = since {
+                r.continued
+                    .insert(format!("{}/{}", p.namespace, p.name), since);
+            }
+        }
     }
 
     /// The evictions of the last [`EVICTIONS_KEPT_SECONDS`] before `now`, oldest first: the
@@ -365,6 +400,48 @@ mod tests {
             }];
         }
         p
+    }
+
+    #[test]
+    fn a_replacement_counts_from_the_work_it_carries_on() {
+        let l = PodLifetimes::default();
+        let ok = node(None, false);
+        // The snapshot saw `r` (created at T0 + 600) replace a pod of the same requests
+        // evicted at T0 + 590, whose work began at T0.
+        let mut core = provisioner_core::Pod::new("default", "r", 1000, 1 << 30);
+        core.created_at = T0 + 600;
+        let snapshot = provisioner_core::Snapshot {
+            now: T0 + 700,
+            pods: provisioner_core::Snapshot::shared_pods(vec![core]),
+            recent_evictions: vec![Eviction {
+                at: T0 + 590,
+                cpu_milli: 1000,
+                memory: 1 << 30,
+                continues_since: Some(T0),
+            }],
+            ..Default::default()
+        };
+        l.note_replacements(&snapshot);
+        let named = |mut p: Pod, name: &str| {
+            p.metadata.namespace = Some("default".into());
+            p.metadata.name = Some(name.into());
+            owned_by("ReplicaSet", with_requests(p, "1", "1Gi"))
+        };
+        // Evicted in turn, it hands that start on to its own replacement.
+        let mut drained = named(pod("r-uid", T0 + 600, Some("n"), "Running"), "r");
+        drained.metadata.deletion_timestamp = Some(time(T0 + 2000));
+        let draining = node(Some(DISRUPTED_TAINT_KEY), false);
+        l.observe(&drained, Change::Deleted, Some(&draining), T0 + 2000);
+        assert_eq!(l.evicted("r-uid").and_then(|e| e.continues_since), Some(T0));
+        // Noted again and ending on its own, it lived from T0.
+        l.note_replacements(&snapshot);
+        let own = named(pod("r-uid-2", T0 + 600, Some("n"), "Running"), "r");
+        l.observe(&own, Change::Deleted, Some(&ok), T0 + 4000);
+        assert_eq!(l.ended("r-uid-2").map(|e| e.lifetime_seconds), Some(4000));
+        // A pod no snapshot matched lives from its creation.
+        let plain = named(pod("p-uid", T0 + 600, Some("n"), "Running"), "p");
+        l.observe(&plain, Change::Deleted, Some(&ok), T0 + 4000);
+        assert_eq!(l.ended("p-uid").map(|e| e.lifetime_seconds), Some(3400));
     }
 
     #[test]

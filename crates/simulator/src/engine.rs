@@ -84,6 +84,10 @@ struct PodState {
     evicted_at: Option<i64>,
     /// When it was last evicted, kept after it is bound again.
     last_evicted_at: Option<i64>,
+    /// When the work it carries on began, once evicted: its first arrival, which a
+    /// controller reads from the evicted pod and hands on to each replacement
+    /// (`provisioner_core::replacements`; the simulator knows the match the controller makes).
+    continues_since: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -1264,11 +1268,12 @@ impl<'w> Sim<'w> {
     /// Counts an eviction of `pi` now in the churn figures.
     fn note_eviction(&mut self, pi: usize) {
         let now = self.now;
-        // What a controller reads from the evicted pod object: its creation (a replacement's
-        // if it was one). Every simulated pod is a ReplicaSet's, whose replacement carries on
-        // its work.
-        let since = self.created_at(pi);
+        // Every simulated pod is a ReplicaSet's, whose replacement carries on its work.
+        let since = self.pods[pi]
+            .continues_since
+            .unwrap_or_else(|| self.created_at(pi));
         let p = &mut self.pods[pi];
+        p.continues_since = Some(since);
         p.evictions += 1;
         if p.evictions == 1 {
             self.summary.pods_disrupted_distinct += 1;
@@ -1395,6 +1400,7 @@ impl Sim<'_> {
                 first_bound: None,
                 evictions: 0,
                 last_evicted_at: None,
+                continues_since: None,
                 evicted_at: None,
             });
             self.pod_index.insert(pref(&a.pod), i);
@@ -1462,7 +1468,10 @@ impl Sim<'_> {
                         if self.ended.len() == ENDED_LIFETIMES_KEPT {
                             self.ended.pop_front();
                         }
-                        let lifetime_seconds = self.now - self.created_at(pi);
+                        let start = self.pods[pi]
+                            .continues_since
+                            .unwrap_or_else(|| self.created_at(pi));
+                        let lifetime_seconds = self.now - start;
                         self.ended.push_back(core::EndedPod {
                             lifetime_seconds,
                             owner_kind: self.w.arrivals[pi].pod.owner_kind.clone(),
