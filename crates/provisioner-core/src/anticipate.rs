@@ -127,11 +127,17 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
     };
     // The window's arrivals: the stream's age and (within the horizon, never longer than the
     // window) the expected pods come from them.
+    // A replacement for an evicted pod is a new pod created at the eviction, not new demand
+    // and not part of a stream: without this, each consolidation's moved pods grew the next
+    // launches for 15 minutes, and made a stream that had paused look as old as the cluster.
+    let replaced = crate::replacements::replaced(snapshot);
     let window_start = batch_start - knobs.window_seconds.max(0);
     let window: Vec<&Pod> = snapshot
         .pods
         .iter()
-        .map(|p| &**p)
+        .zip(&replaced)
+        .filter(|(_, m)| m.is_none())
+        .map(|(p, _)| &**p)
         .filter(|p| !is_daemon(p) && p.created_at >= window_start && p.created_at < batch_start)
         .collect();
     let age = batch_start - stream_start(&window, batch_start, knobs);
@@ -160,22 +166,7 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
         // A one-off burst (the 20,000-pod benchmark is one): no walk over the cluster's room.
         return (0, 0);
     }
-    let mut places = free_places(snapshot, result);
-    // A replacement for an evicted pod is a new pod created at the eviction, not new demand:
-    // without this, each consolidation's moved pods grew the next launches for 15 minutes.
-    // The evicted pod's requests are a place its replacement (an arrival alike) fits.
-    places.extend(
-        snapshot
-            .recent_evictions
-            .iter()
-            .filter(|e| e.at >= from && e.at < batch_start)
-            .map(|e| Place {
-                room: (e.cpu_milli, e.memory),
-                taints: &[],
-                labels: None,
-            }),
-    );
-    unfitted(arrivals, places)
+    unfitted(arrivals, free_places(snapshot, result))
 }
 
 /// When the stream of arrivals the batch belongs to began: the first of the window's
@@ -633,9 +624,10 @@ mod tests {
     #[test]
     fn replacements_of_evicted_pods_are_not_a_stream() {
         let mut s = trickle(9);
-        s.recent_evictions = (0..3)
+        // The last three of the trickle (created 180, 120 and 60 s ago) replaced evicted pods.
+        s.recent_evictions = (1..=3)
             .map(|i| crate::model::Eviction {
-                at: NOW - 170 + 10 * i,
+                at: NOW - 60 * i,
                 cpu_milli: 1000,
                 memory: 4 * GIB,
                 continues_since: None,
@@ -647,8 +639,8 @@ mod tests {
             missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
             (0, 0)
         );
-        // Evictions before the horizon, or after the batch began (their replacements are in
-        // the batch itself), do not cancel the trickle.
+        // Evictions long before the trickle's pods, or at the batch (their replacement is the
+        // batch itself), do not cancel the trickle.
         for at in [NOW - 901, NOW] {
             for e in &mut s.recent_evictions {
                 e.at = at;
@@ -662,8 +654,8 @@ mod tests {
         // Two of three evictions leave one pod's worth of arrivals, which the new pod's "s"
         // node's free vCPU holds: no growth either.
         s.recent_evictions.truncate(2);
-        for e in &mut s.recent_evictions {
-            e.at = NOW - 30;
+        for (i, e) in s.recent_evictions.iter_mut().enumerate() {
+            e.at = NOW - 60 * (i as i64 + 1);
         }
         assert_eq!(
             missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),

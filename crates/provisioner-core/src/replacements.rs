@@ -29,11 +29,26 @@ const EARLY_SECONDS: i64 = 5;
 /// For each pod of `snapshot.pods` (by index), the start of the work it continues when it
 /// is the replacement of an evicted pod whose work goes on; `None` for every other pod.
 pub fn continued_since(snapshot: &Snapshot) -> Vec<Option<i64>> {
+    let evictions = &snapshot.recent_evictions;
+    replaced(snapshot)
+        .into_iter()
+        .zip(snapshot.pods.iter())
+        .map(|(m, p)| {
+            let since = evictions.get(m?)?.continues_since?;
+            Some(since.min(p.created_at))
+        })
+        .collect()
+}
+
+/// For each pod of `snapshot.pods` (by index), the eviction it replaces (an index into
+/// `snapshot.recent_evictions`), if any: not new demand, whatever its workload.
+pub fn replaced(snapshot: &Snapshot) -> Vec<Option<usize>> {
     let mut out = vec![None; snapshot.pods.len()];
-    let mut evictions: Vec<(i64, i64, (i64, i64))> = snapshot
+    let mut evictions: Vec<(i64, usize, (i64, i64))> = snapshot
         .recent_evictions
         .iter()
-        .filter_map(|e| Some((e.at, e.continues_since?, (e.cpu_milli, e.memory))))
+        .enumerate()
+        .map(|(k, e)| (e.at, k, (e.cpu_milli, e.memory)))
         .collect();
     if evictions.is_empty() {
         return out;
@@ -59,7 +74,7 @@ pub fn continued_since(snapshot: &Snapshot) -> Vec<Option<i64>> {
     // intervals have the same length, so a pod created before one eviction's interval is
     // before every later one's, and one cursor per request size suffices.
     let mut cursor: HashMap<(i64, i64), usize> = HashMap::new();
-    for (at, since, requests) in evictions {
+    for (at, k, requests) in evictions {
         let Some(pods) = by_requests.get(&requests) else {
             continue;
         };
@@ -70,7 +85,7 @@ pub fn continued_since(snapshot: &Snapshot) -> Vec<Option<i64>> {
         if let Some(&(t, i)) = pods.get(*c)
             && t <= at + REPLACEMENT_WITHIN_SECONDS
         {
-            out[i] = Some(since.min(t));
+            out[i] = Some(k);
             *c += 1;
         }
     }
@@ -141,6 +156,8 @@ mod tests {
             ],
         );
         assert_eq!(continued_since(&s), vec![Some(300), Some(400), None]);
+        // The Job's replacement is still a replacement: not an arrival.
+        assert_eq!(replaced(&s), vec![Some(0), Some(1), Some(2)]);
     }
 
     #[test]

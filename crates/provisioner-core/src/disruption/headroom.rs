@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::candidates::{Candidate, is_daemon};
-use crate::model::{Eviction, Resources, Snapshot};
+use crate::model::{Resources, Snapshot};
 use crate::resources::pod_requests;
 
 /// Knobs of the headroom rule ([`super::DisruptionOptions::headroom`]).
@@ -130,21 +130,10 @@ impl Usage {
     }
 }
 
-/// An eviction as a negative arrival: what its pod's replacement will request.
-fn eviction_room(e: &Eviction) -> Room {
-    Resources {
-        cpu_milli: -e.cpu_milli.max(0),
-        memory: -e.memory.max(0),
-        ..Resources::default()
-    }
-}
-
 /// The largest summed requests of arrivals `(time, requests)` within any `window` seconds
-/// (each resource on its own). `arrivals` is sorted by time here; at the same second,
-/// negative entries (evictions) come first, so a replacement created with its eviction's
-/// timestamp never counts on its own.
+/// (each resource on its own). `arrivals` is sorted by time here.
 pub fn peak_window(arrivals: &mut [(i64, Room)], window: i64) -> Room {
-    arrivals.sort_by_key(|a| (a.0, a.1.cpu_milli >= 0 && a.1.memory >= 0));
+    arrivals.sort_unstable_by_key(|a| a.0);
     let mut start = 0usize;
     let mut sum = Room::default();
     let mut peak = Room::default();
@@ -198,24 +187,21 @@ impl Guard {
         usage: &Usage,
     ) -> Guard {
         let now = snapshot.now;
-        let recent = |t: i64| now - t <= knobs.lookback_seconds.max(0);
+        // A pod its workload created for one that was evicted is not demand: the eviction
+        // freed what it requests (GPUs included), and the command placed it. Counted, every
+        // command's moved pods were a burst that blocked consolidation for the next
+        // `lookback_seconds`.
+        let replaced = crate::replacements::replaced(snapshot);
         let mut arrivals: Vec<(i64, Room)> = snapshot
             .pods
             .iter()
             .zip(requests)
-            .filter(|(p, _)| !is_daemon(p) && recent(p.created_at))
-            .map(|(p, r)| (p.created_at, room_of(r)))
+            .zip(&replaced)
+            .filter(|((p, _), m)| {
+                !is_daemon(p) && m.is_none() && now - p.created_at <= knobs.lookback_seconds.max(0)
+            })
+            .map(|((p, r), _)| (p.created_at, room_of(r)))
             .collect();
-        // A pod its workload created for one that was evicted is not demand: the eviction
-        // freed what it requests, and the command placed it. Counted, every command's moved
-        // pods were a burst that blocked consolidation for the next `lookback_seconds`.
-        arrivals.extend(
-            snapshot
-                .recent_evictions
-                .iter()
-                .filter(|e| recent(e.at))
-                .map(|e| (e.at, eviction_room(e))),
-        );
         let target = peak_window(&mut arrivals, knobs.window_seconds);
         Guard {
             target,
