@@ -2171,25 +2171,38 @@ workload:
         }
     }
 
-    #[test]
-    fn an_evicted_pod_is_seen_as_its_replacement() {
-        // `a` arrives at 0 and is moved once its node is up: a controller then sees the new
-        // pod its ReplicaSet created at the eviction, and the eviction, carrying on from 0.
-        let mut w = one_zone_world(
-            "recreated",
+    /// `x` fills 3 of its node's 4 vCPUs, `y` 1 of its node's; [`MoveOnto`] moves `a`
+    /// (1 vCPU, arrived at 0) onto `x`'s node once every node is up.
+    fn move_world(name: &str) -> World {
+        one_zone_world(
+            name,
             "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}",
             r#"    - {name: x, count: 1, requests: {cpu: "3", memory: 1Gi}}
     - {name: y, count: 1, requests: {cpu: "1", memory: 1Gi}}
     - {name: a, count: 1, requests: {cpu: "1", memory: 1Gi}}
+    # Wakes the disruption loop after the move.
     - {name: tick, count: 1, arriveAt: 1200, durationSeconds: 30, requests: {cpu: 10m}}"#,
-        );
+        )
+    }
+
+    /// Runs [`MoveOnto`] on `w`, checks it evicted `a` alone, and returns what it saw.
+    fn run_move(w: &World, what: &str) -> MoveOnto {
+        let mut a = MoveOnto::default();
+        let mut sim = Sim::new(w);
+        sim.trigger = a.trigger();
+        let out = sim.run(&mut a, "move", 0, None);
+        assert_eq!(out.summary.pods_disrupted, 1, "{what}: {:?}", out.summary);
+        a
+    }
+
+    #[test]
+    fn an_evicted_pod_is_seen_as_its_replacement() {
+        // A controller sees the new pod `a`'s ReplicaSet created at the eviction, and the
+        // eviction, carrying on from 0.
+        let mut w = move_world("recreated");
         for recreated in [true, false] {
             w.settings.evicted_pods_recreated = recreated;
-            let mut a = MoveOnto::default();
-            let mut sim = Sim::new(&w);
-            sim.trigger = a.trigger();
-            let out = sim.run(&mut a, "recreated", 0, None);
-            assert_eq!(out.summary.pods_disrupted, 1, "{:?}", out.summary);
+            let a = run_move(&w, &format!("recreated {recreated}"));
             let (created, evictions) = a.a_seen.clone().expect("a look after the move");
             if recreated {
                 let [e] = evictions.as_slice() else {
@@ -2208,32 +2221,15 @@ workload:
 
     #[test]
     fn evicted_pods_go_where_planned_or_where_the_scheduler_scores() {
-        // `x` fills 3 of its node's 4 vCPUs, `y` 1 of its node's: `a`, planned onto `x`'s
-        // node, lands there when the scheduler follows the plan, and on `y`'s (the least
-        // allocated) when it places evicted pods by its own scoring.
-        let mut w = one_zone_world(
-            "placement",
-            "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}",
-            r#"    - {name: x, count: 1, requests: {cpu: "3", memory: 1Gi}}
-    - {name: y, count: 1, requests: {cpu: "1", memory: 1Gi}}
-    - {name: a, count: 1, requests: {cpu: "1", memory: 1Gi}}
-    # Wakes the disruption loop after the move.
-    - {name: tick, count: 1, arriveAt: 1200, durationSeconds: 30, requests: {cpu: 10m}}"#,
-        );
+        // `a`, planned onto `x`'s node, lands there when the scheduler follows the plan, and
+        // on `y`'s (the least allocated) when it places evicted pods by its own scoring.
+        let mut w = move_world("placement");
         for (placement, lands_with) in [
             (EvictedPodPlacement::Planned, "x"),
             (EvictedPodPlacement::Scheduler, "y"),
         ] {
             w.settings.evicted_pod_placement = placement;
-            let mut a = MoveOnto::default();
-            let mut sim = Sim::new(&w);
-            sim.trigger = a.trigger();
-            let out = sim.run(&mut a, "placement", 0, None);
-            assert_eq!(
-                out.summary.pods_disrupted, 1,
-                "{placement:?}: {:?}",
-                out.summary
-            );
+            let a = run_move(&w, &format!("{placement:?}"));
             let (on, x, y) = a.seen.clone().expect("a look after the move");
             let want = if lands_with == "x" { x } else { y };
             assert_eq!(on, want, "{placement:?}: a on {on}");
