@@ -180,9 +180,6 @@ impl PodLifetimes {
         {
             r.evictions.pop_front();
         }
-        let requests = kcapi_snapshot::pod::convert_pod(pod, &Default::default())
-            .map(|p| provisioner_core::resources::pod_requests(&p))
-            .unwrap_or_default();
         // The replacement is created when the deletion is requested, a grace period before
         // the pod is gone.
         let requested = pod
@@ -198,15 +195,18 @@ impl PodLifetimes {
             None | Some("Job") => None,
             Some(_) => (created > 0).then_some(created),
         };
-        r.evictions.push_back((
-            uid,
-            Eviction {
-                at: requested.map_or(now, |t| t.min(now)),
-                cpu_milli: requests.cpu_milli,
-                memory: requests.memory,
+        let at = requested.map_or(now, |t| t.min(now));
+        // As the snapshot will see it: namespace, labels and requests are what its
+        // replacement is matched by.
+        let eviction = match kcapi_snapshot::pod::convert_pod(pod, &Default::default()) {
+            Ok(p) => Eviction::of(&p, at, continues_since),
+            Err(_) => Eviction {
+                at,
                 continues_since,
+                ..Eviction::default()
             },
-        ));
+        };
+        r.evictions.push_back((uid, eviction));
     }
 
     /// Remembers which of `snapshot`'s pods replace evicted ones and since when their work
@@ -236,15 +236,18 @@ impl PodLifetimes {
         let r = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         r.evictions
             .iter()
-            .map(|(_, e)| *e)
-            .filter(|e| now - e.at <= EVICTIONS_KEPT_SECONDS)
+            .filter(|(_, e)| now - e.at <= EVICTIONS_KEPT_SECONDS)
+            .map(|(_, e)| e.clone())
             .collect()
     }
 
     /// The eviction of the pod with this UID, if recorded and still kept (for diagnosis).
     pub fn evicted(&self, uid: &str) -> Option<Eviction> {
         let r = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        r.evictions.iter().find(|(u, _)| u == uid).map(|(_, e)| *e)
+        r.evictions
+            .iter()
+            .find(|(u, _)| u == uid)
+            .map(|(_, e)| e.clone())
     }
 
     /// The kept endings, oldest first: the snapshot's `ended_pods`.
@@ -413,12 +416,11 @@ mod tests {
         let snapshot = provisioner_core::Snapshot {
             now: T0 + 700,
             pods: provisioner_core::Snapshot::shared_pods(vec![core]),
-            recent_evictions: vec![Eviction {
-                at: T0 + 590,
-                cpu_milli: 1000,
-                memory: 1 << 30,
-                continues_since: Some(T0),
-            }],
+            recent_evictions: vec![Eviction::of(
+                &provisioner_core::Pod::new("default", "r-old", 1000, 1 << 30),
+                T0 + 590,
+                Some(T0),
+            )],
             ..Default::default()
         };
         l.note_replacements(&snapshot);
@@ -433,6 +435,9 @@ mod tests {
         let draining = node(Some(DISRUPTED_TAINT_KEY), false);
         l.observe(&drained, Change::Deleted, Some(&draining), T0 + 2000);
         assert_eq!(l.evicted("r-uid").and_then(|e| e.continues_since), Some(T0));
+        // What its replacement will be matched by: its namespace, labels and requests.
+        let e = l.evicted("r-uid").expect("recorded");
+        assert_eq!((e.namespace.as_str(), e.cpu_milli), ("default", 1000));
         // Noted again and ending on its own, it lived from T0.
         l.note_replacements(&snapshot);
         let own = named(pod("r-uid-2", T0 + 600, Some("n"), "Running"), "r");
@@ -502,21 +507,16 @@ mod tests {
             T0 + 720,
         );
         let mib = 1 << 20;
+        let seen: Vec<_> = l
+            .recent_evictions(T0 + 800)
+            .into_iter()
+            .map(|e| (e.at, e.cpu_milli, e.memory, e.continues_since))
+            .collect();
         assert_eq!(
-            l.recent_evictions(T0 + 800),
+            seen,
             vec![
-                Eviction {
-                    at: T0 + 570,
-                    cpu_milli: 1500,
-                    memory: 2048 * mib,
-                    continues_since: Some(T0),
-                },
-                Eviction {
-                    at: T0 + 700,
-                    cpu_milli: 250,
-                    memory: 512 * mib,
-                    continues_since: None,
-                },
+                (T0 + 570, 1500, 2048 * mib, Some(T0)),
+                (T0 + 700, 250, 512 * mib, None),
             ]
         );
         // Half an hour on, only the later one is left.

@@ -625,12 +625,11 @@ mod tests {
     fn replacements_of_evicted_pods_are_not_a_stream() {
         let mut s = trickle(9);
         // The last three of the trickle (created 180, 120 and 60 s ago) replaced evicted pods.
+        let evicted = crate::model::Eviction::of(&s.pods[0], 0, None);
         s.recent_evictions = (1..=3)
             .map(|i| crate::model::Eviction {
                 at: NOW - 60 * i,
-                cpu_milli: 1000,
-                memory: 4 * GIB,
-                continues_since: None,
+                ..evicted.clone()
             })
             .collect();
         let after = schedule(&s, &SchedulingOptions::default());

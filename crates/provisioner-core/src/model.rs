@@ -591,8 +591,8 @@ pub struct EndedPod {
     pub owner_kind: Option<String>,
 }
 
-/// An evicted pod: when, and what it requested.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// An evicted pod: when, what it requested, and what its replacement will look like.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Eviction {
     /// Seconds since the epoch.
@@ -601,10 +601,31 @@ pub struct Eviction {
     pub cpu_milli: i64,
     /// Requested bytes of memory.
     pub memory: i64,
+    /// The evicted pod's namespace and labels: its workload's replacement has the same (a
+    /// template's labels, a StatefulSet's ordinal, a Job's index), another workload's new pod
+    /// of the same size usually does not.
+    pub namespace: String,
+    #[serde(skip_serializing_if = "Labels::is_empty")]
+    pub labels: Labels,
     /// When the evicted pod was created, if its workload's replacement carries on its work
     /// (a ReplicaSet's or StatefulSet's pod; not a Job's, which starts again): the start of
     /// the replacement's life for the lifetime estimate ([`crate::replacements`]).
     pub continues_since: Option<i64>,
+}
+
+impl Eviction {
+    /// `pod`'s eviction at `at`; `continues_since` as the field says.
+    pub fn of(pod: &Pod, at: i64, continues_since: Option<i64>) -> Eviction {
+        let r = crate::resources::pod_requests(pod);
+        Eviction {
+            at,
+            cpu_milli: r.cpu_milli,
+            memory: r.memory,
+            namespace: pod.namespace.clone(),
+            labels: pod.labels.clone(),
+            continues_since,
+        }
+    }
 }
 
 #[cfg(test)]

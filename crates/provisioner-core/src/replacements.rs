@@ -9,13 +9,14 @@
 //! [`crate::model::Snapshot::recent_evictions`] leave `continues_since` unset for those.
 //!
 //! A replacement is not linked to its eviction in the API, so it is matched: a pod created
-//! from a little before the eviction to [`REPLACEMENT_WITHIN_SECONDS`] after it, with the same
-//! requests, the earliest such pod first. Two evictions of identical pods may swap
-//! replacements; their starts are then swapped too, which changes nothing that matters.
+//! from a little before the eviction to [`REPLACEMENT_WITHIN_SECONDS`] after it, in the same
+//! namespace with the same labels (its template's) and requests, the earliest such pod first.
+//! Two evictions of identical pods may swap replacements; their starts are then swapped too,
+//! which changes nothing that matters.
 
 use std::collections::HashMap;
 
-use crate::model::{Pod, Snapshot};
+use crate::model::{Labels, Pod, Snapshot};
 use crate::resources::pod_requests;
 
 /// How long after an eviction its replacement may be created (a controller's resync, a
@@ -40,45 +41,50 @@ pub fn continued_since(snapshot: &Snapshot) -> Vec<Option<i64>> {
         .collect()
 }
 
+/// What a replacement shares with the pod it replaces: namespace, labels and requests.
+type Workload<'a> = (&'a str, &'a Labels, i64, i64);
+
 /// For each pod of `snapshot.pods` (by index), the eviction it replaces (an index into
 /// `snapshot.recent_evictions`), if any: not new demand, whatever its workload.
 pub fn replaced(snapshot: &Snapshot) -> Vec<Option<usize>> {
     let mut out = vec![None; snapshot.pods.len()];
-    let mut evictions: Vec<(i64, usize, (i64, i64))> = snapshot
+    let mut evictions: Vec<(i64, usize)> = snapshot
         .recent_evictions
         .iter()
         .enumerate()
-        .map(|(k, e)| (e.at, k, (e.cpu_milli, e.memory)))
+        .map(|(k, e)| (e.at, k))
         .collect();
     if evictions.is_empty() {
         return out;
     }
     evictions.sort_unstable();
     let earliest = evictions[0].0 - EARLY_SECONDS;
-    // Pods that could be replacements, by requests, oldest first.
-    let mut by_requests: HashMap<(i64, i64), Vec<(i64, usize)>> = HashMap::new();
+    // Pods that could be replacements, by workload, oldest first.
+    let mut by_workload: HashMap<Workload, Vec<(i64, usize)>> = HashMap::new();
     for (i, p) in snapshot.pods.iter().enumerate() {
         if p.created_at < earliest || is_daemon(p) {
             continue;
         }
         let r = pod_requests(p);
-        by_requests
-            .entry((r.cpu_milli, r.memory))
+        by_workload
+            .entry((p.namespace.as_str(), &p.labels, r.cpu_milli, r.memory))
             .or_default()
             .push((p.created_at, i));
     }
-    for pods in by_requests.values_mut() {
+    for pods in by_workload.values_mut() {
         pods.sort_unstable();
     }
     // Evictions in time order each take the earliest unmatched pod in their interval; all
     // intervals have the same length, so a pod created before one eviction's interval is
-    // before every later one's, and one cursor per request size suffices.
-    let mut cursor: HashMap<(i64, i64), usize> = HashMap::new();
-    for (at, k, requests) in evictions {
-        let Some(pods) = by_requests.get(&requests) else {
+    // before every later one's, and one cursor per workload suffices.
+    let mut cursor: HashMap<Workload, usize> = HashMap::new();
+    for (at, k) in evictions {
+        let e = &snapshot.recent_evictions[k];
+        let w = (e.namespace.as_str(), &e.labels, e.cpu_milli, e.memory);
+        let Some(pods) = by_workload.get(&w) else {
             continue;
         };
-        let c = cursor.entry(requests).or_insert(0);
+        let c = cursor.entry(w).or_insert(0);
         while pods.get(*c).is_some_and(|&(t, _)| t < at - EARLY_SECONDS) {
             *c += 1;
         }
@@ -108,12 +114,7 @@ mod tests {
     }
 
     fn evicted(at: i64, cpu: i64, since: Option<i64>) -> Eviction {
-        Eviction {
-            at,
-            cpu_milli: cpu,
-            memory: 1 << 30,
-            continues_since: since,
-        }
+        Eviction::of(&pod("evicted", cpu, 0), at, since)
     }
 
     fn snapshot(pods: Vec<Pod>, evictions: Vec<Eviction>) -> Snapshot {
@@ -158,6 +159,24 @@ mod tests {
         assert_eq!(continued_since(&s), vec![Some(300), Some(400), None]);
         // The Job's replacement is still a replacement: not an arrival.
         assert_eq!(replaced(&s), vec![Some(0), Some(1), Some(2)]);
+    }
+
+    #[test]
+    fn another_workloads_pod_of_the_same_size_is_no_replacement() {
+        let web = |name: &str, t: i64| pod(name, 1000, t).label("app", "web");
+        let s = snapshot(
+            vec![
+                pod("db-new", 1000, 9_501).label("app", "db"),
+                pod("web-other-ns", 1000, 9_501).label("app", "web"),
+                web("web-new", 9_502),
+            ],
+            vec![Eviction::of(&web("web-old", 100), 9_500, Some(100))],
+        );
+        let mut s = s;
+        let mut other = (*s.pods[1]).clone();
+        other.namespace = "staging".into();
+        s.pods[1] = std::sync::Arc::new(other);
+        assert_eq!(replaced(&s), vec![None, None, Some(0)]);
     }
 
     #[test]

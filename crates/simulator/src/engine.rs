@@ -1297,13 +1297,8 @@ impl<'w> Sim<'w> {
         {
             self.evictions.pop_front();
         }
-        let req = &self.pods[pi].req;
-        self.evictions.push_back(core::Eviction {
-            at: now,
-            cpu_milli: req.cpu_milli,
-            memory: req.memory,
-            continues_since: Some(since),
-        });
+        let e = core::Eviction::of(&self.w.arrivals[pi].pod, now, Some(since));
+        self.evictions.push_back(e);
     }
 
     fn drain_and_delete(&mut self, ci: usize) {

@@ -343,16 +343,14 @@ mod tests {
         // 40 jobs ended at 600 s; a service's pods have run for 5 h; one moved 60 s ago.
         let mut s = snapshot(now, vec![600; 40], &[5 * 3600, 5 * 3600, 60]);
         let moved = s.pods[2].clone();
-        let requests = crate::resources::pod_requests(&moved);
         let life = |s: &Snapshot| RemainingLife::from_snapshot(s, 4.0, 30, true);
         let young = life(&s).hours(&moved);
         assert!(young < 0.5, "{young}");
-        s.recent_evictions = vec![crate::model::Eviction {
-            at: now - 61,
-            cpu_milli: requests.cpu_milli,
-            memory: requests.memory,
-            continues_since: Some(now - 5 * 3600),
-        }];
+        s.recent_evictions = vec![crate::model::Eviction::of(
+            &moved,
+            now - 61,
+            Some(now - 5 * 3600),
+        )];
         let continued = life(&s).hours(&moved);
         assert_eq!(continued, life(&s).hours(&s.pods[0]));
         assert!(continued > 3.0, "{continued}");

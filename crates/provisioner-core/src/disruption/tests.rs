@@ -1512,20 +1512,14 @@ fn replacements_of_evicted_pods_are_no_burst() {
         vec![od("a", "large"), od("b", "large"), od("c", "large")],
         pods,
     );
-    let memory = crate::resources::pod_requests(&s.pods[2]).memory;
-    let evicted = |at| crate::model::Eviction {
-        at,
-        cpu_milli: 2000,
-        memory,
-        continues_since: None,
-    };
-    s.recent_evictions = vec![evicted(1_000_000 - 31), evicted(1_000_000 - 31)];
+    let evicted = |i: usize, at| crate::model::Eviction::of(&s.pods[2 + i], at, None);
+    s.recent_evictions = vec![evicted(0, 1_000_000 - 31), evicted(1, 1_000_000 - 31)];
     let guard = headroom::Guard::new(&s, &headroom::Headroom::default());
     assert_eq!(guard.target.cpu_milli, 2000);
     // Deleting `a` leaves 4 vCPU free, enough for the one arrival.
     assert!(disrupt(&s, &DisruptionOptions::default()).command.is_some());
     // Evictions long before the pods were created replace none of them.
-    s.recent_evictions = vec![evicted(1_000_000 - 700), evicted(1_000_000 - 700)];
+    s.recent_evictions = vec![evicted(0, 1_000_000 - 700), evicted(1, 1_000_000 - 700)];
     let guard = headroom::Guard::new(&s, &headroom::Headroom::default());
     assert_eq!(guard.target.cpu_milli, 6000);
 }
