@@ -33,7 +33,8 @@
 //! flowing reserves room.
 //!
 //! Evictions are netted out: a workload replaces an evicted pod with a new pod, which would
-//! otherwise count as an arrival ([`crate::model::Snapshot::recent_evictions`]).
+//! otherwise count as an arrival; the pods matched to recent evictions
+//! ([`crate::replacements`]) are left out of the stream.
 //!
 //! The cost: a node a little larger than its pods for up to a window, and a bigger node left
 //! when the expected arrivals do not come (consolidation then replaces it like any other).
@@ -125,12 +126,12 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
     else {
         return (0, 0);
     };
-    // The window's arrivals: the stream's age and (within the horizon, never longer than the
-    // window) the expected pods come from them.
     // A replacement for an evicted pod is a new pod created at the eviction, not new demand
     // and not part of a stream: without this, each consolidation's moved pods grew the next
     // launches for 15 minutes, and made a stream that had paused look as old as the cluster.
     let replaced = crate::replacements::replaced(snapshot);
+    // The window's arrivals: the stream's age and (within the horizon, never longer than the
+    // window) the expected pods come from them.
     let window_start = batch_start - knobs.window_seconds.max(0);
     let window: Vec<&Pod> = snapshot
         .pods
