@@ -92,11 +92,15 @@ struct Recorded {
     continued: HashMap<String, i64>,
 }
 
-fn key(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
+/// The key of [`Recorded::continued`].
+fn key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+fn key_of(pod: &Pod) -> String {
+    key(
         pod.metadata.namespace.as_deref().unwrap_or_default(),
-        pod.metadata.name.as_deref().unwrap_or_default()
+        pod.metadata.name.as_deref().unwrap_or_default(),
     )
 }
 
@@ -140,7 +144,7 @@ impl PodLifetimes {
         if r.seen.contains(&uid) {
             return;
         }
-        let created = r.continued.remove(&key(pod)).unwrap_or(created);
+        let created = r.continued.remove(&key_of(pod)).unwrap_or(created);
         let ended = match change {
             Change::Deleted => pod
                 .metadata
@@ -190,7 +194,7 @@ impl PodLifetimes {
         // A Job's replacement starts its work again, and a pod nothing owns is not replaced;
         // any other workload's replacement carries on the evicted pod's life.
         let created = epoch_secs(pod.metadata.creation_timestamp.as_ref());
-        let created = r.continued.remove(&key(pod)).unwrap_or(created);
+        let created = r.continued.remove(&key_of(pod)).unwrap_or(created);
         let continues_since = match controller_kind(&pod.metadata).as_deref() {
             None | Some("Job") => None,
             Some(_) => (created > 0).then_some(created),
@@ -224,8 +228,7 @@ impl PodLifetimes {
         }
         for (p, since) in snapshot.pods.iter().zip(starts) {
             if let Some(since) = since {
-                r.continued
-                    .insert(format!("{}/{}", p.namespace, p.name), since);
+                r.continued.insert(key(&p.namespace, &p.name), since);
             }
         }
     }
@@ -489,15 +492,10 @@ mod tests {
             None,
             T0 + 720,
         );
-        let mut daemon = with_requests(pod("e", T0, Some("n"), "Running"), "1", "1Gi");
-        daemon.metadata.owner_references = Some(vec![
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-                kind: "DaemonSet".into(),
-                name: "agent".into(),
-                controller: Some(true),
-                ..Default::default()
-            },
-        ]);
+        let daemon = owned_by(
+            "DaemonSet",
+            with_requests(pod("e", T0, Some("n"), "Running"), "1", "1Gi"),
+        );
         l.observe(&daemon, Change::Deleted, Some(&draining), T0 + 720);
         l.observe(&drained, Change::Listed, Some(&draining), T0 + 720);
         l.observe(

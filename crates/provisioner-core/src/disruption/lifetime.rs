@@ -61,7 +61,9 @@ pub struct RemainingLife {
     seen: BTreeMap<Option<String>, Seen>,
     /// Replacements of evicted pods whose work goes on, by namespace and name: when that
     /// work began ([`crate::replacements`]). Their own creation says they just arrived.
-    continued: HashMap<(String, String), i64>,
+    /// Keyed by namespace, then name, so a lookup borrows the pod's strings: `hours` runs for
+    /// every moved pod of every command evaluated.
+    continued: HashMap<String, HashMap<String, i64>>,
 }
 
 /// A kind's evidence before its lifetimes are learnt: its oldest running pod's age and the
@@ -162,12 +164,15 @@ impl RemainingLife {
         let cap_secs = cap_hours.max(0.0) * 3600.0;
         let ended = &snapshot.ended_pods;
         let starts = crate::replacements::continued_since(snapshot);
-        let continued: HashMap<(String, String), i64> = snapshot
-            .pods
-            .iter()
-            .zip(&starts)
-            .filter_map(|(p, s)| Some(((p.namespace.clone(), p.name.clone()), (*s)?)))
-            .collect();
+        let mut continued: HashMap<String, HashMap<String, i64>> = HashMap::new();
+        for (p, s) in snapshot.pods.iter().zip(&starts) {
+            if let Some(s) = *s {
+                continued
+                    .entry(p.namespace.clone())
+                    .or_default()
+                    .insert(p.name.clone(), s);
+            }
+        }
         let mut life = RemainingLife {
             now: snapshot.now,
             cap_secs,
@@ -253,14 +258,12 @@ impl RemainingLife {
     /// Expected remaining hours of `pod`, at most the cap: from its owner kind's lifetimes
     /// when that kind has enough endings, else from all pods', else Lindy.
     pub fn hours(&self, pod: &Pod) -> f64 {
-        let start = if self.continued.is_empty() {
-            pod.created_at
-        } else {
-            self.continued
-                .get(&(pod.namespace.clone(), pod.name.clone()))
-                .copied()
-                .unwrap_or(pod.created_at)
-        };
+        let start = self
+            .continued
+            .get(&pod.namespace)
+            .and_then(|names| names.get(&pod.name))
+            .copied()
+            .unwrap_or(pod.created_at);
         let age = (self.now - start).max(0) as f64;
         let survival = self.by_kind.get(&pod.owner_kind).or(self.survival.as_ref());
         let secs = match survival {
