@@ -88,6 +88,9 @@ struct PodState {
     /// controller reads from the evicted pod and hands on to each replacement
     /// (`provisioner_core::replacements`; the simulator knows the match the controller makes).
     continues_since: Option<i64>,
+    /// When its pending [`Ev::Leave`] is due; an event at any other time is stale. A Job's
+    /// pod has none until it runs, and loses it when evicted (its work starts over).
+    leave_at: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -841,6 +844,14 @@ impl<'w> Sim<'w> {
         if p.first_bound.is_none() {
             p.first_bound = Some(self.now);
         }
+        // A Job's pod works from when it runs: its departure is set now, at each start.
+        if let Some(work) = self.w.arrivals[pi].work_seconds
+            && p.leave_at.is_none()
+        {
+            let at = self.now + work.max(0);
+            p.leave_at = Some(at);
+            self.push(at, Ev::Leave(pi));
+        }
         self.pending.remove(&pi);
         self.loaded();
     }
@@ -1268,12 +1279,16 @@ impl<'w> Sim<'w> {
     /// Counts an eviction of `pi` now in the churn figures.
     fn note_eviction(&mut self, pi: usize) {
         let now = self.now;
-        // Every simulated pod is a ReplicaSet's, whose replacement carries on its work.
-        let since = self.pods[pi]
-            .continues_since
-            .unwrap_or_else(|| self.created_at(pi));
+        let job = self.w.arrivals[pi].work_seconds.is_some();
+        // A ReplicaSet's replacement carries on the evicted pod's work; a Job's starts over.
+        let since = (!job).then(|| {
+            self.pods[pi]
+                .continues_since
+                .unwrap_or_else(|| self.created_at(pi))
+        });
         let p = &mut self.pods[pi];
-        p.continues_since = Some(since);
+        p.continues_since = since;
+        let leave_at = if job { p.leave_at.take() } else { p.leave_at };
         p.evictions += 1;
         if p.evictions == 1 {
             self.summary.pods_disrupted_distinct += 1;
@@ -1284,10 +1299,7 @@ impl<'w> Sim<'w> {
         {
             self.summary.pods_disrupted_again_soon += 1;
         }
-        if self.w.arrivals[pi]
-            .leave
-            .is_some_and(|l| l >= now && l - now < CHURN_WINDOW_SECONDS)
-        {
+        if leave_at.is_some_and(|l| l >= now && l - now < CHURN_WINDOW_SECONDS) {
             self.summary.pods_disrupted_near_end += 1;
         }
         while self
@@ -1297,7 +1309,7 @@ impl<'w> Sim<'w> {
         {
             self.evictions.pop_front();
         }
-        let e = core::Eviction::of(&self.w.arrivals[pi].pod, now, Some(since));
+        let e = core::Eviction::of(&self.w.arrivals[pi].pod, now, since);
         self.evictions.push_back(e);
     }
 
@@ -1397,6 +1409,10 @@ impl Sim<'_> {
                 last_evicted_at: None,
                 continues_since: None,
                 evicted_at: None,
+                leave_at: a
+                    .leave
+                    .filter(|_| a.work_seconds.is_none())
+                    .map(|l| l.max(a.at)),
             });
             self.pod_index.insert(pref(&a.pod), i);
         }
@@ -1410,8 +1426,8 @@ impl Sim<'_> {
         for i in order {
             let at = self.w.arrivals[i].at;
             self.push(at, Ev::Arrive(i));
-            if let Some(l) = self.w.arrivals[i].leave {
-                self.push(l.max(at), Ev::Leave(i));
+            if let Some(l) = self.pods[i].leave_at {
+                self.push(l, Ev::Leave(i));
             }
         }
         self.summary.pods_total = self.w.arrivals.len() as u32;
@@ -1446,7 +1462,8 @@ impl Sim<'_> {
                     }
                 }
                 Ev::Leave(pi) => {
-                    if self.pods[pi].phase != PodPhase::NotYet
+                    if self.pods[pi].leave_at == Some(t)
+                        && self.pods[pi].phase != PodPhase::NotYet
                         && self.pods[pi].phase != PodPhase::Gone
                     {
                         if self.pods[pi].phase == PodPhase::Pending
@@ -2124,6 +2141,10 @@ workload:
         seen: Option<(String, String, String)>,
         /// a's creation and the recent evictions at the last look after the move.
         a_seen: Option<(i64, Vec<core::Eviction>)>,
+        /// At each look after the move: when, and whether `a` still ran.
+        a_running: Vec<(i64, bool)>,
+        /// The ended pods at the last look.
+        ended: Vec<core::EndedPod>,
     }
 
     impl Autoscaler for MoveOnto {
@@ -2133,6 +2154,11 @@ workload:
 
         fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
             let node_of = |name: &str| node_of(snap, name);
+            if self.proposed {
+                let running = snap.pods.iter().any(|p| p.name == "a-0");
+                self.a_running.push((snap.now, running));
+                self.ended = snap.ended_pods.clone();
+            }
             let (a, x, y) = (node_of("a-0")?, node_of("x-0")?, node_of("y-0")?);
             // Nominated pods show on nodes still launching; move only once all are up.
             if snap.nodes.iter().any(|n| n.in_flight || !n.ready) {
@@ -2210,6 +2236,60 @@ workload:
             } else {
                 assert_eq!(created, 0);
                 assert!(evictions.is_empty(), "{evictions:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_jobs_evicted_pod_starts_its_work_over() {
+        // `a` does 600 s of work. A ReplicaSet's `a` leaves at 600 whatever happened to it;
+        // a Job's replacement, created at the eviction, does its 600 s again from where it
+        // runs, and its eviction carries no earlier start. Ticks wake the loop at 650 and 1200.
+        for job in [false, true] {
+            let kind = if job { "Job" } else { "ReplicaSet" };
+            let w = one_zone_world(
+                "job",
+                "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}",
+                &format!(
+                    r#"    - {{name: x, count: 1, requests: {{cpu: "3", memory: 1Gi}}}}
+    - {{name: y, count: 1, requests: {{cpu: "1", memory: 1Gi}}}}
+    - {{name: a, count: 1, durationSeconds: 600, ownerKind: {kind}, requests: {{cpu: "1", memory: 1Gi}}}}
+    - {{name: tick, count: 1, arriveAt: 650, durationSeconds: 30, requests: {{cpu: 10m}}}}
+    - {{name: tock, count: 1, arriveAt: 1200, durationSeconds: 30, requests: {{cpu: 10m}}}}"#
+                ),
+            );
+            let a = run_move(&w, kind);
+            let (created, evictions) = a.a_seen.clone().expect("a look after the move");
+            let [e] = evictions.as_slice() else {
+                panic!("{kind}: evictions {evictions:?}");
+            };
+            assert_eq!(created, e.at, "{kind}");
+            assert_eq!(e.continues_since, (!job).then_some(0), "{kind}");
+            let at = |t: i64| {
+                a.a_running
+                    .iter()
+                    .rev()
+                    .find(|(now, _)| *now <= t)
+                    .map(|(_, running)| *running)
+            };
+            assert_eq!(at(700), Some(job), "{kind}: {:?}", a.a_running);
+            assert_eq!(at(1300), Some(false), "{kind}: {:?}", a.a_running);
+            // The ticks (30 s, a ReplicaSet's) left too.
+            let ended: Vec<i64> = a
+                .ended
+                .iter()
+                .filter(|p| p.owner_kind.as_deref() == Some(kind) && p.lifetime_seconds != 30)
+                .map(|p| p.lifetime_seconds)
+                .collect();
+            // From the work's start to its end: 600 for the ReplicaSet's (0 to 600); the
+            // Job's replacement from its creation at the eviction, at least its 600 s.
+            if job {
+                let [l] = ended.as_slice() else {
+                    panic!("{kind}: ended {ended:?}");
+                };
+                assert!(*l >= 600, "{kind}: {l}");
+            } else {
+                assert_eq!(ended, vec![600], "{kind}");
             }
         }
     }

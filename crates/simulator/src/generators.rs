@@ -116,6 +116,7 @@ fn group(name: &str, count: u32, requests: BTreeMap<String, String>) -> PodGroup
         arrive_at: 0,
         arrive_every_seconds: 0,
         duration_seconds: None,
+        owner_kind: None,
         labels: BTreeMap::from([("app".to_string(), name.to_string())]),
         annotations: BTreeMap::new(),
         node_selector: BTreeMap::new(),

@@ -607,9 +607,15 @@ pub struct PodGroup {
     /// Seconds between consecutive pods' arrivals (0: all at once).
     #[serde(default)]
     pub arrive_every_seconds: i64,
-    /// Lifetime of each pod; none = until the end.
+    /// Lifetime of each pod; none = until the end. For a `Job`'s pods, the work each does
+    /// once running, counted from when it starts and again from the start after an eviction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_seconds: Option<i64>,
+    /// What owns the pods, which decides what an eviction costs them: a `ReplicaSet`'s
+    /// replacement carries on the evicted pod's work and leaves when the workload would have;
+    /// a `Job`'s starts its work over. None: a `ReplicaSet`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_kind: Option<OwnerKind>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -625,6 +631,25 @@ pub struct PodGroup {
     pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
     #[serde(default)]
     pub priority: i32,
+}
+
+/// The controller that owns a pod group's pods ([`PodGroup::owner_kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum OwnerKind {
+    /// A Deployment's pods: an evicted pod is replaced and the work goes on.
+    ReplicaSet,
+    /// A batch Job's pods: an evicted pod's work is lost and done again.
+    Job,
+}
+
+impl OwnerKind {
+    /// The owner reference kind a controller reads from the pod.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OwnerKind::ReplicaSet => "ReplicaSet",
+            OwnerKind::Job => "Job",
+        }
+    }
 }
 
 fn default_namespace() -> String {

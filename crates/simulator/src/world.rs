@@ -10,7 +10,7 @@ use crate::convert;
 use crate::error::{Result, SimError};
 use crate::generators;
 use crate::importers::{self, Arrival};
-use crate::scenario::{LoadedScenario, Settings};
+use crate::scenario::{LoadedScenario, OwnerKind, Settings};
 
 #[derive(Debug, Clone)]
 pub struct World {
@@ -105,7 +105,12 @@ pub fn pod_group_arrivals(
             annotations: g.annotations.clone(),
             containers: vec![req],
             node_selector: g.node_selector.clone(),
-            owner_kind: Some("ReplicaSet".into()),
+            owner_kind: Some(
+                g.owner_kind
+                    .unwrap_or(OwnerKind::ReplicaSet)
+                    .as_str()
+                    .into(),
+            ),
             priority: g.priority,
             ..Default::default()
         };
@@ -126,6 +131,9 @@ pub fn pod_group_arrivals(
                 pod,
                 at,
                 leave: g.duration_seconds.map(|d| at + d),
+                work_seconds: g
+                    .duration_seconds
+                    .filter(|_| g.owner_kind == Some(OwnerKind::Job)),
                 bound_to: None,
             });
         }

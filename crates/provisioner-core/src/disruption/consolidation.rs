@@ -768,6 +768,7 @@ impl<'s, 'a> Search<'s, 'a> {
                             c.price,
                             self.pod_price_floor,
                             k,
+                            self.life.now(),
                         );
                     }
                 }

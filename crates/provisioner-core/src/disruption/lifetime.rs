@@ -250,6 +250,11 @@ impl RemainingLife {
         }
     }
 
+    /// The decision's time, which the ages are counted to.
+    pub fn now(&self) -> i64 {
+        self.now
+    }
+
     /// Whether the estimate comes from observed lifetimes.
     pub fn learnt(&self) -> bool {
         self.survival.is_some()

@@ -6,7 +6,8 @@
 //! value is
 //!
 //! ```text
-//! net = worst-case saving/h x horizon  -  sum over evicted pods of (pod's price/h x eviction_pod_hours x eviction weight)
+//! net = worst-case saving/h x horizon
+//!       -  sum over evicted pods of pod's price/h x (eviction_pod_hours x eviction weight + hours of a Job's work lost)
 //!       -  replacements' price/h x replacement_ready_seconds / 3600
 //! ```
 //!
@@ -25,7 +26,9 @@
 //!   a restart hurts a small pod about as much as a large one (connections drain, caches
 //!   warm, work is lost), and priced by its share alone, ten small pods were cheaper to move
 //!   than one large one, so the rule moved many pods for little. One eviction costs
-//!   `eviction_pod_hours` of that price: the restart, warm-up and lost work.
+//!   `eviction_pod_hours` of that price: the restart and warm-up. A Job's pod also costs the
+//!   hours it has run ([`lost_work_hours`]): its replacement starts the work over, so an
+//!   eviction near the end of a long job throws away nearly all of it.
 //! - **replacement overlap**: replacements are billed from their launch while the candidates
 //!   still run until the replacements are ready.
 //!
@@ -155,8 +158,10 @@ pub fn request_fraction(req: &Resources, allocatable: &Resources) -> f64 {
         .max(extended)
 }
 
-/// What evicting `pod` (requesting `requests`) from `node` (priced `node_price` per hour)
-/// costs, its price per hour being at least `floor` (the cluster's average price per pod).
+/// What evicting `pod` (requesting `requests`) from `node` (priced `node_price` per hour) at
+/// `now` costs, its price per hour being at least `floor` (the cluster's average price per
+/// pod): `eviction_pod_hours` of that price, weighted by its eviction cost, and for a Job's
+/// pod the hours it has run as well ([`lost_work_hours`]).
 pub fn pod_eviction_value(
     pod: &Pod,
     requests: &Resources,
@@ -164,9 +169,26 @@ pub fn pod_eviction_value(
     node_price: f64,
     floor: f64,
     knobs: &Payback,
+    now: i64,
 ) -> f64 {
     let share = node_price.max(0.0) * request_fraction(requests, &node.allocatable);
-    share.max(floor.max(0.0)) * knobs.eviction_pod_hours.max(0.0) * eviction_cost(pod).max(0.0)
+    let price = share.max(floor.max(0.0));
+    price * (knobs.eviction_pod_hours.max(0.0) * eviction_cost(pod).max(0.0))
+        + price * lost_work_hours(pod, now)
+}
+
+/// Hours of work an eviction throws away: a Job's pod starts over in the pod the Job
+/// controller creates for it, so everything it has run is paid for again (a ReplicaSet's
+/// replacement carries on serving; its restart is what `eviction_pod_hours` prices). Counted
+/// from the pod's creation, the start of this attempt. Not weighted by the eviction cost:
+/// priority and `pod-deletion-cost` say how much a user minds a disruption, not how much
+/// compute a rerun takes.
+pub fn lost_work_hours(pod: &Pod, now: i64) -> f64 {
+    if pod.owner_kind.as_deref() == Some("Job") {
+        (now - pod.created_at).max(0) as f64 / 3600.0
+    } else {
+        0.0
+    }
 }
 
 /// The cluster's price per hour over its running pods that could be moved (daemonset and
@@ -200,7 +222,7 @@ pub fn value<'a>(
     let mut eviction = 0.0;
     for (pod, requests, node, price) in pods {
         remaining.push(life.hours(pod));
-        eviction += pod_eviction_value(pod, requests, node, price, floor, knobs);
+        eviction += pod_eviction_value(pod, requests, node, price, floor, knobs, life.now());
     }
     let horizon = median_hours(&mut remaining, knobs.horizon_cap_hours.max(0.0));
     let saving = worst_saving_per_hour * horizon;
@@ -249,6 +271,46 @@ mod tests {
             ..Pod::default()
         }
     }
+
+    #[test]
+    fn a_jobs_pod_costs_the_work_it_would_run_again() {
+        let n = node(4000, 16 << 30);
+        let knobs = Payback::default();
+        let now = 10 * 3600;
+        // Half the node's CPU on a 1/h node: 0.5/h. Two hours old.
+        let eviction = |kind: &str, priority: i32| {
+            let p = Pod {
+                owner_kind: Some(kind.into()),
+                priority,
+                ..pod(2000, 1 << 30, now - 2 * 3600)
+            };
+            value(
+                0.0,
+                0.0,
+                [(&p, &pod_requests(&p), &n, 1.0)],
+                &lindy(now),
+                0.0,
+                &knobs,
+            )
+            .eviction
+        };
+        // The restart alone: 0.5/h x 1 h.
+        assert!((eviction("ReplicaSet", 0) - 0.5).abs() < 1e-12);
+        // The restart and the two hours it has run: 0.5/h x (1 h + 2 h).
+        assert!((eviction("Job", 0) - 1.5).abs() < 1e-12);
+        // Priority weighs the disruption, not the compute a rerun takes.
+        let weighted = eviction("ReplicaSet", PRIORITY_DOUBLES) - 0.5;
+        assert!(weighted > 0.1, "{weighted}");
+        assert!((eviction("Job", PRIORITY_DOUBLES) - 1.5 - weighted).abs() < 1e-12);
+        let not_started = Pod {
+            owner_kind: Some("Job".into()),
+            ..pod(1, 1, now + 60)
+        };
+        assert_eq!(lost_work_hours(&not_started, now), 0.0);
+    }
+
+    /// A priority that doubles a pod's eviction cost (Karpenter's scale).
+    const PRIORITY_DOUBLES: i32 = 33_554_432;
 
     #[test]
     fn young_pods_do_not_pay_for_a_small_saving() {

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use k8s_openapi::api::core::v1::{Affinity, PodAffinityTerm, PodAntiAffinity};
 
 use super::{group, q, sample_cluster, seeded_rng, selector};
-use crate::scenario::{PodGroup, Scenario};
+use crate::scenario::{OwnerKind, PodGroup, Scenario};
 use kcapi_workloads::Rng;
 
 /// Service shapes (mCPU, MiB): small web and API pods to large memory-heavy ones.
@@ -179,7 +179,8 @@ pub fn diurnal(seed: u64, pods: usize) -> Scenario {
 
 /// Waves of batch jobs over 8 h: every 15-45 minutes one to three jobs of 10-80 pods each
 /// arrive within two minutes and run 5-45 minutes (each job's pods alike, ±30%), beside a
-/// steady service of 2-8 replicas (spread over zones half the time).
+/// steady service of 2-8 replicas (spread over zones half the time). The jobs' pods are a
+/// `Job`'s: their minutes of work count from when they run, and an eviction loses them.
 pub fn batch(seed: u64, pods: usize) -> Scenario {
     let mut rng = seeded_rng(seed ^ 0xBA7C_0000);
     let horizon = 8 * 3600;
@@ -226,7 +227,7 @@ pub fn batch(seed: u64, pods: usize) -> Scenario {
                 .copied()
                 .unwrap_or(0.0);
             let app = format!("job-{wave}-{j}");
-            groups.push(pods_of(
+            let mut job = pods_of(
                 app.clone(),
                 &app,
                 n,
@@ -234,7 +235,9 @@ pub fn batch(seed: u64, pods: usize) -> Scenario {
                 t + uniform(&mut rng, 0.0, 120.0),
                 every,
                 Some(life),
-            ));
+            );
+            job.owner_kind = Some(OwnerKind::Job);
+            groups.push(job);
             made += n;
         }
         wave += 1;
@@ -243,7 +246,7 @@ pub fn batch(seed: u64, pods: usize) -> Scenario {
     scenario(
         "batch",
         seed,
-        "Waves of batch jobs (10-80 pods each, living 5-45 minutes) every 15-45 minutes beside a steady service, over 8 h on the built-in EC2-like catalog.",
+        "Waves of batch Jobs (10-80 pods each, running 5-45 minutes) every 15-45 minutes beside a steady service, over 8 h on the built-in EC2-like catalog.",
         horizon,
         groups,
     )

@@ -128,6 +128,7 @@ fn pod(
         },
         at: 0,
         leave: None,
+        work_seconds: None,
         bound_to,
     });
     Ok(())

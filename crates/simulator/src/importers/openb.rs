@@ -65,6 +65,7 @@ pub fn load(path: &Path, spec: &OpenbSpec) -> Result<Vec<Arrival>> {
             pod,
             at,
             leave: leave.map(|l| l.max(at)),
+            work_seconds: None,
             bound_to: None,
         });
     }
