@@ -84,9 +84,11 @@ struct PodState {
     evicted_at: Option<i64>,
     /// When it was last evicted, kept after it is bound again.
     last_evicted_at: Option<i64>,
-    /// When the work it carries on began, once evicted: its first arrival, which a
-    /// controller reads from the evicted pod and hands on to each replacement
-    /// (`provisioner_core::replacements`; the simulator knows the match the controller makes).
+    /// When the work it carries on began, as a controller knows it: set when a decision's
+    /// snapshot matches it to an eviction (`provisioner_core::replacements`, what the
+    /// controller's `PodLifetimes::note_replacements` remembers), cleared when it is evicted
+    /// in turn. The match is the controller's, by namespace, labels, requests and time, so it
+    /// can be wrong where the simulator knows better; the simulator does not correct it.
     continues_since: Option<i64>,
     /// When its pending [`Ev::Leave`] is due; an event at any other time is stale. A Job's
     /// pod has none until it runs, and loses it when evicted (its work starts over).
@@ -1106,6 +1108,7 @@ impl<'w> Sim<'w> {
             return;
         }
         let snap = self.snapshot(false);
+        self.note_replacements(&snap);
         let t0 = Instant::now();
         let p = a.provision(&snap);
         self.decision_secs += t0.elapsed().as_secs_f64();
@@ -1132,6 +1135,7 @@ impl<'w> Sim<'w> {
             return;
         }
         let snap = self.snapshot(false);
+        self.note_replacements(&snap);
         let t0 = Instant::now();
         let cmd = a.disrupt(&snap);
         self.decision_secs += t0.elapsed().as_secs_f64();
@@ -1276,18 +1280,37 @@ impl<'w> Sim<'w> {
         }
     }
 
+    /// Remembers which of `snap`'s pods the replacement match says carry on an evicted pod's
+    /// work, and since when, as the controller does at each snapshot: their lifetimes when
+    /// they end, and their own evictions, count from there.
+    fn note_replacements(&mut self, snap: &core::Snapshot) {
+        if snap.recent_evictions.is_empty() {
+            return;
+        }
+        let starts = core::replacements::continued_since(snap);
+        for (p, since) in snap.pods.iter().zip(starts) {
+            if let Some(since) = since
+                && let Some(&pi) = self.pod_index.get(&pref(p))
+            {
+                self.pods[pi].continues_since = Some(since);
+            }
+        }
+    }
+
     /// Counts an eviction of `pi` now in the churn figures.
     fn note_eviction(&mut self, pi: usize) {
         let now = self.now;
         let job = self.w.arrivals[pi].work_seconds.is_some();
-        // A ReplicaSet's replacement carries on the evicted pod's work; a Job's starts over.
+        // A ReplicaSet's replacement carries on the evicted pod's work, from where a controller
+        // knows it began (its own match, or its creation); a Job's starts over.
         let since = (!job).then(|| {
             self.pods[pi]
                 .continues_since
                 .unwrap_or_else(|| self.created_at(pi))
         });
         let p = &mut self.pods[pi];
-        p.continues_since = since;
+        // The replacement is a new pod: matched afresh by the next decision's snapshot.
+        p.continues_since = None;
         let leave_at = if job { p.leave_at.take() } else { p.leave_at };
         p.evictions += 1;
         if p.evictions == 1 {
@@ -2281,8 +2304,9 @@ workload:
                 .filter(|p| p.owner_kind.as_deref() == Some(kind) && p.lifetime_seconds != 30)
                 .map(|p| p.lifetime_seconds)
                 .collect();
-            // From the work's start to its end: 600 for the ReplicaSet's (0 to 600); the
-            // Job's replacement from its creation at the eviction, at least its 600 s.
+            // From the work's start to its end: 600 for the ReplicaSet's (0 to 600, once a
+            // decision's snapshot has matched the replacement to the eviction); the Job's
+            // replacement from its creation at the eviction, at least its 600 s.
             if job {
                 let [l] = ended.as_slice() else {
                     panic!("{kind}: ended {ended:?}");
