@@ -228,6 +228,10 @@ pub struct Summary {
     /// first waits and waits after evictions alike, so neither can hide behind percentiles.
     #[serde(default)]
     pub pending_pod_hours: f64,
+    /// Pod-hours of Job work evictions threw away: each evicted Job pod's run so far, which
+    /// its replacement runs again (and the run pays for again). 0 without Jobs.
+    #[serde(default)]
+    pub job_work_lost_pod_hours: f64,
     /// Commands dropped at validation (cluster changed meanwhile).
     pub commands_invalidated: u32,
     /// Why, as the strategy's re-validation said (digits masked), with counts.
@@ -1312,6 +1316,11 @@ impl<'w> Sim<'w> {
         // The replacement is a new pod: matched afresh by the next decision's snapshot.
         p.continues_since = None;
         let leave_at = if job { p.leave_at.take() } else { p.leave_at };
+        if let (true, Some(left), Some(work)) = (job, leave_at, self.w.arrivals[pi].work_seconds) {
+            let ran = now - (left - work.max(0));
+            self.summary.job_work_lost_pod_hours += ran.max(0) as f64 / 3600.0;
+        }
+        let p = &mut self.pods[pi];
         p.evictions += 1;
         if p.evictions == 1 {
             self.summary.pods_disrupted_distinct += 1;
@@ -2231,12 +2240,17 @@ workload:
 
     /// Runs [`MoveOnto`] on `w`, checks it evicted `a` alone, and returns what it saw.
     fn run_move(w: &World, what: &str) -> MoveOnto {
+        run_move_summary(w, what).0
+    }
+
+    /// [`run_move`] and the run's summary.
+    fn run_move_summary(w: &World, what: &str) -> (MoveOnto, Summary) {
         let mut a = MoveOnto::default();
         let mut sim = Sim::new(w);
         sim.trigger = a.trigger();
         let out = sim.run(&mut a, "move", 0, None);
         assert_eq!(out.summary.pods_disrupted, 1, "{what}: {:?}", out.summary);
-        a
+        (a, out.summary)
     }
 
     #[test]
@@ -2281,13 +2295,21 @@ workload:
     - {{name: tock, count: 1, arriveAt: 1200, durationSeconds: 30, requests: {{cpu: 10m}}}}"#
                 ),
             );
-            let a = run_move(&w, kind);
+            let (a, summary) = run_move_summary(&w, kind);
             let (created, evictions) = a.a_seen.clone().expect("a look after the move");
             let [e] = evictions.as_slice() else {
                 panic!("{kind}: evictions {evictions:?}");
             };
             assert_eq!(created, e.at, "{kind}");
             assert_eq!(e.continues_since, (!job).then_some(0), "{kind}");
+            // The Job's `a` had run from its node's readiness to the eviction, and runs it
+            // again; nothing is lost for the ReplicaSet's.
+            let lost = summary.job_work_lost_pod_hours * 3600.0;
+            if job {
+                assert!(lost > 0.0 && lost < e.at as f64, "{kind}: {lost} s lost");
+            } else {
+                assert_eq!(lost, 0.0, "{kind}");
+            }
             let at = |t: i64| {
                 a.a_running
                     .iter()

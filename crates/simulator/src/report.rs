@@ -91,6 +91,7 @@ pub struct Row {
     pub evicted_p95: f64,
     pub pending_pod_hours: f64,
     pub evicted_pending_pod_hours: f64,
+    pub job_work_lost_pod_hours: f64,
     pub decisions_per_s: f64,
     pub wall: f64,
 }
@@ -135,6 +136,7 @@ pub fn rows(r: &Report) -> Vec<Row> {
                 evicted_p95: avg(&|r| r.summary.evicted_wait_p95_seconds),
                 pending_pod_hours: avg(&|r| r.summary.pending_pod_hours),
                 evicted_pending_pod_hours: avg(&|r| r.summary.evicted_pending_pod_hours),
+                job_work_lost_pod_hours: avg(&|r| r.summary.job_work_lost_pod_hours),
                 decisions_per_s: avg(&|r| r.timing.decisions_per_second),
                 wall: avg(&|r| r.timing.wall_seconds),
             }
@@ -283,6 +285,17 @@ pub fn table(r: &Report) -> String {
             s.round_cost_with_bound,
             s.round_lower_bound,
             gap
+        );
+    }
+    if rows.iter().any(|x| x.job_work_lost_pod_hours > 0.0) {
+        let lost: Vec<String> = rows
+            .iter()
+            .map(|x| format!("{} {:.1}", x.strategy, x.job_work_lost_pod_hours))
+            .collect();
+        let _ = writeln!(
+            out,
+            "Job work lost to evictions, run again (pod-hours): {}",
+            lost.join(", ")
         );
     }
     for s in &r.strategies {
