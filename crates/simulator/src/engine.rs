@@ -1316,7 +1316,8 @@ impl<'w> Sim<'w> {
         // The replacement is a new pod: matched afresh by the next decision's snapshot.
         p.continues_since = None;
         let leave_at = if job { p.leave_at.take() } else { p.leave_at };
-        if let (true, Some(left), Some(work)) = (job, leave_at, self.w.arrivals[pi].work_seconds) {
+        // Only a Job's pod has work: what it had run since its start is lost.
+        if let (Some(left), Some(work)) = (leave_at, self.w.arrivals[pi].work_seconds) {
             let ran = now - (left - work.max(0));
             self.summary.job_work_lost_pod_hours += ran.max(0) as f64 / 3600.0;
         }
