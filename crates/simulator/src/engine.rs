@@ -1304,10 +1304,11 @@ impl<'w> Sim<'w> {
     /// Counts an eviction of `pi` now in the churn figures.
     fn note_eviction(&mut self, pi: usize) {
         let now = self.now;
-        let job = self.w.arrivals[pi].work_seconds.is_some();
+        // Only a Job's pod has work of its own to lose.
+        let work = self.w.arrivals[pi].work_seconds;
         // A ReplicaSet's replacement carries on the evicted pod's work, from where a controller
         // knows it began (its own match, or its creation); a Job's starts over.
-        let since = (!job).then(|| {
+        let since = work.is_none().then(|| {
             self.pods[pi]
                 .continues_since
                 .unwrap_or_else(|| self.created_at(pi))
@@ -1315,22 +1316,27 @@ impl<'w> Sim<'w> {
         let p = &mut self.pods[pi];
         // The replacement is a new pod: matched afresh by the next decision's snapshot.
         p.continues_since = None;
-        let leave_at = if job { p.leave_at.take() } else { p.leave_at };
-        // Only a Job's pod has work: what it had run since its start is lost.
-        if let (Some(left), Some(work)) = (leave_at, self.w.arrivals[pi].work_seconds) {
-            let ran = now - (left - work.max(0));
-            self.summary.job_work_lost_pod_hours += ran.max(0) as f64 / 3600.0;
-        }
-        let p = &mut self.pods[pi];
+        let leave_at = if work.is_some() {
+            p.leave_at.take()
+        } else {
+            p.leave_at
+        };
         p.evictions += 1;
-        if p.evictions == 1 {
+        let first = p.evictions == 1;
+        let again = p
+            .last_evicted_at
+            .replace(now)
+            .is_some_and(|t| now - t < CHURN_WINDOW_SECONDS);
+        if first {
             self.summary.pods_disrupted_distinct += 1;
         }
-        if p.last_evicted_at
-            .replace(now)
-            .is_some_and(|t| now - t < CHURN_WINDOW_SECONDS)
-        {
+        if again {
             self.summary.pods_disrupted_again_soon += 1;
+        }
+        // What a Job's pod had run since its start is lost.
+        if let (Some(left), Some(work)) = (leave_at, work) {
+            let ran = now - (left - work.max(0));
+            self.summary.job_work_lost_pod_hours += ran.max(0) as f64 / 3600.0;
         }
         if leave_at.is_some_and(|l| l >= now && l - now < CHURN_WINDOW_SECONDS) {
             self.summary.pods_disrupted_near_end += 1;

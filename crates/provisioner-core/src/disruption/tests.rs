@@ -1472,19 +1472,25 @@ fn merges_are_found_beyond_the_emptiest_nodes() {
     );
 }
 
-#[test]
-fn consolidation_keeps_room_for_a_recent_burst() {
-    // Old pods on `a` and `b`; a burst of three 2-vCPU pods arrived 30 s ago on `c`.
+/// Old pods on `a` (1 vCPU) and `b` (5 vCPU); three 2-vCPU pods created 30 s ago on `c`
+/// (`s.pods[2..5]`).
+fn burst_world() -> Snapshot {
     let mut pods = vec![pod("old-a", 1000, "a"), pod("old-b", 5000, "b")];
     for i in 0..3 {
         let mut p = pod(&format!("burst-{i}"), 2000, "c");
         p.created_at = 1_000_000 - 30;
         pods.push(p);
     }
-    let s = snapshot(
+    snapshot(
         vec![od("a", "large"), od("b", "large"), od("c", "large")],
         pods,
-    );
+    )
+}
+
+#[test]
+fn consolidation_keeps_room_for_a_recent_burst() {
+    // The three pods on `c` are a burst.
+    let s = burst_world();
     let guard = headroom::Guard::new(&s, &headroom::Headroom::default());
     assert_eq!(guard.target.cpu_milli, 6000);
     assert_eq!(guard.free.cpu_milli, 7000 + 3000 + 2000);
@@ -1502,16 +1508,7 @@ fn consolidation_keeps_room_for_a_recent_burst() {
 fn replacements_of_evicted_pods_are_no_burst() {
     // The same three 2-vCPU pods 30 s old on `c`, but two are the new pods their workloads
     // created for pods a command evicted 31 s ago: only the third is an arrival.
-    let mut pods = vec![pod("old-a", 1000, "a"), pod("old-b", 5000, "b")];
-    for i in 0..3 {
-        let mut p = pod(&format!("burst-{i}"), 2000, "c");
-        p.created_at = 1_000_000 - 30;
-        pods.push(p);
-    }
-    let mut s = snapshot(
-        vec![od("a", "large"), od("b", "large"), od("c", "large")],
-        pods,
-    );
+    let mut s = burst_world();
     let evicted = |i: usize, at| crate::model::Eviction::of(&s.pods[2 + i], at, None);
     s.recent_evictions = vec![evicted(0, 1_000_000 - 31), evicted(1, 1_000_000 - 31)];
     let guard = headroom::Guard::new(&s, &headroom::Headroom::default());
