@@ -331,6 +331,12 @@ pub struct Pod {
     pub node_name: Option<String>,
     /// When the pod was created, in seconds since the epoch (the simulation's clock).
     pub created_at: i64,
+    /// When it started running on its node (`status.startTime`, set by the kubelet), in
+    /// seconds since the epoch. `None` when not known; its creation then stands in. A Job's
+    /// pod has worked only since then: the time it waited pending is not work an eviction
+    /// throws away.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<i64>,
 }
 
 /// Capacity type of an offering, as `karpenter.sh/capacity-type` spells it.

@@ -90,6 +90,9 @@ struct PodState {
     /// in turn. The match is the controller's, by namespace, labels, requests and time, so it
     /// can be wrong where the simulator knows better; the simulator does not correct it.
     continues_since: Option<i64>,
+    /// When it last started running (its current binding), what a kubelet reports as
+    /// `status.startTime`.
+    started_at: Option<i64>,
     /// When its pending [`Ev::Leave`] is due; an event at any other time is stale. A Job's
     /// pod has none until it runs, and loses it when evicted (its work starts over).
     leave_at: Option<i64>,
@@ -847,6 +850,7 @@ impl<'w> Sim<'w> {
         }
         p.phase = PodPhase::Bound(ni);
         p.nominated = None;
+        p.started_at = Some(self.now);
         if p.first_bound.is_none() {
             p.first_bound = Some(self.now);
         }
@@ -1015,6 +1019,10 @@ impl<'w> Sim<'w> {
             let mut pod = self.w.arrivals[pi].pod.clone();
             pod.node_name = node_name;
             pod.created_at = self.created_at(pi);
+            pod.started_at = match p.phase {
+                PodPhase::Bound(_) => p.started_at,
+                _ => None,
+            };
             pods.push(pod);
         }
         core::Snapshot {
@@ -1448,6 +1456,7 @@ impl Sim<'_> {
                 last_evicted_at: None,
                 continues_since: None,
                 evicted_at: None,
+                started_at: None,
                 leave_at: a
                     .leave
                     .filter(|_| a.work_seconds.is_none())
@@ -2180,6 +2189,8 @@ workload:
         seen: Option<(String, String, String)>,
         /// a's creation and the recent evictions at the last look after the move.
         a_seen: Option<(i64, Vec<core::Eviction>)>,
+        /// When a's snapshot says it started running: at the move, then at the last look.
+        a_started: Vec<Option<i64>>,
         /// At each look after the move: when, and whether `a` still ran.
         a_running: Vec<(i64, bool)>,
         /// The ended pods at the last look.
@@ -2203,12 +2214,15 @@ workload:
             if snap.nodes.iter().any(|n| n.in_flight || !n.ready) {
                 return None;
             }
+            let a_pod = snap.pods.iter().find(|p| p.name == "a-0")?;
             if self.proposed {
                 self.seen = Some((a, x, y));
-                let created = snap.pods.iter().find(|p| p.name == "a-0")?.created_at;
-                self.a_seen = Some((created, snap.recent_evictions.clone()));
+                self.a_seen = Some((a_pod.created_at, snap.recent_evictions.clone()));
+                self.a_started.truncate(1);
+                self.a_started.push(a_pod.started_at);
                 return None;
             }
+            self.a_started.push(a_pod.started_at);
             self.proposed = true;
             Some(Command {
                 reason: "test".into(),
@@ -2309,6 +2323,13 @@ workload:
             };
             assert_eq!(created, e.at, "{kind}");
             assert_eq!(e.continues_since, (!job).then_some(0), "{kind}");
+            // `a` arrived at 0 and started once its node was ready; the replacement started
+            // at the eviction, the instant it was bound where the move planned it.
+            let [Some(first), Some(again)] = a.a_started[..] else {
+                panic!("{kind}: started {:?}", a.a_started);
+            };
+            assert!(first > 0 && first < e.at, "{kind}: {first}");
+            assert_eq!(again, e.at, "{kind}");
             // The Job's `a` had run from its node's readiness to the eviction, and runs it
             // again; nothing is lost for the ReplicaSet's.
             let lost = summary.job_work_lost_pod_hours * 3600.0;

@@ -122,6 +122,11 @@ pub(crate) fn convert_without_volumes(p: &corev1::Pod) -> Result<core::Pod> {
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         priority: spec.priority.unwrap_or(0),
         created_at: epoch_secs(meta.creation_timestamp.as_ref()),
+        started_at: p
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .map(|t| t.0.as_second()),
         ..base
     };
     for c in &spec.containers {
@@ -270,6 +275,25 @@ mod tests {
             c.volumes[0].node_affinity[0][0].values,
             vec!["a".to_string()]
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_running_pod_keeps_when_it_started() -> Result<()> {
+        let mut json = serde_json::json!({
+            "metadata": {"name": "a", "namespace": "n",
+                "creationTimestamp": "2026-11-20T00:00:00Z",
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": true}]},
+            "spec": {"containers": [{"name": "c"}], "nodeName": "node-1"},
+            "status": {"phase": "Running", "startTime": "2026-11-20T00:10:00Z"}
+        });
+        let c = convert_pod(&pod(json.clone()), &VolumeIndex::default())?;
+        assert_eq!(c.owner_kind.as_deref(), Some("Job"));
+        assert_eq!(c.started_at, Some(c.created_at + 600));
+        // Not started yet: unknown, and the lost-work price falls back to its creation.
+        json["status"] = serde_json::json!({"phase": "Pending"});
+        let c = convert_pod(&pod(json), &VolumeIndex::default())?;
+        assert_eq!(c.started_at, None);
         Ok(())
     }
 }

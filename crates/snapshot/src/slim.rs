@@ -8,7 +8,7 @@
 //! none of them. What is kept is what [`crate::pod::convert_pod`], [`crate::node`] and the
 //! controller's lifecycle, termination and disruption read: metadata (minus managed fields
 //! and the last-applied annotation), requests, host ports, restart policies, constraints,
-//! persistent and ephemeral volume claims, the status phase and conditions.
+//! persistent and ephemeral volume claims, the status phase, conditions and start time.
 //!
 //! A new reader of a dropped field must move it to the kept side here; the tests list what
 //! the conversions rely on.

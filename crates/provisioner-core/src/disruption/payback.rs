@@ -180,12 +180,13 @@ pub fn pod_eviction_value(
 /// Hours of work an eviction throws away: a Job's pod starts over in the pod the Job
 /// controller creates for it, so everything it has run is paid for again (a ReplicaSet's
 /// replacement carries on serving; its restart is what `eviction_pod_hours` prices). Counted
-/// from the pod's creation, the start of this attempt. Not weighted by the eviction cost:
+/// from when this attempt started running (its creation when that is not known). Not
+/// weighted by the eviction cost:
 /// priority and `pod-deletion-cost` say how much a user minds a disruption, not how much
 /// compute a rerun takes.
 pub fn lost_work_hours(pod: &Pod, now: i64) -> f64 {
     if pod.owner_kind.as_deref() == Some("Job") {
-        (now - pod.created_at).max(0) as f64 / 3600.0
+        (now - pod.started_at.unwrap_or(pod.created_at)).max(0) as f64 / 3600.0
     } else {
         0.0
     }
@@ -307,6 +308,14 @@ mod tests {
             ..pod(1, 1, now + 60)
         };
         assert_eq!(lost_work_hours(&not_started, now), 0.0);
+        // Created two hours ago but running for only the last half hour: the wait pending
+        // is not work a rerun repeats.
+        let waited = Pod {
+            owner_kind: Some("Job".into()),
+            started_at: Some(now - 1800),
+            ..pod(1, 1, now - 2 * 3600)
+        };
+        assert!((lost_work_hours(&waited, now) - 0.5).abs() < 1e-12);
     }
 
     /// A priority that doubles a pod's eviction cost (Karpenter's scale).
