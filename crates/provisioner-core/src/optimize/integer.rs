@@ -411,12 +411,19 @@ pub(crate) fn to_nodes_partial(
 /// remainder and, unlike a cover by the round's columns (made for the whole round), sizes its
 /// nodes to what is left. `None` when it cannot place them all.
 pub(crate) fn pack_rest(problem: &PackingProblem, items: &[ItemId]) -> Option<Vec<PlannedNode>> {
+    // Field by field: `..problem.clone()` would copy the round's every item only to drop them,
+    // which was a third of a call in the large-neighbourhood search's windows of a few pods.
     let sub = PackingProblem {
         items: items
             .iter()
             .map(|i| problem.items.get(*i as usize).cloned())
             .collect::<Option<Vec<_>>>()?,
-        ..problem.clone()
+        shapes: problem.shapes.clone(),
+        by_size: problem.by_size.clone(),
+        by_price: problem.by_price.clone(),
+        pools: problem.pools.clone(),
+        shape_sets: problem.shape_sets.clone(),
+        groups: problem.groups,
     };
     let plan = crate::Strategy::CostAware.planner().plan(&sub, None);
     if !plan.unplaced.is_empty() {
