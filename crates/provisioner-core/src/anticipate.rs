@@ -65,6 +65,9 @@ pub struct Anticipation {
     /// The probability, under Lindy's law, that the stream still flows at the end of the
     /// horizon reserved for: 0.75 reserves for a third of its age, 0.5 for as long again.
     pub confidence: f64,
+    /// How far before the batch each workload's own stream is looked for
+    /// ([`workload_streams`]); 0 reads only the stream of all arrivals.
+    pub workload_lookback_seconds: i64,
 }
 
 impl Default for Anticipation {
@@ -78,6 +81,9 @@ impl Default for Anticipation {
             max_price_factor: 4.0,
             stream_gap_seconds: 300,
             confidence: 0.75,
+            // Round 31: four windows, so a service adding a replica every 5-10 minutes has
+            // an age its window alone could not show.
+            workload_lookback_seconds: 3600,
         }
     }
 }
@@ -163,11 +169,78 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
         }
     }
     arrivals.extend(one_per_node.into_values());
+    let counted: HashSet<(&str, &str)> = arrivals
+        .iter()
+        .map(|(p, _)| (p.namespace.as_str(), p.name.as_str()))
+        .collect();
+    let own: Vec<&Pod> = snapshot
+        .pods
+        .iter()
+        .zip(&replaced)
+        .filter(|(_, m)| m.is_none())
+        .map(|(p, _)| &**p)
+        .collect();
+    for p in workload_streams(&own, batch_start, knobs) {
+        if !counted.contains(&(p.namespace.as_str(), p.name.as_str())) {
+            let r = pod_requests(p);
+            arrivals.push((p, (r.cpu_milli, r.memory)));
+        }
+    }
     if arrivals.is_empty() {
         // A one-off burst (the 20,000-pod benchmark is one): no walk over the cluster's room.
         return (0, 0);
     }
     unfitted(arrivals, free_places(snapshot, result))
+}
+
+/// The arrivals expected from each workload's own stream: pods of one namespace and label set
+/// (a Deployment's replicas), created in the `workload_lookback_seconds` before the batch,
+/// none with a hostname anti-affinity to their own kind (the stream of all arrivals counts
+/// those once). The stream of all arrivals misses a service that adds a replica every few
+/// minutes while other services' replicas arrive in between: any gap of `stream_gap_seconds`
+/// between two arrivals ends it, so it always looks young and its horizon holds nothing
+/// (docs/simulator.md, round 31: a 4-vCPU replica every 460 s got a node of its own each).
+/// Each workload here is its own stream, ended only by a gap of twice its typical (median)
+/// gap, and at least `stream_gap_seconds`; a workload with fewer than three arrivals has no
+/// rate to read. Its expected arrivals are its own of the horizon its age gives.
+fn workload_streams<'a>(pods: &[&'a Pod], batch_start: i64, knobs: &Anticipation) -> Vec<&'a Pod> {
+    let lookback_start = batch_start - knobs.workload_lookback_seconds.max(0);
+    let mut workloads: BTreeMap<(&str, &crate::model::Labels), Vec<&Pod>> = BTreeMap::new();
+    for &p in pods.iter().filter(|p| {
+        !is_daemon(p)
+            && p.created_at >= lookback_start
+            && p.created_at < batch_start
+            && own_hostname_anti_affinity(p).is_none()
+    }) {
+        workloads
+            .entry((p.namespace.as_str(), &p.labels))
+            .or_default()
+            .push(p);
+    }
+    let mut expected = Vec::new();
+    for mut stream in workloads.into_values().filter(|w| w.len() >= 3) {
+        stream.sort_by_key(|p| p.created_at);
+        let mut gaps: Vec<i64> = stream
+            .windows(2)
+            .map(|w| w[1].created_at - w[0].created_at)
+            .collect();
+        gaps.sort_unstable();
+        let typical = gaps.get(gaps.len() / 2).copied().unwrap_or(0);
+        let gap = knobs
+            .stream_gap_seconds
+            .max(1)
+            .max(typical.saturating_mul(2));
+        let mut start = batch_start;
+        for p in stream.iter().rev() {
+            if start - p.created_at >= gap {
+                break;
+            }
+            start = p.created_at;
+        }
+        let from = batch_start - knobs.horizon_seconds(batch_start - start);
+        expected.extend(stream.into_iter().filter(|p| p.created_at >= from));
+    }
+    expected
 }
 
 /// When the stream of arrivals the batch belongs to began: the first of the window's
@@ -819,6 +892,93 @@ mod tests {
             ..Anticipation::default()
         };
         assert_eq!(never.horizon_seconds(900), 0);
+    }
+
+    /// A service of 2-vCPU, 8-GiB replicas that added one every 700 s for the last 3,500 s,
+    /// each on a full node of its own, and its next replica pending now; with `others`, a
+    /// 1-vCPU pod of another workload (a label set each) 350 s after each replica.
+    fn slow_service(others: bool) -> Snapshot {
+        let app = |p: &mut Pod, name: &str| {
+            p.labels = [("app".to_string(), name.to_string())]
+                .into_iter()
+                .collect();
+        };
+        let mut nodes = Vec::new();
+        let mut pods = Vec::new();
+        let mut bound = |name: String, cpu: i64, created_at: i64, label: &str| {
+            nodes.push(Node::new(
+                &name,
+                "zone-a",
+                crate::model::Resources::with_pods(cpu, cpu * 4 * GIB / 1000, 110),
+            ));
+            let mut p = Pod::new("default", &name, cpu, cpu * 4 * GIB / 1000).on(&name);
+            p.created_at = created_at;
+            app(&mut p, label);
+            pods.push(p);
+        };
+        for k in (1..=5).rev() {
+            let t = NOW - 700 * k;
+            bound(format!("slow-{k}"), 2000, t, "slow");
+            if others {
+                bound(format!("other-{k}"), 1000, t + 350, &format!("other-{k}"));
+            }
+        }
+        let mut p = Pod::new("default", "slow-new", 2000, 8 * GIB);
+        p.created_at = NOW;
+        app(&mut p, "slow");
+        pods.push(p);
+        Snapshot {
+            now: NOW,
+            nodes,
+            pods: Snapshot::shared_pods(pods),
+            nodepools: vec![NodePool::new("default", 0)],
+            instance_types: types(),
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn a_slow_service_is_a_stream_of_its_own() {
+        let all_only = Anticipation {
+            workload_lookback_seconds: 0,
+            ..Anticipation::default()
+        };
+        for others in [false, true] {
+            let s = slow_service(others);
+            let base = schedule(&s, &off());
+            assert_eq!(base.new_node_claims.len(), 1);
+            assert_eq!(base.new_node_claims[0].launch.instance_type, "s");
+            // Every gap between two arrivals is 350 s or more: the stream of all arrivals
+            // ends at the first and holds nothing.
+            assert_eq!(
+                missing_room(&s, &base, &all_only),
+                (0, 0),
+                "others {others}"
+            );
+            // The service's own stream: gaps of 700 s, ended only by one of 1,400 s, so
+            // 3,500 s old; its last 900 s (the horizon, at most the window) held one replica,
+            // which the new replica's full "s" node cannot.
+            assert_eq!(
+                missing_room(&s, &base, &Anticipation::default()),
+                (2000, 8 * GIB),
+                "others {others}"
+            );
+            let grown = schedule(&s, &SchedulingOptions::default());
+            assert_eq!(grown.new_node_claims[0].launch.instance_type, "m");
+        }
+        // Two earlier replicas are no rate to read.
+        let mut s = slow_service(true);
+        let keep: Vec<Pod> = s
+            .pods
+            .iter()
+            .filter(|p| p.created_at >= NOW - 1400)
+            .map(|p| (**p).clone())
+            .collect();
+        s.pods = Snapshot::shared_pods(keep);
+        assert_eq!(
+            missing_room(&s, &schedule(&s, &off()), &Anticipation::default()),
+            (0, 0)
+        );
     }
 
     /// Free room the arrivals cannot use (a tainted node they do not tolerate, a node their

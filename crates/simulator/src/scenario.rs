@@ -202,6 +202,9 @@ pub struct AnticipationSettings {
     /// The probability (Lindy's law) that the stream still flows at the end of the horizon
     /// reserved for: 0.75 reserves for a third of the stream's age, 0.5 for as long again.
     pub confidence: f64,
+    /// How far before a batch each workload's own stream (a namespace and label set) is
+    /// looked for, in seconds; 0 reads only the stream of all arrivals.
+    pub workload_lookback_seconds: i64,
 }
 
 impl Default for AnticipationSettings {
@@ -212,6 +215,7 @@ impl Default for AnticipationSettings {
             max_price_factor: d.max_price_factor,
             stream_gap_seconds: d.stream_gap_seconds,
             confidence: d.confidence,
+            workload_lookback_seconds: d.workload_lookback_seconds,
         }
     }
 }
@@ -223,6 +227,7 @@ impl AnticipationSettings {
             max_price_factor: self.max_price_factor,
             stream_gap_seconds: self.stream_gap_seconds,
             confidence: self.confidence,
+            workload_lookback_seconds: self.workload_lookback_seconds,
         }
     }
 }
@@ -344,6 +349,7 @@ impl Default for CoreDisruptionSettings {
                     max_price_factor: a.max_price_factor,
                     stream_gap_seconds: a.stream_gap_seconds,
                     confidence: a.confidence,
+                    workload_lookback_seconds: a.workload_lookback_seconds,
                 }),
             merge_groups: d.merge_groups,
             weighted_ablation_weight: 0.05,
