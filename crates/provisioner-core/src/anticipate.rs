@@ -17,7 +17,9 @@
 //! `r` later with probability `a / (a + r)`, so the arrivals expected with `confidence` (0.75)
 //! are those of the next `r = a (1 - c) / c` (`a / 3`), estimated by those of the last `r`.
 //! A median (`r = a`) reserved room for a wave of jobs as long again as it had lasted, and
-//! nodes were grown for pods that never came (docs/simulator.md, round 24).
+//! nodes were grown for pods that never came (docs/simulator.md, round 24). Each workload's
+//! own stream counts too ([`workload_streams`]): a service adding a replica every few minutes
+//! between other arrivals is hidden in the stream of all arrivals, whose every gap ends it.
 //!
 //! The expected arrivals are fitted, one by one (first fit, largest first), into the free room
 //! each node will have after this round (ready and in-flight nodes, the new nodes' slack) that
