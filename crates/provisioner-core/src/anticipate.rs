@@ -18,7 +18,7 @@
 //! are those of the next `r = a (1 - c) / c` (`a / 3`), estimated by those of the last `r`.
 //! A median (`r = a`) reserved room for a wave of jobs as long again as it had lasted, and
 //! nodes were grown for pods that never came (docs/simulator.md, round 24). Each workload's
-//! own stream counts too ([`workload_streams`]): a service adding a replica every few minutes
+//! own stream counts too (`workload_streams`): a service adding a replica every few minutes
 //! between other arrivals is hidden in the stream of all arrivals, whose every gap ends it.
 //!
 //! The expected arrivals are fitted, one by one (first fit, largest first), into the free room
@@ -68,7 +68,7 @@ pub struct Anticipation {
     /// horizon reserved for: 0.75 reserves for a third of its age, 0.5 for as long again.
     pub confidence: f64,
     /// How far before the batch each workload's own stream is looked for
-    /// ([`workload_streams`]); 0 reads only the stream of all arrivals.
+    /// (`workload_streams`); 0 reads only the stream of all arrivals.
     pub workload_lookback_seconds: i64,
 }
 
