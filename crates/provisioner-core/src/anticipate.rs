@@ -138,15 +138,20 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
     // and not part of a stream: without this, each consolidation's moved pods grew the next
     // launches for 15 minutes, and made a stream that had paused look as old as the cluster.
     let replaced = crate::replacements::replaced(snapshot);
-    // The window's arrivals: the stream's age and (within the horizon, never longer than the
-    // window) the expected pods come from them.
-    let window_start = batch_start - knobs.window_seconds.max(0);
-    let window: Vec<&Pod> = snapshot
+    // New demand: every pod but the replacements.
+    let own: Vec<&Pod> = snapshot
         .pods
         .iter()
         .zip(&replaced)
         .filter(|(_, m)| m.is_none())
         .map(|(p, _)| &**p)
+        .collect();
+    // The window's arrivals: the stream's age and (within the horizon, never longer than the
+    // window) the expected pods come from them.
+    let window_start = batch_start - knobs.window_seconds.max(0);
+    let window: Vec<&Pod> = own
+        .iter()
+        .copied()
         .filter(|p| !is_daemon(p) && p.created_at >= window_start && p.created_at < batch_start)
         .collect();
     let age = batch_start - stream_start(&window, batch_start, knobs);
@@ -174,13 +179,6 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
     let counted: HashSet<(&str, &str)> = arrivals
         .iter()
         .map(|(p, _)| (p.namespace.as_str(), p.name.as_str()))
-        .collect();
-    let own: Vec<&Pod> = snapshot
-        .pods
-        .iter()
-        .zip(&replaced)
-        .filter(|(_, m)| m.is_none())
-        .map(|(p, _)| &**p)
         .collect();
     for p in workload_streams(&own, batch_start, knobs) {
         if !counted.contains(&(p.namespace.as_str(), p.name.as_str())) {
@@ -580,6 +578,11 @@ mod tests {
         let mut p = Pod::new("default", "web-new", 1000, 4 * GIB);
         p.created_at = NOW;
         pods.push(p);
+        world(nodes, pods)
+    }
+
+    /// `nodes` and `pods` at [`NOW`], with one NodePool and [`types`].
+    fn world(nodes: Vec<Node>, pods: Vec<Pod>) -> Snapshot {
         Snapshot {
             now: NOW,
             nodes,
@@ -929,14 +932,7 @@ mod tests {
         p.created_at = NOW;
         app(&mut p, "slow");
         pods.push(p);
-        Snapshot {
-            now: NOW,
-            nodes,
-            pods: Snapshot::shared_pods(pods),
-            nodepools: vec![NodePool::new("default", 0)],
-            instance_types: types(),
-            ..Snapshot::default()
-        }
+        world(nodes, pods)
     }
 
     #[test]
