@@ -154,7 +154,7 @@ pub fn missing_room(snapshot: &Snapshot, result: &SchedulingResult, knobs: &Anti
         .copied()
         .filter(|p| !is_daemon(p) && p.created_at >= window_start && p.created_at < batch_start)
         .collect();
-    let age = batch_start - stream_start(&window, batch_start, knobs);
+    let age = batch_start - stream_start(&window, batch_start, knobs.stream_gap_seconds);
     let from = batch_start - knobs.horizon_seconds(age);
     let mut arrivals: Vec<(&Pod, Room)> = Vec::new();
     // Pods that repel their own kind per node take one node each: the next of them cannot use
@@ -230,28 +230,22 @@ fn workload_streams<'a>(pods: &[&'a Pod], batch_start: i64, knobs: &Anticipation
             .stream_gap_seconds
             .max(1)
             .max(typical.saturating_mul(2));
-        let mut start = batch_start;
-        for p in stream.iter().rev() {
-            if start - p.created_at >= gap {
-                break;
-            }
-            start = p.created_at;
-        }
+        let start = stream_start(&stream, batch_start, gap);
         let from = batch_start - knobs.horizon_seconds(batch_start - start);
         expected.extend(stream.into_iter().filter(|p| p.created_at >= from));
     }
     expected
 }
 
-/// When the stream of arrivals the batch belongs to began: the first of the window's
-/// `arrivals` after which no two are `stream_gap_seconds` apart or more (nor the last of them
-/// and the batch); `batch_start` when nothing arrived in the gap before it.
-fn stream_start(arrivals: &[&Pod], batch_start: i64, knobs: &Anticipation) -> i64 {
+/// When the stream of arrivals the batch belongs to began: the first of `arrivals` after which
+/// no two are `gap` seconds apart or more (nor the last of them and the batch); `batch_start`
+/// when nothing arrived in the gap before it.
+fn stream_start(arrivals: &[&Pod], batch_start: i64, gap: i64) -> i64 {
     let mut times: Vec<i64> = arrivals.iter().map(|p| p.created_at).collect();
     times.sort_unstable();
     let mut start = batch_start;
     for &t in times.iter().rev() {
-        if start - t >= knobs.stream_gap_seconds.max(1) {
+        if start - t >= gap.max(1) {
             break;
         }
         start = t;
