@@ -58,6 +58,9 @@ pub struct Options {
     /// The core's `Payback::underused_below`: a single node used less than this fraction in
     /// CPU and in memory is replaced like a merge. `None`: only idle accelerators are.
     pub consolidation_underused_below: Option<f64>,
+    /// The core's `Payback::reshape_below`: a settled single node whose pods fit one node
+    /// under this fraction of its price is replaced like a merge. `None`: off.
+    pub consolidation_reshape_below: Option<f64>,
     /// The core's `Payback::eviction_pod_hours` as a duration: what one eviction costs, in
     /// time of the pod's price. `None`: the core's default (one hour).
     pub consolidation_eviction_cost: Option<std::time::Duration>,
@@ -110,6 +113,8 @@ impl Default for Options {
             consolidation_underused_below: provisioner_core::disruption::payback::Payback::default(
             )
             .underused_below,
+            consolidation_reshape_below: provisioner_core::disruption::payback::Payback::default()
+                .reshape_below,
             consolidation_window_prior: true,
             consolidation_eviction_cost: None,
             consolidation_max_simulations: None,

@@ -288,6 +288,10 @@ pub struct PaybackSettings {
     /// is replaced like a merge (options bounded by the premium); `null`: only nodes with idle
     /// accelerators are.
     pub underused_below: Option<f64>,
+    /// A single node whose pods, expected to stay at least `horizonCapHours`, fit one node
+    /// whose cheapest option costs less than this fraction of its price is replaced like a
+    /// merge; `null` (the default): off.
+    pub reshape_below: Option<f64>,
 }
 
 impl Default for PaybackSettings {
@@ -302,6 +306,7 @@ impl Default for PaybackSettings {
             pay_for_flexibility: d.pay_for_flexibility,
             flexibility_premium: d.flexibility_premium,
             underused_below: d.underused_below,
+            reshape_below: d.reshape_below,
         }
     }
 }
@@ -317,6 +322,7 @@ impl PaybackSettings {
             pay_for_flexibility: self.pay_for_flexibility,
             flexibility_premium: self.flexibility_premium,
             underused_below: self.underused_below,
+            reshape_below: self.reshape_below,
         }
     }
 }
@@ -337,6 +343,7 @@ impl Default for CoreDisruptionSettings {
                 pay_for_flexibility: p.pay_for_flexibility,
                 flexibility_premium: p.flexibility_premium,
                 underused_below: p.underused_below,
+                reshape_below: p.reshape_below,
             }),
             headroom: d.headroom.map(|h| HeadroomSettings {
                 window_seconds: h.window_seconds,

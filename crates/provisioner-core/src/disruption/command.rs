@@ -149,6 +149,10 @@ pub struct Command {
     /// plan beat the heuristic's); re-validation plans with the same one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replacement_planner: Option<String>,
+    /// The premium that bounded the replacements' options when the command was decided;
+    /// re-validation prices the replacements under the same bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement_premium: Option<f64>,
     pub budget: Vec<BudgetUse>,
     pub rationale: Rationale,
 }

@@ -69,6 +69,8 @@ pub struct Evaluated {
     pub worst_saving: f64,
     pub disruption: f64,
     pub score: f64,
+    /// The premium that bounded the replacements' options ([`flexibility_premium`]).
+    pub premium: Option<f64>,
     /// Which search phase found it.
     pub found_by: &'static str,
 }
@@ -184,12 +186,20 @@ fn node_utilisation(
 /// candidate's price its replacement saves nothing in the worst case, so a GPU node kept
 /// running CPU pods for hours (round 11, `constrained` seed 31). So does replacing a node
 /// mostly empty in CPU and memory alike: after a wave of batch jobs the node sized for the
-/// wave kept the few pods left at ten times their price for hours (round 23). There the
-/// premium applies even when none is configured, at [`SINGLE_NODE_PREMIUM`].
+/// wave kept the few pods left at ten times their price for hours (round 23). With
+/// [`super::payback::Payback::reshape_below`], so does replacing a settled node (its pods'
+/// median expected remaining life, `horizon_hours`, at the horizon cap) whose pods fit new
+/// nodes at well under its price: a node grown for arrivals that went elsewhere and then
+/// filled to its memory by other pods kept idle CPU for twelve hours (round 33). Settled
+/// pods are what tells it from round 5's churn: where pods come and go, the room a
+/// replacement removes is soon needed again. There the premium applies even when none is
+/// configured, at [`SINGLE_NODE_PREMIUM`].
 pub(crate) fn flexibility_premium(
     options: &DisruptionOptions,
     snapshot: &Snapshot,
     chosen: &[&Candidate],
+    claims: &[crate::result::NewNodeClaim],
+    horizon_hours: impl Fn() -> f64,
 ) -> Option<f64> {
     let knobs = options.payback.as_ref()?;
     if chosen.len() > 1 {
@@ -203,7 +213,15 @@ pub(crate) fn flexibility_premium(
             .underused_below
             .is_some_and(|below| pods_utilisation(snapshot, one) < below)
     };
-    (idle_accelerator(snapshot, one) || underused())
+    let reshaped = || {
+        knobs.reshape_below.is_some_and(|below| {
+            !claims.is_empty()
+                && super::replace::cheapest_price(claims) < below * one.price
+                // At the cap, up to the rounding of the survival integral.
+                && horizon_hours() >= knobs.horizon_cap_hours * (1.0 - 1e-9)
+        })
+    };
+    (idle_accelerator(snapshot, one) || underused() || reshaped())
         .then(|| knobs.flexibility_premium.unwrap_or(SINGLE_NODE_PREMIUM))
 }
 
@@ -481,6 +499,10 @@ impl<'s, 'a> Search<'s, 'a> {
         if !self.room_allows(members, &given) {
             return Err(Miss::Headroom);
         }
+        let premium = flexibility_premium(self.options, self.sim.snapshot, &chosen, claims, || {
+            let mut remaining: Vec<f64> = evicted().map(|(p, ..)| self.life.hours(p)).collect();
+            super::lifetime::median_hours(&mut remaining, 0.0)
+        });
         let reps = replacements(
             self.sim.snapshot,
             claims,
@@ -488,7 +510,7 @@ impl<'s, 'a> Search<'s, 'a> {
             PriceRule::Cheaper {
                 candidates_price: price,
                 min_saving,
-                max_premium: flexibility_premium(self.options, self.sim.snapshot, &chosen),
+                max_premium: premium,
             },
             self.options.spot_to_spot,
         )
@@ -541,6 +563,7 @@ impl<'s, 'a> Search<'s, 'a> {
             worst_saving,
             disruption,
             score,
+            premium,
             found_by,
         })
     }
@@ -1159,6 +1182,7 @@ pub(crate) fn consolidation_in(
     let mut cmd = cmd;
     cmd.replacements_lower_bound = lower_bound;
     cmd.replacement_planner = planner;
+    cmd.replacement_premium = best.premium;
     debug_assert!(cmd.moves.iter().all(|m| !matches!(&m.to, Destination::Existing(n) if cmd.candidates.iter().any(|c| &c.name == n))));
     report.produced_command = true;
     (Some(cmd), report)
@@ -1204,6 +1228,7 @@ mod keep_moves_tests {
             worst_saving: score,
             disruption: 0.0,
             score,
+            premium: None,
             found_by: "test",
         }
     }

@@ -293,6 +293,7 @@ pub(crate) fn make_command(
         disruption_cost,
         replacements_lower_bound: None,
         replacement_planner: None,
+        replacement_premium: None,
         budget,
         rationale,
     }

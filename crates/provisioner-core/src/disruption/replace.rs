@@ -87,6 +87,19 @@ pub(crate) fn priced_option(
     })
 }
 
+/// What the claims cost at least: each claim's cheapest option at its cheapest offering.
+pub(crate) fn cheapest_price(claims: &[NewNodeClaim]) -> f64 {
+    claims
+        .iter()
+        .map(|c| {
+            c.instance_type_options
+                .iter()
+                .map(|o| o.cheapest.price)
+                .fold(f64::INFINITY, f64::min)
+        })
+        .sum()
+}
+
 /// Builds the replacements, or says why the claims cannot be replacements.
 pub fn replacements(
     snapshot: &Snapshot,
@@ -114,15 +127,7 @@ pub fn replacements(
     {
         // Each replacement costs at least its cheapest option's cheapest offering (the
         // worst case below is never less), so most rejections need no pricing work at all.
-        let least: f64 = claims
-            .iter()
-            .map(|c| {
-                c.instance_type_options
-                    .iter()
-                    .map(|o| o.cheapest.price)
-                    .fold(f64::INFINITY, f64::min)
-            })
-            .sum();
+        let least = cheapest_price(claims);
         if least >= candidates_price - min_saving.max(0.0) {
             return Err(format!(
                 "replacements cost at least {least:.4}/h, not below the candidates' {candidates_price:.4}/h minus the threshold {:.4}/h",

@@ -1618,6 +1618,86 @@ fn a_gpu_node_left_with_cpu_pods_is_replaced() {
 }
 
 #[test]
+fn a_settled_node_its_pods_fit_at_half_its_price_is_replaced_with_reshape_below() {
+    // A 16-vCPU node (0.80/h) holding six pods of 1 vCPU and 1 GiB: 37% of its CPU, above
+    // the underused rule. They fit a 4-vCPU and a 2-vCPU node (0.30/h together), but a
+    // 15-vCPU type at 0.78/h is an option of each replacement, so valued at every option below
+    // the candidate's price the replacements save nothing in the worst case. On-demand only,
+    // so the replacements are smaller nodes, not spot ones.
+    let cluster = |age: i64| {
+        let mut types = types();
+        for t in &mut types {
+            t.offerings
+                .retain(|o| o.capacity_type == CapacityType::OnDemand);
+        }
+        types.push(InstanceType::new(
+            "odd",
+            15_000,
+            30 * GIB,
+            110,
+            vec![Offering::new("zone-a", CapacityType::OnDemand, 0.78)],
+        ));
+        let node = node_of(
+            &types,
+            "big",
+            "xlarge",
+            "zone-a",
+            CapacityType::OnDemand,
+            "default",
+        );
+        let mut s = snapshot(vec![node], Vec::new());
+        let pods: Vec<Pod> = (0..6)
+            .map(|i| {
+                let mut p = pod(&format!("p{i}"), 1000, "big");
+                p.created_at = s.now - age;
+                p
+            })
+            .collect();
+        s.pods = Snapshot::shared_pods(pods);
+        s.instance_types = types;
+        s
+    };
+    let default = DisruptionOptions::default();
+    let reshaping = |below: f64| DisruptionOptions {
+        payback: Some(payback::Payback {
+            reshape_below: Some(below),
+            ..default.payback.clone().expect("payback on by default")
+        }),
+        ..default.clone()
+    };
+    let settled = cluster(10 * 3600);
+    assert!(disrupt(&settled, &default).command.is_none());
+
+    // Its pods fit new nodes at under half its price, and they are expected to stay past
+    // the horizon cap: the options are bounded by the premium, as a merge's.
+    let opts = reshaping(0.6);
+    let cmd = disrupt(&settled, &opts)
+        .command
+        .expect("the settled node is reshaped");
+    assert_eq!(names(&cmd), vec!["big"]);
+    assert!(!cmd.replacements.is_empty());
+    assert!(
+        cmd.replacements_worst_case_price <= 0.30 * 1.25 + 1e-9,
+        "{}",
+        cmd.replacements_worst_case_price
+    );
+    assert_eq!(
+        cmd.replacement_premium,
+        Some(consolidation::SINGLE_NODE_PREMIUM)
+    );
+    // Re-validation prices the replacement under the premium the command was decided with.
+    assert!(validate(&cmd, &settled, &opts).valid);
+
+    // 0.30/h is not under a third of its price.
+    assert!(disrupt(&settled, &reshaping(0.33)).command.is_none());
+
+    // Pods that have run 3 h are expected (Lindy) to run 3 h more, short of the 4 h cap: the
+    // premium-bounded worst case would pay (0.43/h x 3 h against about 0.81), but the node is
+    // not settled, so it is valued as before.
+    assert!(disrupt(&cluster(3 * 3600), &opts).command.is_none());
+}
+
+#[test]
 fn a_node_left_mostly_empty_is_replaced_like_a_merge() {
     // A 32-vCPU node (1.60/h) sized for pods that have left. A 31-vCPU type at 1.55/h is an
     // option of any replacement, so valued at every option below the candidate's price a

@@ -153,9 +153,7 @@ pub fn validate_with(
                     PriceRule::Cheaper {
                         candidates_price: price,
                         min_saving: min_saving.max(decided),
-                        max_premium: super::consolidation::flexibility_premium(
-                            options, snapshot, &chosen,
-                        ),
+                        max_premium: command.replacement_premium,
                     },
                     options.spot_to_spot,
                 ) {
