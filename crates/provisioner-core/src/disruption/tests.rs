@@ -1617,6 +1617,27 @@ fn a_gpu_node_left_with_cpu_pods_is_replaced() {
     assert!(disrupt(&used, &opts).command.is_none());
 }
 
+/// Adds an "odd" on-demand type of `vcpus` (2 GiB each) at `price` in zone-a, just below a
+/// candidate's price, so a single node's replacement keeps it as its dearest option; returns
+/// the candidate "big" of type `ty`.
+fn with_odd_type(types: &mut Vec<InstanceType>, vcpus: i64, price: f64, ty: &str) -> Node {
+    types.push(InstanceType::new(
+        "odd",
+        vcpus * 1000,
+        vcpus * 2 * GIB,
+        110,
+        vec![Offering::new("zone-a", CapacityType::OnDemand, price)],
+    ));
+    node_of(
+        types,
+        "big",
+        ty,
+        "zone-a",
+        CapacityType::OnDemand,
+        "default",
+    )
+}
+
 #[test]
 fn a_settled_node_its_pods_fit_at_half_its_price_is_replaced_with_reshape_below() {
     // A 16-vCPU node (0.80/h) holding six pods of 1 vCPU and 1 GiB: 37% of its CPU, above
@@ -1630,21 +1651,7 @@ fn a_settled_node_its_pods_fit_at_half_its_price_is_replaced_with_reshape_below(
             t.offerings
                 .retain(|o| o.capacity_type == CapacityType::OnDemand);
         }
-        types.push(InstanceType::new(
-            "odd",
-            15_000,
-            30 * GIB,
-            110,
-            vec![Offering::new("zone-a", CapacityType::OnDemand, 0.78)],
-        ));
-        let node = node_of(
-            &types,
-            "big",
-            "xlarge",
-            "zone-a",
-            CapacityType::OnDemand,
-            "default",
-        );
+        let node = with_odd_type(&mut types, 15, 0.78, "xlarge");
         let mut s = snapshot(vec![node], Vec::new());
         let pods: Vec<Pod> = (0..6)
             .map(|i| {
@@ -1706,21 +1713,7 @@ fn a_node_left_mostly_empty_is_replaced_like_a_merge() {
     // (near the cheapest), as for a merge.
     let cluster = |pods: usize| {
         let mut types = types();
-        types.push(InstanceType::new(
-            "odd",
-            31_000,
-            62 * GIB,
-            110,
-            vec![Offering::new("zone-a", CapacityType::OnDemand, 1.55)],
-        ));
-        let node = node_of(
-            &types,
-            "big",
-            "xxlarge",
-            "zone-a",
-            CapacityType::OnDemand,
-            "default",
-        );
+        let node = with_odd_type(&mut types, 31, 1.55, "xxlarge");
         let pods = (0..pods)
             .map(|i| pod(&format!("p{i}"), 1000, "big"))
             .collect();
