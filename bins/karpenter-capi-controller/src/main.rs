@@ -151,12 +151,13 @@ struct Cli {
     /// node sized for pods that have left (docs/simulator.md, round 23). 0 turns it off.
     #[arg(long, value_parser = fraction, default_value_t = 0.3)]
     consolidation_underused_below: f64,
-    /// Replace a single settled node like a merge (options bounded by the premium, 0.25 when
-    /// unset) when its pods, expected to stay 4 h or more, fit one node whose cheapest option
-    /// costs less than this fraction of its price (e.g. 0.6): a node shaped for pods that went
-    /// elsewhere. Cheaper clusters for more evictions (docs/simulator.md, round 33). Unset: off.
-    #[arg(long, value_parser = fraction)]
-    consolidation_reshape_below: Option<f64>,
+    /// Replace a single node like a merge (options bounded by the premium, 0.25 when unset)
+    /// when it is the wrong shape for its pods (one of CPU and memory used 0.3 more than the
+    /// other), its pods are expected to stay 4 h or more, and they fit new nodes whose
+    /// cheapest options cost less than this fraction of its price: a node shaped for pods that
+    /// went elsewhere (docs/simulator.md, round 33). 0 turns it off.
+    #[arg(long, value_parser = fraction, default_value_t = 0.6)]
+    consolidation_reshape_below: f64,
     /// What evicting one pod costs in the payback rule, as this much of the pod's price
     /// (default 1h): longer keeps pods in place at a higher cost, shorter consolidates more.
     /// Workloads answer it differently (docs/simulator.md, round 11).
@@ -334,7 +335,7 @@ async fn main() -> Result<()> {
             }),
         consolidation_merge_premium: cli.consolidation_merge_premium,
         consolidation_underused_below: Some(cli.consolidation_underused_below).filter(|f| *f > 0.0),
-        consolidation_reshape_below: cli.consolidation_reshape_below.filter(|f| *f > 0.0),
+        consolidation_reshape_below: Some(cli.consolidation_reshape_below).filter(|f| *f > 0.0),
         consolidation_eviction_cost: cli.consolidation_eviction_cost,
         consolidation_window_prior: cli.consolidation_lifetime_prior == LifetimePrior::Window,
         consolidation_max_simulations: cli.consolidation_max_simulations,
@@ -493,14 +494,14 @@ mod tests {
         ])
         .expect("parses");
         assert_eq!(cli.consolidation_underused_below, 0.0);
-        assert_eq!(cli.consolidation_reshape_below, None);
+        assert_eq!(cli.consolidation_reshape_below, 0.6);
         let cli = Cli::try_parse_from([
             "karpenter-capi-controller",
             "--consolidation-reshape-below",
-            "0.6",
+            "0",
         ])
         .expect("parses");
-        assert_eq!(cli.consolidation_reshape_below, Some(0.6));
+        assert_eq!(cli.consolidation_reshape_below, 0.0);
         assert!(
             Cli::try_parse_from([
                 "karpenter-capi-controller",

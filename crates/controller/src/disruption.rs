@@ -507,14 +507,14 @@ mod tests {
         );
         assert_eq!(payback.flexibility_premium, None);
         assert_eq!(payback.underused_below, Payback::default().underused_below);
-        assert_eq!(payback.reshape_below, None);
+        assert_eq!(payback.reshape_below, Payback::default().reshape_below);
         assert!(payback.window_prior);
 
         let tuned = disruption_options(&Options {
             consolidation_eviction_cost: Some(Duration::from_secs(5400)),
             consolidation_merge_premium: Some(0.25),
             consolidation_underused_below: None,
-            consolidation_reshape_below: Some(0.6),
+            consolidation_reshape_below: None,
             consolidation_window_prior: false,
             ..Options::default()
         });
@@ -522,7 +522,7 @@ mod tests {
         assert!((payback.eviction_pod_hours - 1.5).abs() < 1e-12);
         assert_eq!(payback.flexibility_premium, Some(0.25));
         assert_eq!(payback.underused_below, None);
-        assert_eq!(payback.reshape_below, Some(0.6));
+        assert_eq!(payback.reshape_below, None);
         assert!(!payback.window_prior);
 
         let off = disruption_options(&Options {

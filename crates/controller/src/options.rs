@@ -58,8 +58,9 @@ pub struct Options {
     /// The core's `Payback::underused_below`: a single node used less than this fraction in
     /// CPU and in memory is replaced like a merge. `None`: only idle accelerators are.
     pub consolidation_underused_below: Option<f64>,
-    /// The core's `Payback::reshape_below`: a settled single node whose pods fit one node
-    /// under this fraction of its price is replaced like a merge. `None`: off.
+    /// The core's `Payback::reshape_below`: a settled single node of the wrong shape for its
+    /// pods, which fit new nodes under this fraction of its price, is replaced like a merge.
+    /// `None`: off.
     pub consolidation_reshape_below: Option<f64>,
     /// The core's `Payback::eviction_pod_hours` as a duration: what one eviction costs, in
     /// time of the pod's price. `None`: the core's default (one hour).

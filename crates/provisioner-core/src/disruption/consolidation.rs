@@ -159,9 +159,17 @@ fn node_utilisation(
     c: &Candidate,
     requests: impl Iterator<Item = (i64, i64)>,
 ) -> f64 {
-    let Some(node) = snapshot.nodes.get(c.node) else {
-        return 1.0;
-    };
+    request_shares(snapshot, c, requests).map_or(1.0, |(cpu, mem)| cpu.max(mem))
+}
+
+/// The shares of the candidate's allocatable CPU and memory that `requests` take (1 for a
+/// resource it has none of); `None` when the node is unknown.
+fn request_shares(
+    snapshot: &Snapshot,
+    c: &Candidate,
+    requests: impl Iterator<Item = (i64, i64)>,
+) -> Option<(f64, f64)> {
+    let node = snapshot.nodes.get(c.node)?;
     let (cpu, mem) = requests.fold((0i64, 0i64), |(c, m), (rc, rm)| (c + rc, m + rm));
     let frac = |used: i64, alloc: i64| {
         if alloc > 0 {
@@ -170,7 +178,10 @@ fn node_utilisation(
             1.0
         }
     };
-    frac(cpu, node.allocatable.cpu_milli).max(frac(mem, node.allocatable.memory))
+    Some((
+        frac(cpu, node.allocatable.cpu_milli),
+        frac(mem, node.allocatable.memory),
+    ))
 }
 
 /// The premium bounding a replacement's options ([`super::payback::Payback::flexibility_premium`])
@@ -188,11 +199,11 @@ fn node_utilisation(
 /// mostly empty in CPU and memory alike: after a wave of batch jobs the node sized for the
 /// wave kept the few pods left at ten times their price for hours (round 23). With
 /// [`super::payback::Payback::reshape_below`], so does replacing a settled node (its pods'
-/// median expected remaining life, `horizon_hours`, at the horizon cap) whose pods fit new
-/// nodes at well under its price: a node grown for arrivals that went elsewhere and then
-/// filled to its memory by other pods kept idle CPU for twelve hours (round 33). Settled
-/// pods are what tells it from round 5's churn: where pods come and go, the room a
-/// replacement removes is soon needed again. There the premium applies even when none is
+/// median expected remaining life, `horizon_hours`, at the horizon cap) of the wrong shape
+/// for its pods ([`RESHAPE_MISMATCH`]) whose pods fit new nodes at well under its price: a
+/// node grown for arrivals that went elsewhere and then filled to its memory by other pods
+/// kept idle CPU for twelve hours (round 33). Settled pods are what tells it from round 5's
+/// churn: where pods come and go, the room a replacement removes is soon needed again. There the premium applies even when none is
 /// configured, at [`SINGLE_NODE_PREMIUM`].
 pub(crate) fn flexibility_premium(
     options: &DisruptionOptions,
@@ -217,6 +228,7 @@ pub(crate) fn flexibility_premium(
         knobs.reshape_below.is_some_and(|below| {
             !claims.is_empty()
                 && super::replace::cheapest_price(claims) < below * one.price
+                && shape_mismatch(snapshot, one) >= RESHAPE_MISMATCH
                 // At the cap, up to the rounding of the survival integral.
                 && horizon_hours() >= knobs.horizon_cap_hours * (1.0 - 1e-9)
         })
@@ -227,16 +239,36 @@ pub(crate) fn flexibility_premium(
 
 /// [`utilisation`] from the candidate's pods' own requests.
 fn pods_utilisation(snapshot: &Snapshot, c: &Candidate) -> f64 {
-    let requests = c
-        .pods
+    node_utilisation(snapshot, c, pods_requests(snapshot, c))
+}
+
+/// The candidate's pods' own (CPU, memory) requests.
+fn pods_requests<'a>(
+    snapshot: &'a Snapshot,
+    c: &'a Candidate,
+) -> impl Iterator<Item = (i64, i64)> + 'a {
+    c.pods
         .iter()
         .filter_map(|&pi| snapshot.pods.get(pi))
         .map(|p| {
             let r = crate::resources::pod_requests(p);
             (r.cpu_milli, r.memory)
-        });
-    node_utilisation(snapshot, c, requests)
+        })
 }
+
+/// How far apart the shares of its CPU and of its memory the candidate's pods request are:
+/// at [`RESHAPE_MISMATCH`] or more, one resource sits idle behind the other, which the
+/// pods' next arrivals of the same shape cannot use either.
+fn shape_mismatch(snapshot: &Snapshot, c: &Candidate) -> f64 {
+    request_shares(snapshot, c, pods_requests(snapshot, c))
+        .map_or(0.0, |(cpu, mem)| (cpu - mem).abs())
+}
+
+/// The least [`shape_mismatch`] at which [`super::payback::Payback::reshape_below`] applies.
+/// A node shrunk by departures (both resources half used) is left alone: on the benchmark
+/// family, where half the pods leave after an hour, replacing those evicted more pods than
+/// Karpenter (round 33).
+pub(crate) const RESHAPE_MISMATCH: f64 = 0.3;
 
 /// Accelerators: what an instance type is priced for. Other extended resources (KubeVirt's
 /// `devices.kubevirt.io/kvm`, hugepages, a FUSE device plugin) sit unused on most nodes of

@@ -87,15 +87,17 @@ pub struct Payback {
     /// replacement would save nothing in the worst case. `None`: only idle accelerators do.
     /// Above a third the node's free room is what the next arrivals use (round 5, openb).
     pub underused_below: Option<f64>,
-    /// A single node whose pods fit replacements whose cheapest options cost less than this
-    /// fraction of the node's price together, and whose pods are expected to stay at least
-    /// `horizon_cap_hours` (their median), is replaced with its options bounded by the
-    /// premium (0.25 when none is set), as merges are. Such a node was shaped for pods that
-    /// went elsewhere (a zone-spread stream's replica, a wave that left) and its room is not
-    /// used by the pods that settled on it; valued at every option below its price, its
-    /// replacement saves nothing in the worst case. `None` (the default): only underused
-    /// nodes and idle accelerators are. It trades evictions for cost: measured in
-    /// `docs/simulator.md`, round 33.
+    /// A single node of the wrong shape for its pods (the shares of its CPU and of its memory
+    /// they request 0.3 or more apart), whose pods fit replacements whose cheapest options
+    /// cost less than this fraction of the node's price together, and whose pods are expected
+    /// to stay at least `horizon_cap_hours` (their median), is replaced with its options
+    /// bounded by the premium (0.25 when none is set), as merges are. Such a node was shaped
+    /// for pods that went elsewhere (a zone-spread stream's replica grown for the next one,
+    /// which the spread sent to another zone) and its idle resource is of no use to the pods
+    /// that settled on it; valued at every option below its price, its replacement saves
+    /// nothing in the worst case, and the node ran half idle for twelve hours
+    /// (`docs/simulator.md`, round 33). `None`: only underused nodes and idle accelerators
+    /// are.
     pub reshape_below: Option<f64>,
 }
 
@@ -110,7 +112,7 @@ impl Default for Payback {
             pay_for_flexibility: false,
             flexibility_premium: None,
             underused_below: Some(0.3),
-            reshape_below: None,
+            reshape_below: Some(0.6),
         }
     }
 }

@@ -474,7 +474,12 @@ fn assert_banded_replacement(cmd: &Command, s: &Snapshot, opts: &DisruptionOptio
 /// single node's replacement keeps the default pricing.
 #[test]
 fn a_flexibility_premium_bounds_a_merges_options() {
-    let default = DisruptionOptions::default();
+    // The reshape rule off: each node below is also the wrong shape for its pod (62% of its
+    // CPU, 31% of its memory), which this test does not look at.
+    let mut default = DisruptionOptions::default();
+    if let Some(knobs) = default.payback.as_mut() {
+        knobs.reshape_below = None;
+    }
     let knobs = default.payback.clone().expect("payback on by default");
     let banded = DisruptionOptions {
         payback: Some(payback::Payback {
@@ -1639,23 +1644,34 @@ fn with_odd_type(types: &mut Vec<InstanceType>, vcpus: i64, price: f64, ty: &str
 }
 
 #[test]
-fn a_settled_node_its_pods_fit_at_half_its_price_is_replaced_with_reshape_below() {
-    // A 16-vCPU node (0.80/h) holding six pods of 1 vCPU and 1 GiB: 37% of its CPU, above
-    // the underused rule. They fit a 4-vCPU and a 2-vCPU node (0.30/h together), but a
-    // 15-vCPU type at 0.78/h is an option of each replacement, so valued at every option below
-    // the candidate's price the replacements save nothing in the worst case. On-demand only,
-    // so the replacements are smaller nodes, not spot ones.
-    let cluster = |age: i64| {
+fn a_settled_node_of_the_wrong_shape_is_replaced_like_a_merge() {
+    // A 16-vCPU, 32-GiB node (0.80/h) holding six pods of 0.5 vCPU and 4 GiB: 75% of its
+    // memory and 19% of its CPU. They fit a 4-vCPU, 32-GiB type (0.30/h), but a 15-vCPU type
+    // at 0.78/h is an option of any replacement, so valued at every option below the
+    // candidate's price a replacement saves 0.02/h in the worst case, which pays for no
+    // eviction. On-demand only, so the replacement is another shape, not spot.
+    let cluster = |age: i64, cpu: i64, mem: i64| {
         let mut types = types();
         for t in &mut types {
             t.offerings
                 .retain(|o| o.capacity_type == CapacityType::OnDemand);
         }
+        types.push(InstanceType::new(
+            "mem",
+            4000,
+            32 * GIB,
+            110,
+            vec![Offering::new("zone-a", CapacityType::OnDemand, 0.30)],
+        ));
         let node = with_odd_type(&mut types, 15, 0.78, "xlarge");
         let mut s = snapshot(vec![node], Vec::new());
         let pods: Vec<Pod> = (0..6)
             .map(|i| {
-                let mut p = pod(&format!("p{i}"), 1000, "big");
+                let name = format!("p{i}");
+                let mut p = Pod::new("default", &name, cpu, mem)
+                    .on("big")
+                    .label("app", &name);
+                p.owner_kind = Some("ReplicaSet".into());
                 p.created_at = s.now - age;
                 p
             })
@@ -1664,25 +1680,25 @@ fn a_settled_node_its_pods_fit_at_half_its_price_is_replaced_with_reshape_below(
         s.instance_types = types;
         s
     };
-    let default = DisruptionOptions::default();
-    let reshaping = |below: f64| DisruptionOptions {
+    let opts = DisruptionOptions::default();
+    let reshaping = |below: Option<f64>| DisruptionOptions {
         payback: Some(payback::Payback {
-            reshape_below: Some(below),
-            ..default.payback.clone().expect("payback on by default")
+            reshape_below: below,
+            ..opts.payback.clone().expect("payback on by default")
         }),
-        ..default.clone()
+        ..opts.clone()
     };
-    let settled = cluster(10 * 3600);
-    assert!(disrupt(&settled, &default).command.is_none());
+    let settled = cluster(10 * 3600, 500, 4 * GIB);
+    assert!(disrupt(&settled, &reshaping(None)).command.is_none());
 
-    // Its pods fit new nodes at under half its price, and they are expected to stay past
-    // the horizon cap: the options are bounded by the premium, as a merge's.
-    let opts = reshaping(0.6);
+    // The pods are expected to stay past the horizon cap, the node is the wrong shape for
+    // them, and they fit a node at under 0.6 of its price: the options are bounded by the
+    // premium, as a merge's.
     let cmd = disrupt(&settled, &opts)
         .command
-        .expect("the settled node is reshaped");
+        .expect("the settled node of the wrong shape is replaced");
     assert_eq!(names(&cmd), vec!["big"]);
-    assert!(!cmd.replacements.is_empty());
+    assert_eq!(cmd.replacements.len(), 1);
     assert!(
         cmd.replacements_worst_case_price <= 0.30 * 1.25 + 1e-9,
         "{}",
@@ -1696,12 +1712,25 @@ fn a_settled_node_its_pods_fit_at_half_its_price_is_replaced_with_reshape_below(
     assert!(validate(&cmd, &settled, &opts).valid);
 
     // 0.30/h is not under a third of its price.
-    assert!(disrupt(&settled, &reshaping(0.33)).command.is_none());
+    assert!(disrupt(&settled, &reshaping(Some(0.33))).command.is_none());
 
     // Pods that have run 3 h are expected (Lindy) to run 3 h more, short of the 4 h cap: the
     // premium-bounded worst case would pay (0.43/h x 3 h against about 0.81), but the node is
     // not settled, so it is valued as before.
-    assert!(disrupt(&cluster(3 * 3600), &opts).command.is_none());
+    assert!(
+        disrupt(&cluster(3 * 3600, 500, 4 * GIB), &opts)
+            .command
+            .is_none()
+    );
+
+    // Six pods of 1 vCPU and 2 GiB use 37.5% of its CPU and of its memory alike and also fit
+    // new nodes at 0.30/h, but the node is too large, not the wrong shape (a node that
+    // departures left half empty): valued as before.
+    assert!(
+        disrupt(&cluster(10 * 3600, 1000, 2 * GIB), &opts)
+            .command
+            .is_none()
+    );
 }
 
 #[test]
