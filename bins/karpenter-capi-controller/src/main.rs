@@ -152,7 +152,7 @@ struct Cli {
     #[arg(long, value_parser = fraction, default_value_t = 0.3)]
     consolidation_underused_below: f64,
     /// Replace a single node like a merge (options bounded by the premium, 0.25 when unset)
-    /// when it is the wrong shape for its pods (one of CPU and memory used 0.3 more than the
+    /// when it is the wrong shape for its pods (one of CPU and memory used 0.4 more than the
     /// other), its pods are expected to stay 4 h or more, and they fit new nodes whose
     /// cheapest options cost less than this fraction of its price: a node shaped for pods that
     /// went elsewhere (docs/simulator.md, round 33). 0 turns it off.

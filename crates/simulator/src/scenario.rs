@@ -288,7 +288,7 @@ pub struct PaybackSettings {
     /// is replaced like a merge (options bounded by the premium); `null`: only nodes with idle
     /// accelerators are.
     pub underused_below: Option<f64>,
-    /// A single node of the wrong shape for its pods (CPU and memory shares 0.3 or more
+    /// A single node of the wrong shape for its pods (CPU and memory shares 0.4 or more
     /// apart), whose pods, expected to stay at least `horizonCapHours`, fit new nodes whose
     /// cheapest options cost less than this fraction of its price, is replaced like a merge;
     /// `null`: off.

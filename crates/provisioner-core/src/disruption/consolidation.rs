@@ -268,7 +268,7 @@ fn shape_mismatch(snapshot: &Snapshot, c: &Candidate) -> f64 {
 /// A node shrunk by departures (both resources half used) is left alone: on the benchmark
 /// family, where half the pods leave after an hour, replacing those evicted more pods than
 /// Karpenter (round 33).
-pub(crate) const RESHAPE_MISMATCH: f64 = 0.3;
+pub(crate) const RESHAPE_MISMATCH: f64 = 0.4;
 
 /// Accelerators: what an instance type is priced for. Other extended resources (KubeVirt's
 /// `devices.kubevirt.io/kvm`, hugepages, a FUSE device plugin) sit unused on most nodes of

@@ -88,7 +88,7 @@ pub struct Payback {
     /// Above a third the node's free room is what the next arrivals use (round 5, openb).
     pub underused_below: Option<f64>,
     /// A single node of the wrong shape for its pods (the shares of its CPU and of its memory
-    /// they request 0.3 or more apart), whose pods fit replacements whose cheapest options
+    /// they request 0.4 or more apart), whose pods fit replacements whose cheapest options
     /// cost less than this fraction of the node's price together, and whose pods are expected
     /// to stay at least `horizon_cap_hours` (their median), is replaced with its options
     /// bounded by the premium (0.25 when none is set), as merges are. Such a node was shaped

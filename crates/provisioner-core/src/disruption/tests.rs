@@ -474,8 +474,8 @@ fn assert_banded_replacement(cmd: &Command, s: &Snapshot, opts: &DisruptionOptio
 /// single node's replacement keeps the default pricing.
 #[test]
 fn a_flexibility_premium_bounds_a_merges_options() {
-    // The reshape rule off: each node below is also the wrong shape for its pod (62% of its
-    // CPU, 31% of its memory), which this test does not look at.
+    // The reshape rule off: single-node replacements priced like merges are not what this
+    // test looks at.
     let mut default = DisruptionOptions::default();
     if let Some(knobs) = default.payback.as_mut() {
         knobs.reshape_below = None;
