@@ -203,14 +203,14 @@ fn request_shares(
 /// for its pods ([`RESHAPE_MISMATCH`]) whose pods fit new nodes at well under its price: a
 /// node grown for arrivals that went elsewhere and then filled to its memory by other pods
 /// kept idle CPU for twelve hours (round 33). Settled pods are what tells it from round 5's
-/// churn: where pods come and go, the room a replacement removes is soon needed again. There the premium applies even when none is
-/// configured, at [`SINGLE_NODE_PREMIUM`].
+/// churn: where pods come and go, the room a replacement removes is soon needed again.
+/// There the premium applies even when none is configured, at [`SINGLE_NODE_PREMIUM`].
 pub(crate) fn flexibility_premium(
     options: &DisruptionOptions,
     snapshot: &Snapshot,
     chosen: &[&Candidate],
     claims: &[crate::result::NewNodeClaim],
-    horizon_hours: impl Fn() -> f64,
+    horizon_hours: impl Fn(&super::payback::Payback) -> f64,
 ) -> Option<f64> {
     let knobs = options.payback.as_ref()?;
     if chosen.len() > 1 {
@@ -230,7 +230,7 @@ pub(crate) fn flexibility_premium(
                 && super::replace::cheapest_price(claims) < below * one.price
                 && shape_mismatch(snapshot, one) >= RESHAPE_MISMATCH
                 // At the cap, up to the rounding of the survival integral.
-                && horizon_hours() >= knobs.horizon_cap_hours * (1.0 - 1e-9)
+                && horizon_hours(knobs) >= knobs.horizon_cap_hours * (1.0 - 1e-9)
         })
     };
     (idle_accelerator(snapshot, one) || underused() || reshaped())
@@ -531,9 +531,8 @@ impl<'s, 'a> Search<'s, 'a> {
         if !self.room_allows(members, &given) {
             return Err(Miss::Headroom);
         }
-        let premium = flexibility_premium(self.options, self.sim.snapshot, &chosen, claims, || {
-            let mut remaining: Vec<f64> = evicted().map(|(p, ..)| self.life.hours(p)).collect();
-            super::lifetime::median_hours(&mut remaining, 0.0)
+        let premium = flexibility_premium(self.options, self.sim.snapshot, &chosen, claims, |k| {
+            super::payback::horizon_hours(evicted().map(|(p, ..)| p), &self.life, k)
         });
         let reps = replacements(
             self.sim.snapshot,

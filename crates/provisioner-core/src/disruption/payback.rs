@@ -222,6 +222,17 @@ pub fn average_pod_price(snapshot: &crate::model::Snapshot) -> f64 {
     if pods == 0 { 0.0 } else { price / pods as f64 }
 }
 
+/// How long a command's saving is counted: the median of the moved pods' expected remaining
+/// hours, the cap when no pod moves.
+pub fn horizon_hours<'a>(
+    pods: impl IntoIterator<Item = &'a Pod>,
+    life: &RemainingLife,
+    knobs: &Payback,
+) -> f64 {
+    let mut remaining: Vec<f64> = pods.into_iter().map(|p| life.hours(p)).collect();
+    median_hours(&mut remaining, knobs.horizon_cap_hours.max(0.0))
+}
+
 /// The command's value: `worst_saving_per_hour` over the horizon, less evictions and overlap.
 /// `pods` are the evicted pods with their requests, their node and its price.
 pub fn value<'a>(
@@ -232,13 +243,13 @@ pub fn value<'a>(
     floor: f64,
     knobs: &Payback,
 ) -> Value {
-    let mut remaining = Vec::new();
+    let mut moved = Vec::new();
     let mut eviction = 0.0;
     for (pod, requests, node, price) in pods {
-        remaining.push(life.hours(pod));
+        moved.push(pod);
         eviction += pod_eviction_value(pod, requests, node, price, floor, knobs, life.now());
     }
-    let horizon = median_hours(&mut remaining, knobs.horizon_cap_hours.max(0.0));
+    let horizon = horizon_hours(moved, life, knobs);
     let saving = worst_saving_per_hour * horizon;
     let overlap = replacements_price_per_hour.max(0.0)
         * knobs.replacement_ready_seconds.max(0) as f64
