@@ -168,6 +168,12 @@ struct Cli {
     /// round 13), `lindy` from its own age alone (recently rolled-out pods stay put longer).
     #[arg(long, value_enum, default_value_t = LifetimePrior::Window)]
     consolidation_lifetime_prior: LifetimePrior,
+    /// Let consolidation move pods onto an empty node that is waiting out its NodePool's
+    /// `consolidateAfter` to be deleted, as Karpenter does. Off (the default), such a node is
+    /// left to go: moving pods onto it keeps it in place of the nodes a command removes,
+    /// a saving on paper that can be a dearer swap (docs/simulator.md, round 34).
+    #[arg(long)]
+    consolidation_move_onto_empty_nodes: bool,
     /// At most this many single-node consolidation simulations per disruption loop (the rest
     /// wait for the next loop); unset: every candidate whose inputs changed.
     #[arg(long)]
@@ -338,6 +344,7 @@ async fn main() -> Result<()> {
         consolidation_reshape_below: Some(cli.consolidation_reshape_below).filter(|f| *f > 0.0),
         consolidation_eviction_cost: cli.consolidation_eviction_cost,
         consolidation_window_prior: cli.consolidation_lifetime_prior == LifetimePrior::Window,
+        consolidation_move_onto_empty_nodes: cli.consolidation_move_onto_empty_nodes,
         consolidation_max_simulations: cli.consolidation_max_simulations,
         replay_dir: cli.replay_dir.clone(),
         replay_keep: cli.replay_keep,
@@ -502,6 +509,13 @@ mod tests {
         ])
         .expect("parses");
         assert_eq!(cli.consolidation_reshape_below, 0.0);
+        assert!(!cli.consolidation_move_onto_empty_nodes);
+        let cli = Cli::try_parse_from([
+            "karpenter-capi-controller",
+            "--consolidation-move-onto-empty-nodes",
+        ])
+        .expect("parses");
+        assert!(cli.consolidation_move_onto_empty_nodes);
         assert!(
             Cli::try_parse_from([
                 "karpenter-capi-controller",

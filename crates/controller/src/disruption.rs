@@ -104,6 +104,7 @@ fn disruption_options(opts: &crate::options::Options) -> DisruptionOptions {
             .headroom
             .clone()
             .filter(|_| opts.consolidation_headroom),
+        move_onto_empty_nodes: opts.consolidation_move_onto_empty_nodes,
         ..defaults
     }
 }
@@ -509,8 +510,10 @@ mod tests {
         assert_eq!(payback.underused_below, Payback::default().underused_below);
         assert_eq!(payback.reshape_below, Payback::default().reshape_below);
         assert!(payback.window_prior);
+        assert!(!default.move_onto_empty_nodes);
 
         let tuned = disruption_options(&Options {
+            consolidation_move_onto_empty_nodes: true,
             consolidation_eviction_cost: Some(Duration::from_secs(5400)),
             consolidation_merge_premium: Some(0.25),
             consolidation_underused_below: None,
@@ -524,6 +527,7 @@ mod tests {
         assert_eq!(payback.underused_below, None);
         assert_eq!(payback.reshape_below, None);
         assert!(!payback.window_prior);
+        assert!(tuned.move_onto_empty_nodes);
 
         let off = disruption_options(&Options {
             consolidation_payback: false,

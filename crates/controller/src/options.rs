@@ -70,6 +70,10 @@ pub struct Options {
     /// (true, the default) or from its own age alone (false: Lindy, which keeps recently
     /// rolled-out pods in place until enough endings are seen).
     pub consolidation_window_prior: bool,
+    /// The core's `DisruptionOptions::move_onto_empty_nodes`: let consolidation move pods
+    /// onto empty nodes waiting out `consolidateAfter` to be deleted (Karpenter does). Off:
+    /// those nodes go.
+    pub consolidation_move_onto_empty_nodes: bool,
     /// At most this many single-node consolidation simulations per disruption loop; the
     /// rest wait for the next loop (the core's `WorkBudget`). `None`: every candidate whose
     /// inputs changed since the last loop (unchanged ones are always reused).
@@ -117,6 +121,7 @@ impl Default for Options {
             consolidation_reshape_below: provisioner_core::disruption::payback::Payback::default()
                 .reshape_below,
             consolidation_window_prior: true,
+            consolidation_move_onto_empty_nodes: false,
             consolidation_eviction_cost: None,
             consolidation_max_simulations: None,
             gc_interval: Duration::from_secs(120),

@@ -186,6 +186,9 @@ pub struct CoreDisruptionSettings {
     /// Disruption-cost weight (price per hour per evicted default pod) of the
     /// `cost-aware-weighted` ablation: the crude alternative to the payback rule.
     pub weighted_ablation_weight: f64,
+    /// Let consolidation move pods onto empty nodes that are about to be deleted (in their
+    /// `consolidateAfter`), as Karpenter does; off by default.
+    pub move_onto_empty_nodes: bool,
 }
 
 /// The core's `anticipate::Anticipation`, as a scenario writes it.
@@ -361,6 +364,7 @@ impl Default for CoreDisruptionSettings {
                 }),
             merge_groups: d.merge_groups,
             weighted_ablation_weight: 0.05,
+            move_onto_empty_nodes: d.move_onto_empty_nodes,
         }
     }
 }

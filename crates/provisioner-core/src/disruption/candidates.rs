@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::DisruptionOptions;
+use super::budgets::Budgets;
 use super::cost::node_disruption_cost;
 use super::protect::{PdbIndex, Protection};
 use crate::model::{CapacityType, ConsolidationPolicy, NodePool, Pod, Snapshot, labels};
@@ -141,6 +142,38 @@ impl Candidate {
     pub fn for_consolidation(&self) -> bool {
         self.not_consolidatable.is_none() && self.underutilized_allowed
     }
+
+    /// Empty, and the emptiness method will delete it (now, or once `consolidateAfter` has
+    /// elapsed) unless pods land on it first.
+    pub fn awaits_emptiness(&self) -> bool {
+        self.empty
+            && matches!(
+                self.not_consolidatable,
+                None | Some(Ineligible::ConsolidateAfter { .. })
+            )
+    }
+}
+
+/// Nodes no consolidation or drift replacement should move pods onto: empty nodes that the
+/// emptiness method will delete ([`Candidate::awaits_emptiness`]) in a NodePool whose Empty
+/// budget allows it now.
+///
+/// Why: a move onto such a node is counted as free room, but the node would otherwise be
+/// gone within `consolidateAfter`, so the move keeps it running in place of the candidates.
+/// On the openb trace a 1 TiB node launched for one large pod lost that pod before it was
+/// ready; within the 30 s of its `consolidateAfter`, a command deleted three smaller nodes by
+/// moving their pods onto it, which kept it for 30 hours at more than those nodes cost
+/// (`docs/simulator.md`, round 34). Karpenter does the same; the command it makes looks like
+/// a saving and is a dearer swap.
+pub fn awaiting_emptiness<'c>(candidates: &'c [Candidate], budgets: &Budgets) -> Vec<&'c str> {
+    candidates
+        .iter()
+        .filter(|c| {
+            c.awaits_emptiness()
+                && budgets.allowed(&c.nodepool, crate::model::DisruptionReason::Empty) > 0
+        })
+        .map(|c| c.name.as_str())
+        .collect()
 }
 
 /// Candidates and rejections of one snapshot, in node-name order.

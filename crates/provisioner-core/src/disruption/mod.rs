@@ -124,6 +124,10 @@ pub struct DisruptionOptions {
     /// the winning command is re-planned, so the search stays fast.
     pub optimize_replacements: bool,
     pub optimizer: OptimizerConfig,
+    /// Let consolidation and drift move pods onto empty nodes that the emptiness method is
+    /// about to delete ([`candidates::awaiting_emptiness`]), as Karpenter does. Off: those
+    /// nodes are left to go, so a command cannot pass keeping one of them for a saving.
+    pub move_onto_empty_nodes: bool,
 }
 
 impl Default for DisruptionOptions {
@@ -145,6 +149,7 @@ impl Default for DisruptionOptions {
             scheduling: SchedulingOptions::default(),
             optimize_replacements: true,
             optimizer: OptimizerConfig::default(),
+            move_onto_empty_nodes: false,
         }
     }
 }
@@ -180,6 +185,19 @@ pub fn disrupt_in_session(
         Some((session, &mut report)),
     );
     (decision, report)
+}
+
+/// The nodes the simulations take out of the base state before any candidate is removed.
+pub(crate) fn kept_out<'c>(
+    options: &DisruptionOptions,
+    candidates: &'c [Candidate],
+    budgets: &Budgets,
+) -> Vec<&'c str> {
+    if options.move_onto_empty_nodes {
+        Vec::new()
+    } else {
+        candidates::awaiting_emptiness(candidates, budgets)
+    }
 }
 
 fn decide(
@@ -223,6 +241,7 @@ fn decide(
         Some(s) => sim::Sim::shared(s, options.scheduling.clone()),
         None => sim::Sim::new(snapshot, options.scheduling.clone()),
     };
+    let sim = sim.without_nodes(&kept_out(options, &set.candidates, &budgets));
     for method in [Method::Expiration, Method::Drift] {
         let (cmd, report) = drift::replace_method(method, &sim, &set.candidates, &budgets, options);
         decision.methods.push(report);
@@ -301,6 +320,8 @@ pub(crate) fn make_command(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_empty_destinations;
 #[cfg(test)]
 mod tests_session;
 #[cfg(test)]

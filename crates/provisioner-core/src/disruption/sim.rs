@@ -132,6 +132,17 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Takes `names` out of the base state so no simulation moves a pod onto them (nodes
+    /// about to go: [`super::candidates::awaiting_emptiness`]). Their pods, if any, are not
+    /// placed anywhere: only nodes without reschedulable pods belong here.
+    pub fn without_nodes(mut self, names: &[&str]) -> Self {
+        if !names.is_empty() {
+            let _ = self.base.evict_nodes(names);
+            self.base.fold_counts();
+        }
+        self
+    }
+
     /// Simulations run so far.
     pub fn runs(&self) -> usize {
         self.runs.load(Ordering::Relaxed)

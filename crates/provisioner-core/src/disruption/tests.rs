@@ -64,7 +64,7 @@ fn node_of(
     n
 }
 
-fn pod(name: &str, cpu: i64, node: &str) -> Pod {
+pub(super) fn pod(name: &str, cpu: i64, node: &str) -> Pod {
     let mut p = Pod::new("default", name, cpu, cpu * GIB / 1000)
         .on(node)
         .label("app", name);
@@ -72,7 +72,7 @@ fn pod(name: &str, cpu: i64, node: &str) -> Pod {
     p
 }
 
-fn snapshot(nodes: Vec<Node>, pods: Vec<Pod>) -> Snapshot {
+pub(super) fn snapshot(nodes: Vec<Node>, pods: Vec<Pod>) -> Snapshot {
     let mut pool = NodePool::new("default", 0);
     pool.disruption.budgets = vec![Budget {
         nodes: "100%".into(),
@@ -91,7 +91,7 @@ fn snapshot(nodes: Vec<Node>, pods: Vec<Pod>) -> Snapshot {
     }
 }
 
-fn od(name: &str, ty: &str) -> Node {
+pub(super) fn od(name: &str, ty: &str) -> Node {
     node_of(
         &types(),
         name,

@@ -106,7 +106,11 @@ pub fn validate_with(
     }
 
     if command.method != Method::Emptiness {
-        let sim = Sim::new(snapshot, sched.clone());
+        let sim = Sim::new(snapshot, sched.clone()).without_nodes(&super::kept_out(
+            options,
+            &set.candidates,
+            &budgets,
+        ));
         // Plan with the planner that made the command, so an optimised plan is not judged
         // against the heuristic's.
         let opt = Optimizer::new(options.optimizer.clone());

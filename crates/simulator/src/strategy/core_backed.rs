@@ -84,6 +84,7 @@ impl CoreStrategy {
             // Karpenter has no payback rule; re-validation reads it (`validate_with`).
             Kind::Karpenter => DisruptionOptions {
                 payback: None,
+                move_onto_empty_nodes: true,
                 ..disruption
             },
             _ => DisruptionOptions {
@@ -106,6 +107,7 @@ impl CoreStrategy {
                     Kind::CostAwareWeighted => cd.weighted_ablation_weight,
                     _ => disruption.disruption_cost_weight,
                 },
+                move_onto_empty_nodes: cd.move_onto_empty_nodes,
                 ..disruption
             },
         };
