@@ -154,15 +154,15 @@ impl Candidate {
     }
 }
 
-/// Nodes no consolidation or drift replacement should move pods onto: empty nodes that the
+/// Nodes no consolidation command should move pods onto: empty nodes that the
 /// emptiness method will delete ([`Candidate::awaits_emptiness`]) in a NodePool whose Empty
 /// budget allows it now.
 ///
 /// Why: a move onto such a node is counted as free room, but the node would otherwise be
 /// gone within `consolidateAfter`, so the move keeps it running in place of the candidates.
 /// On the openb trace a 1 TiB node launched for one large pod lost that pod before it was
-/// ready; within the 30 s of its `consolidateAfter`, a command deleted three smaller nodes by
-/// moving their pods onto it, which kept it for 30 hours at more than those nodes cost
+/// ready; within the 30 s of its `consolidateAfter`, a command deleted smaller nodes by moving
+/// their pods onto it, which kept it for 30 hours at more than those nodes cost
 /// (`docs/simulator.md`, round 34). Karpenter does the same; the command it makes looks like
 /// a saving and is a dearer swap.
 pub fn awaiting_emptiness<'c>(candidates: &'c [Candidate], budgets: &Budgets) -> Vec<&'c str> {

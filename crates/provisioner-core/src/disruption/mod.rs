@@ -124,9 +124,10 @@ pub struct DisruptionOptions {
     /// the winning command is re-planned, so the search stays fast.
     pub optimize_replacements: bool,
     pub optimizer: OptimizerConfig,
-    /// Let consolidation and drift move pods onto empty nodes that the emptiness method is
-    /// about to delete ([`candidates::awaiting_emptiness`]), as Karpenter does. Off: those
-    /// nodes are left to go, so a command cannot pass keeping one of them for a saving.
+    /// Let consolidation move pods onto empty nodes that the emptiness method is about to
+    /// delete ([`candidates::awaiting_emptiness`]), as Karpenter does. Off: those nodes are
+    /// left to go, so a command cannot pass keeping one of them for a saving. (Drift and
+    /// expiration may always use them: they replace nodes whatever the price.)
     pub move_onto_empty_nodes: bool,
 }
 
@@ -187,13 +188,16 @@ pub fn disrupt_in_session(
     (decision, report)
 }
 
-/// The nodes the simulations take out of the base state before any candidate is removed.
+/// The nodes `method`'s simulations take out of the base state before any candidate is
+/// removed: for consolidation, the empty nodes about to go. Drift and expiration replace
+/// nodes whatever the price, so moving their pods onto such a node saves a launch.
 pub(crate) fn kept_out<'c>(
+    method: Method,
     options: &DisruptionOptions,
     candidates: &'c [Candidate],
     budgets: &Budgets,
 ) -> Vec<&'c str> {
-    if options.move_onto_empty_nodes {
+    if options.move_onto_empty_nodes || method != Method::Consolidation {
         Vec::new()
     } else {
         candidates::awaiting_emptiness(candidates, budgets)
@@ -241,7 +245,6 @@ fn decide(
         Some(s) => sim::Sim::shared(s, options.scheduling.clone()),
         None => sim::Sim::new(snapshot, options.scheduling.clone()),
     };
-    let sim = sim.without_nodes(&kept_out(options, &set.candidates, &budgets));
     for method in [Method::Expiration, Method::Drift] {
         let (cmd, report) = drift::replace_method(method, &sim, &set.candidates, &budgets, options);
         decision.methods.push(report);
@@ -250,6 +253,12 @@ fn decide(
             return decision;
         }
     }
+    let sim = sim.without_nodes(&kept_out(
+        Method::Consolidation,
+        options,
+        &set.candidates,
+        &budgets,
+    ));
     let (cmd, report) = match session {
         None => consolidation::consolidation(&sim, &set.candidates, &budgets, options),
         Some((session, out)) => {

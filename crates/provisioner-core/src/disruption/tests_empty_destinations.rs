@@ -1,4 +1,4 @@
-//! Empty nodes waiting out `consolidateAfter` are not destinations
+//! Empty nodes waiting out `consolidateAfter` are not destinations for consolidation
 //! ([`super::candidates::awaiting_emptiness`]).
 
 use super::tests::{od, pod, snapshot};
@@ -67,4 +67,15 @@ fn an_empty_node_that_stays_is_still_a_destination() {
     let cmd = disrupt(&over, &options(false)).command.expect("big goes");
     assert_eq!(cmd.method, super::Method::Emptiness);
     assert_eq!(cmd.candidate_names(), vec!["big"]);
+}
+
+#[test]
+fn a_drifted_node_may_move_its_pods_onto_an_empty_node_about_to_go() {
+    // Drift replaces n1 whatever the price; the empty node saves a launch.
+    let mut s = cluster();
+    s.nodes[1].drifted = true;
+    let cmd = disrupt(&s, &options(false)).command.expect("n1 is drifted");
+    assert_eq!(cmd.method, super::Method::Drift);
+    assert!(onto(&cmd, "big") && cmd.replacements.is_empty(), "{cmd:?}");
+    assert!(validate(&cmd, &s, &options(false)).valid);
 }

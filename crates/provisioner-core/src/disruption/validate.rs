@@ -107,6 +107,7 @@ pub fn validate_with(
 
     if command.method != Method::Emptiness {
         let sim = Sim::new(snapshot, sched.clone()).without_nodes(&super::kept_out(
+            command.method,
             options,
             &set.candidates,
             &budgets,
