@@ -163,6 +163,12 @@ struct Cli {
     /// Workloads answer it differently (docs/simulator.md, round 11).
     #[arg(long, value_parser = duration)]
     consolidation_eviction_cost: Option<Duration>,
+    /// A NodePool's consolidateAfter this long halves the payback rule's eviction price for its
+    /// nodes (scaled by this / (this + consolidateAfter)): the wait already keeps out the churn
+    /// the price guards against, and charged in full on top of a 30m wait the rule was dearer
+    /// than Karpenter on most workloads (docs/simulator.md, round 35). 0s: the full price.
+    #[arg(long, value_parser = duration, default_value = "5m")]
+    consolidation_wait_halving: Duration,
     /// Before enough pods have ended (a restart forgets them), how a pod's remaining life is
     /// estimated: `window` from how long its owner kind's pods have run (docs/simulator.md,
     /// round 13), `lindy` from its own age alone (recently rolled-out pods stay put longer).
@@ -343,6 +349,7 @@ async fn main() -> Result<()> {
         consolidation_underused_below: Some(cli.consolidation_underused_below).filter(|f| *f > 0.0),
         consolidation_reshape_below: Some(cli.consolidation_reshape_below).filter(|f| *f > 0.0),
         consolidation_eviction_cost: cli.consolidation_eviction_cost,
+        consolidation_wait_halving: Some(cli.consolidation_wait_halving).filter(|d| !d.is_zero()),
         consolidation_window_prior: cli.consolidation_lifetime_prior == LifetimePrior::Window,
         consolidation_move_onto_empty_nodes: cli.consolidation_move_onto_empty_nodes,
         consolidation_max_simulations: cli.consolidation_max_simulations,
@@ -516,6 +523,15 @@ mod tests {
         ])
         .expect("parses");
         assert!(cli.consolidation_move_onto_empty_nodes);
+        let cli = Cli::try_parse_from(["karpenter-capi-controller"]).expect("parses");
+        assert_eq!(cli.consolidation_wait_halving, Duration::from_secs(300));
+        let cli = Cli::try_parse_from([
+            "karpenter-capi-controller",
+            "--consolidation-wait-halving",
+            "0s",
+        ])
+        .expect("parses");
+        assert_eq!(cli.consolidation_wait_halving, Duration::ZERO);
         assert!(
             Cli::try_parse_from([
                 "karpenter-capi-controller",

@@ -98,6 +98,10 @@ fn disruption_options(opts: &crate::options::Options) -> DisruptionOptions {
                 eviction_pod_hours: opts
                     .consolidation_eviction_cost
                     .map_or(p.eviction_pod_hours, |d| d.as_secs_f64() / 3600.0),
+                wait_halving_seconds: opts
+                    .consolidation_wait_halving
+                    .map(|d| d.as_secs_f64())
+                    .filter(|s| *s > 0.0),
                 ..p
             }),
         headroom: defaults
@@ -510,6 +514,7 @@ mod tests {
         assert_eq!(payback.underused_below, Payback::default().underused_below);
         assert_eq!(payback.reshape_below, Payback::default().reshape_below);
         assert!(payback.window_prior);
+        assert_eq!(payback.wait_halving_seconds, Some(300.0));
         assert!(!default.move_onto_empty_nodes);
 
         let tuned = disruption_options(&Options {
@@ -519,9 +524,11 @@ mod tests {
             consolidation_underused_below: None,
             consolidation_reshape_below: None,
             consolidation_window_prior: false,
+            consolidation_wait_halving: None,
             ..Options::default()
         });
         let payback = tuned.payback.expect("payback on");
+        assert_eq!(payback.wait_halving_seconds, None);
         assert!((payback.eviction_pod_hours - 1.5).abs() < 1e-12);
         assert_eq!(payback.flexibility_premium, Some(0.25));
         assert_eq!(payback.underused_below, None);

@@ -65,6 +65,10 @@ pub struct Options {
     /// The core's `Payback::eviction_pod_hours` as a duration: what one eviction costs, in
     /// time of the pod's price. `None`: the core's default (one hour).
     pub consolidation_eviction_cost: Option<std::time::Duration>,
+    /// The core's `Payback::wait_halving_seconds` as a duration: a NodePool's
+    /// `consolidateAfter` this long halves the eviction price of its pods. `None`: the full
+    /// price whatever the wait.
+    pub consolidation_wait_halving: Option<std::time::Duration>,
     /// The core's `Payback::window_prior`: before enough pods have ended (a restart forgets
     /// them), estimate a pod's remaining life from how long its owner kind's pods have run
     /// (true, the default) or from its own age alone (false: Lindy, which keeps recently
@@ -123,6 +127,9 @@ impl Default for Options {
             consolidation_window_prior: true,
             consolidation_move_onto_empty_nodes: false,
             consolidation_eviction_cost: None,
+            consolidation_wait_halving: provisioner_core::disruption::payback::Payback::default()
+                .wait_halving_seconds
+                .map(Duration::from_secs_f64),
             consolidation_max_simulations: None,
             gc_interval: Duration::from_secs(120),
             disruption: true,

@@ -296,6 +296,10 @@ pub struct PaybackSettings {
     /// cheapest options cost less than this fraction of its price, is replaced like a merge;
     /// `null`: off.
     pub reshape_below: Option<f64>,
+    /// A NodePool's `consolidateAfter` of this many seconds halves the eviction price of its
+    /// pods (scaled by `k / (k + consolidateAfter)`): the wait already keeps out the churn the
+    /// price guards against. `null`: the full price whatever the wait.
+    pub wait_halving_seconds: Option<f64>,
 }
 
 impl Default for PaybackSettings {
@@ -311,6 +315,7 @@ impl Default for PaybackSettings {
             flexibility_premium: d.flexibility_premium,
             underused_below: d.underused_below,
             reshape_below: d.reshape_below,
+            wait_halving_seconds: d.wait_halving_seconds,
         }
     }
 }
@@ -327,6 +332,7 @@ impl PaybackSettings {
             flexibility_premium: self.flexibility_premium,
             underused_below: self.underused_below,
             reshape_below: self.reshape_below,
+            wait_halving_seconds: self.wait_halving_seconds,
         }
     }
 }
@@ -348,6 +354,7 @@ impl Default for CoreDisruptionSettings {
                 flexibility_premium: p.flexibility_premium,
                 underused_below: p.underused_below,
                 reshape_below: p.reshape_below,
+                wait_halving_seconds: p.wait_halving_seconds,
             }),
             headroom: d.headroom.map(|h| HeadroomSettings {
                 window_seconds: h.window_seconds,

@@ -420,6 +420,21 @@ impl<'s, 'a> Search<'s, 'a> {
         DisruptionReason::Underutilized
     }
 
+    /// [`super::payback::Payback::wait_scale`] for the candidate's NodePool.
+    fn wait_scale(&self, c: &Candidate) -> f64 {
+        let Some(knobs) = &self.options.payback else {
+            return 1.0;
+        };
+        let wait = self
+            .sim
+            .snapshot
+            .nodepools
+            .iter()
+            .find(|p| p.name == c.nodepool)
+            .and_then(|p| p.disruption.consolidate_after_secs);
+        knobs.wait_scale(wait)
+    }
+
     fn min_saving(&self, price: f64) -> f64 {
         self.options
             .min_saving_per_hour
@@ -491,11 +506,18 @@ impl<'s, 'a> Search<'s, 'a> {
         let price: f64 = chosen.iter().map(|c| c.price).sum();
         let snap = self.sim.snapshot;
         let requests = &self.sim.base.base.requests;
+        let scales: Vec<f64> = chosen.iter().map(|c| self.wait_scale(c)).collect();
         let evicted = || {
-            chosen.iter().flat_map(|c| {
+            chosen.iter().zip(&scales).flat_map(|(c, &scale)| {
                 let node = snap.nodes.get(c.node);
                 c.pods.iter().filter_map(move |&pi| {
-                    Some((&**snap.pods.get(pi)?, requests.get(pi)?, node?, c.price))
+                    Some((
+                        &**snap.pods.get(pi)?,
+                        requests.get(pi)?,
+                        node?,
+                        c.price,
+                        scale,
+                    ))
                 })
             })
         };
@@ -507,8 +529,15 @@ impl<'s, 'a> Search<'s, 'a> {
             .as_ref()
             .filter(|k| k.pay_for_flexibility)
             .map(|k| {
-                super::payback::value(0.0, 0.0, evicted(), &self.life, self.pod_price_floor, k)
-                    .paying_saving_per_hour(price, k)
+                super::payback::value_waited(
+                    0.0,
+                    0.0,
+                    evicted(),
+                    &self.life,
+                    self.pod_price_floor,
+                    k,
+                )
+                .paying_saving_per_hour(price, k)
             });
         let min_saving = match paying {
             Some(need) => self.min_saving(price).max(need),
@@ -557,7 +586,7 @@ impl<'s, 'a> Search<'s, 'a> {
             // The worst case already pays (above); ranked by what is expected to launch, so
             // a replacement ranks by what it saves, not by how much flexibility it kept.
             Some(knobs) if knobs.pay_for_flexibility => {
-                super::payback::value(
+                super::payback::value_waited(
                     price - launch,
                     launch,
                     evicted(),
@@ -568,7 +597,7 @@ impl<'s, 'a> Search<'s, 'a> {
                 .net
             }
             Some(knobs) => {
-                super::payback::value(
+                super::payback::value_waited(
                     worst_saving,
                     worst,
                     evicted(),
@@ -802,6 +831,7 @@ impl<'s, 'a> Search<'s, 'a> {
             .filter_map(|&i| {
                 let c = self.cands.get(i)?;
                 let node = snap.nodes.get(c.node)?;
+                let scale = self.wait_scale(c);
                 let mut m = Member {
                     price: c.price,
                     disruption_cost: c.disruption_cost,
@@ -823,6 +853,7 @@ impl<'s, 'a> Search<'s, 'a> {
                             self.pod_price_floor,
                             k,
                             self.life.now(),
+                            scale,
                         );
                     }
                 }

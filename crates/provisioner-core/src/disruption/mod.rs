@@ -335,3 +335,5 @@ mod tests_empty_destinations;
 mod tests_session;
 #[cfg(test)]
 mod tests_sharing;
+#[cfg(test)]
+mod tests_wait_discount;
