@@ -91,6 +91,19 @@ pub(super) fn snapshot(nodes: Vec<Node>, pods: Vec<Pod>) -> Snapshot {
     }
 }
 
+/// Two 0.4/h nodes: `n1` with three pods (5 vCPU), `n2` with one (1.5 vCPU) that fits on `n1`.
+pub(super) fn two_large_nodes() -> Snapshot {
+    snapshot(
+        vec![od("n1", "large"), od("n2", "large")],
+        vec![
+            pod("a", 2000, "n1"),
+            pod("b", 2000, "n1"),
+            pod("c", 1000, "n1"),
+            pod("d", 1500, "n2"),
+        ],
+    )
+}
+
 pub(super) fn od(name: &str, ty: &str) -> Node {
     node_of(
         &types(),
@@ -142,15 +155,7 @@ fn empty_nodes_go_together_within_the_budget() {
 #[test]
 fn underused_node_is_deleted_when_its_pods_fit_elsewhere() {
     // Either node could go (the other has room), but n2 moves fewer pods.
-    let s = snapshot(
-        vec![od("n1", "large"), od("n2", "large")],
-        vec![
-            pod("a", 2000, "n1"),
-            pod("b", 2000, "n1"),
-            pod("c", 1000, "n1"),
-            pod("d", 1500, "n2"),
-        ],
-    );
+    let s = two_large_nodes();
     let cmd = disrupt(&s, &DisruptionOptions::default())
         .command
         .expect("a command");

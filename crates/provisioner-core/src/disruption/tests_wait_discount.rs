@@ -2,7 +2,7 @@
 //! ([`super::payback::Payback::wait_halving_seconds`]).
 
 use super::payback::Payback;
-use super::tests::{od, pod, snapshot};
+use super::tests::two_large_nodes;
 use super::{DisruptionOptions, Method, disrupt};
 use crate::model::Snapshot;
 
@@ -10,15 +10,7 @@ use crate::model::Snapshot;
 /// 1.6 in all. The pod's price is the cluster's average per pod (0.8/h over 4 pods, 0.2/h),
 /// so at 10 h per eviction the move costs 2.0 and does not pay; at half that it does.
 fn cluster(consolidate_after_secs: i64) -> Snapshot {
-    let mut s = snapshot(
-        vec![od("n1", "large"), od("n2", "large")],
-        vec![
-            pod("a", 2000, "n1"),
-            pod("b", 2000, "n1"),
-            pod("c", 1000, "n1"),
-            pod("d", 1500, "n2"),
-        ],
-    );
+    let mut s = two_large_nodes();
     s.nodepools[0].disruption.consolidate_after_secs = Some(consolidate_after_secs);
     s
 }
