@@ -371,6 +371,28 @@ fn own_hostname_anti_affinity(p: &Pod) -> Option<&LabelSelector> {
         .map(|t| &t.label_selector)
 }
 
+/// Whether `o` has more of some accelerator (GPUs, ...) than `current`: growth is for the CPU
+/// and memory arrivals are expected to need, and extra accelerators bought with it are priced
+/// for pods that are not coming. A one-GPU launch grown to a four-GPU node for the CPU pods of
+/// a stream kept three GPUs idle for hours (`docs/simulator.md`, round 35).
+fn adds_accelerators(
+    o: &crate::result::InstanceTypeOption,
+    current: &crate::result::InstanceTypeOption,
+) -> bool {
+    o.allocatable_for_pods
+        .extended
+        .iter()
+        .filter(|(k, _)| crate::disruption::consolidation::is_accelerator(k))
+        .any(|(k, n)| {
+            *n > current
+                .allocatable_for_pods
+                .extended
+                .get(k)
+                .copied()
+                .unwrap_or(0)
+        })
+}
+
 /// Grows `result`'s new NodeClaims for the missing room ([`missing_room`]); returns the room
 /// added (CPU, memory).
 pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticipation) -> Room {
@@ -398,7 +420,8 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
         };
         // Options at least as large as the current launch in CPU and memory, within the cap,
         // launched in the same zone and capacity type: the scheduler chose the zone for the
-        // pods' constraints (spread, zonal affinity), which growth must not undo.
+        // pods' constraints (spread, zonal affinity), which growth must not undo. None with
+        // more accelerators than the launch ([`adds_accelerators`]).
         let mut larger: Vec<&crate::result::InstanceTypeOption> = c
             .instance_type_options
             .iter()
@@ -408,6 +431,7 @@ pub fn apply(snapshot: &Snapshot, result: &mut SchedulingResult, knobs: &Anticip
                     && o.cheapest.capacity_type == c.launch.capacity_type
                     && o.allocatable_for_pods.cpu_milli >= base.cpu_milli
                     && o.allocatable_for_pods.memory >= base.memory
+                    && !adds_accelerators(o, &current)
             })
             .collect();
         larger.sort_by(|a, b| {
@@ -809,6 +833,37 @@ mod tests {
         );
         let after = schedule(&s, &SchedulingOptions::default());
         assert_eq!(after.new_node_claims[0].launch.instance_type, "g-m");
+    }
+
+    /// A launch for a GPU pod is grown for the CPU pods of the stream within its own GPU
+    /// count: a larger GPU type holds the room too, but its extra GPUs are priced for pods that
+    /// are not coming.
+    #[test]
+    fn growth_buys_no_accelerators() {
+        const GPU: &str = "nvidia.com/gpu";
+        let mut s = every_10s(60);
+        let mut pods: Vec<Pod> = s.pods.iter().map(|p| (**p).clone()).collect();
+        if let Some(c) = pods.last_mut().and_then(|p| p.containers.first_mut()) {
+            c.extended.insert(GPU.into(), 1);
+        }
+        s.pods = Snapshot::shared_pods(pods);
+        let gpus = |name: &str, n: i64, cpu: i64, price: f64| {
+            let mut t = priced(name, cpu * 1000, cpu * 4 * GIB, price);
+            t.capacity.extended.insert(GPU.into(), n);
+            t
+        };
+        s.instance_types = vec![
+            gpus("gpu-1", 1, 4, 0.75),
+            // Within four times gpu-1's price, and room for the stream's CPU pods; for the
+            // GPU pod alone it buys three idle GPUs.
+            gpus("gpu-4", 4, 32, 2.9),
+            // Room for the same pods at a CPU node's price: no GPU, so not an option here.
+            priced("cpu-8", 8000, 32 * GIB, 0.4),
+        ];
+        assert!(missing_room(&s, &schedule(&s, &off()), &Anticipation::default()).0 > 0);
+        let after = schedule(&s, &SchedulingOptions::default());
+        let claim = &after.new_node_claims[0];
+        assert_eq!(claim.launch.instance_type, "gpu-1", "{claim:?}");
     }
 
     /// Pods still pending on a node in flight arrived before this round's batch: they are the

@@ -273,7 +273,7 @@ pub(crate) const RESHAPE_MISMATCH: f64 = 0.4;
 /// Accelerators: what an instance type is priced for. Other extended resources (KubeVirt's
 /// `devices.kubevirt.io/kvm`, hugepages, a FUSE device plugin) sit unused on most nodes of
 /// many clusters and say nothing about the node's price.
-fn is_accelerator(resource: &str) -> bool {
+pub(crate) fn is_accelerator(resource: &str) -> bool {
     const VENDORS: [&str; 6] = [
         "nvidia.com/",
         "amd.com/gpu",
