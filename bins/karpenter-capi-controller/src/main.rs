@@ -169,6 +169,13 @@ struct Cli {
     /// than Karpenter on most workloads (docs/simulator.md, round 35). 0s: the full price.
     #[arg(long, value_parser = duration, default_value = "5m")]
     consolidation_wait_halving: Duration,
+    /// Once pods have been watched this long, a cluster that takes longer than the payback
+    /// rule's 4 h cap to see as many new pods as it runs counts a repack's saving for that
+    /// long instead (up to a week): its packing, and the waste in it, lasts that long
+    /// (docs/simulator.md, round 36). A day, so that a quiet night does not read as a quiet
+    /// cluster. 0s: the 4 h cap always.
+    #[arg(long, value_parser = duration, default_value = "24h")]
+    consolidation_turnover_lookback: Duration,
     /// Before enough pods have ended (a restart forgets them), how a pod's remaining life is
     /// estimated: `window` from how long its owner kind's pods have run (docs/simulator.md,
     /// round 13), `lindy` from its own age alone (recently rolled-out pods stay put longer).
@@ -350,6 +357,8 @@ async fn main() -> Result<()> {
         consolidation_reshape_below: Some(cli.consolidation_reshape_below).filter(|f| *f > 0.0),
         consolidation_eviction_cost: cli.consolidation_eviction_cost,
         consolidation_wait_halving: Some(cli.consolidation_wait_halving).filter(|d| !d.is_zero()),
+        consolidation_turnover_lookback: Some(cli.consolidation_turnover_lookback)
+            .filter(|d| !d.is_zero()),
         consolidation_window_prior: cli.consolidation_lifetime_prior == LifetimePrior::Window,
         consolidation_move_onto_empty_nodes: cli.consolidation_move_onto_empty_nodes,
         consolidation_max_simulations: cli.consolidation_max_simulations,
@@ -532,6 +541,18 @@ mod tests {
         ])
         .expect("parses");
         assert_eq!(cli.consolidation_wait_halving, Duration::ZERO);
+        let cli = Cli::try_parse_from(["karpenter-capi-controller"]).expect("parses");
+        assert_eq!(
+            cli.consolidation_turnover_lookback,
+            Duration::from_secs(86_400)
+        );
+        let cli = Cli::try_parse_from([
+            "karpenter-capi-controller",
+            "--consolidation-turnover-lookback",
+            "0s",
+        ])
+        .expect("parses");
+        assert_eq!(cli.consolidation_turnover_lookback, Duration::ZERO);
         assert!(
             Cli::try_parse_from([
                 "karpenter-capi-controller",

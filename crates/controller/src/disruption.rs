@@ -102,6 +102,10 @@ fn disruption_options(opts: &crate::options::Options) -> DisruptionOptions {
                     .consolidation_wait_halving
                     .map(|d| d.as_secs_f64())
                     .filter(|s| *s > 0.0),
+                turnover_lookback_seconds: opts
+                    .consolidation_turnover_lookback
+                    .and_then(|d| i64::try_from(d.as_secs()).ok())
+                    .filter(|s| *s > 0),
                 ..p
             }),
         headroom: defaults
@@ -515,6 +519,7 @@ mod tests {
         assert_eq!(payback.reshape_below, Payback::default().reshape_below);
         assert!(payback.window_prior);
         assert_eq!(payback.wait_halving_seconds, Some(300.0));
+        assert_eq!(payback.turnover_lookback_seconds, Some(86_400));
         assert!(!default.move_onto_empty_nodes);
 
         let tuned = disruption_options(&Options {
@@ -525,10 +530,12 @@ mod tests {
             consolidation_reshape_below: None,
             consolidation_window_prior: false,
             consolidation_wait_halving: None,
+            consolidation_turnover_lookback: None,
             ..Options::default()
         });
         let payback = tuned.payback.expect("payback on");
         assert_eq!(payback.wait_halving_seconds, None);
+        assert_eq!(payback.turnover_lookback_seconds, None);
         assert!((payback.eviction_pod_hours - 1.5).abs() < 1e-12);
         assert_eq!(payback.flexibility_premium, Some(0.25));
         assert_eq!(payback.underused_below, None);

@@ -90,6 +90,9 @@ struct Recorded {
     /// when the work they carry on began. Their lifetimes and their own evictions count from
     /// there, so a pod moved twice still carries its workload's age.
     continued: HashMap<String, i64>,
+    /// Since when every ending is in `ended` (seconds since the epoch): the first pod event
+    /// seen, moved to the end of the last ending dropped from the window.
+    observed_since: Option<i64>,
 }
 
 /// The key of [`Recorded::continued`].
@@ -108,6 +111,10 @@ impl PodLifetimes {
     /// Records `pod`'s lifetime if this change ends it. `node` is the pod's node as the node
     /// store has it (`None` when unbound or unknown); `now` is seconds since the epoch.
     pub fn observe(&self, pod: &Pod, change: Change, node: Option<&Node>, now: i64) {
+        {
+            let mut r = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            r.observed_since.get_or_insert(now);
+        }
         let bound = pod
             .spec
             .as_ref()
@@ -154,14 +161,17 @@ impl PodLifetimes {
             _ => now,
         };
         if r.ended.len() == KEPT
-            && let Some((old, _)) = r.ended.pop_front()
+            && let Some((old, dropped)) = r.ended.pop_front()
         {
             r.seen.remove(&old);
+            let end = dropped.ended_at.unwrap_or(now);
+            r.observed_since = Some(r.observed_since.map_or(end, |s| s.max(end)));
         }
         r.seen.insert(uid.clone());
         let end = EndedPod {
             lifetime_seconds: (ended - created).max(0),
             owner_kind: controller_kind(&pod.metadata),
+            ended_at: Some(ended),
         };
         r.ended.push_back((uid, end));
     }
@@ -259,6 +269,13 @@ impl PodLifetimes {
         r.ended.iter().map(|(_, e)| e.clone()).collect()
     }
 
+    /// Since when every pod ending is kept (the snapshot's `observed_since`): the first pod
+    /// event this recorder saw, or the end of the last ending it dropped. `None` before any.
+    pub fn observed_since(&self) -> Option<i64> {
+        let r = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        r.observed_since
+    }
+
     /// How the pod with this UID ended, if its ending was counted and is still kept: which
     /// pods the estimate learnt from, for diagnosis.
     pub fn ended(&self, uid: &str) -> Option<EndedPod> {
@@ -333,6 +350,40 @@ mod tests {
         );
         let secs: Vec<i64> = l.recent().iter().map(|e| e.lifetime_seconds).collect();
         assert_eq!(secs, vec![600, 60]);
+    }
+
+    #[test]
+    fn endings_are_known_from_the_first_pod_event_and_carry_their_time() {
+        let l = PodLifetimes::default();
+        assert_eq!(l.observed_since(), None);
+        let n = node(None, false);
+        l.observe(
+            &pod("a", T0, Some("n"), "Running"),
+            Change::Listed,
+            Some(&n),
+            T0 + 100,
+        );
+        assert_eq!(l.observed_since(), Some(T0 + 100));
+        l.observe(
+            &pod("a", T0, Some("n"), "Running"),
+            Change::Deleted,
+            Some(&n),
+            T0 + 600,
+        );
+        assert_eq!(l.observed_since(), Some(T0 + 100));
+        assert_eq!(l.recent()[0].ended_at, Some(T0 + 600));
+        // Once the window is full, the endings it drops are no longer known.
+        for i in 0..KEPT as i64 {
+            let uid = format!("p{i}");
+            l.observe(
+                &pod(&uid, T0, Some("n"), "Running"),
+                Change::Deleted,
+                Some(&n),
+                T0 + 700 + i,
+            );
+        }
+        assert_eq!(l.recent().len(), KEPT);
+        assert_eq!(l.observed_since(), Some(T0 + 600));
     }
 
     #[test]

@@ -69,6 +69,10 @@ pub struct Options {
     /// `consolidateAfter` this long halves the eviction price of its pods. `None`: the full
     /// price whatever the wait.
     pub consolidation_wait_halving: Option<std::time::Duration>,
+    /// The core's `Payback::turnover_lookback_seconds` as a duration: once the controller has
+    /// watched pods this long, a cluster that renews its pods slowly counts a repack's saving
+    /// for as long as that (up to a week) instead of the 4 h cap. `None`: the cap as set.
+    pub consolidation_turnover_lookback: Option<std::time::Duration>,
     /// The core's `Payback::window_prior`: before enough pods have ended (a restart forgets
     /// them), estimate a pod's remaining life from how long its owner kind's pods have run
     /// (true, the default) or from its own age alone (false: Lindy, which keeps recently
@@ -130,6 +134,11 @@ impl Default for Options {
             consolidation_wait_halving: provisioner_core::disruption::payback::Payback::default()
                 .wait_halving_seconds
                 .map(Duration::from_secs_f64),
+            consolidation_turnover_lookback:
+                provisioner_core::disruption::payback::Payback::default()
+                    .turnover_lookback_seconds
+                    .and_then(|s| u64::try_from(s).ok())
+                    .map(Duration::from_secs),
             consolidation_max_simulations: None,
             gc_interval: Duration::from_secs(120),
             disruption: true,

@@ -41,6 +41,7 @@ pub fn build(ctx: &Context, catalogs: &Catalogs, now: i64) -> Built {
     };
     let mut built = kcapi_snapshot::build(&objects);
     built.snapshot.ended_pods = state.lifetimes.recent();
+    built.snapshot.observed_since = state.lifetimes.observed_since();
     built.snapshot.recent_evictions = state.lifetimes.recent_evictions(built.snapshot.now);
     state.lifetimes.note_replacements(&built.snapshot);
     built

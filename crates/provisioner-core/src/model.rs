@@ -567,6 +567,12 @@ pub struct Snapshot {
     /// long pods run from them ([`crate::disruption::lifetime`]). Producers keep a bounded
     /// recent window.
     pub ended_pods: Vec<EndedPod>,
+    /// Since when `ended_pods` holds every pod that ended (seconds since the epoch): when the
+    /// producer began watching, or the end of the last ending it dropped from its bounded
+    /// window. Pods that arrived and ended before then are unknown, so the cluster's turnover
+    /// is counted only over a window that starts after it. `None`: unknown, not counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_since: Option<i64>,
     /// Recent evictions of bound pods (drains, preemption, the Eviction API). A workload
     /// replaces an evicted pod with a new pod, created at the eviction: anticipation
     /// ([`crate::anticipate`]) nets those replacements out so that a consolidation's moved pods
@@ -595,6 +601,10 @@ pub struct EndedPod {
     pub lifetime_seconds: i64,
     /// The kind of its controlling owner (`ReplicaSet`, `Job`, ...), as [`Pod::owner_kind`].
     pub owner_kind: Option<String>,
+    /// When it ended, in seconds since the epoch: with `lifetime_seconds`, when it arrived,
+    /// which the cluster's turnover counts ([`crate::disruption::lifetime::turnover_hours`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<i64>,
 }
 
 /// An evicted pod: when, what it requested, and what its replacement will look like.

@@ -346,6 +346,9 @@ struct Sim<'w> {
     /// the pod goes on elsewhere), at most [`ENDED_LIFETIMES_KEPT`]; the snapshot's
     /// `ended_pods`.
     ended: std::collections::VecDeque<core::EndedPod>,
+    /// Since when `ended` holds every ending: the start of the run, or the end of the last
+    /// ending dropped from it (the snapshot's `observed_since`).
+    observed_since: i64,
     /// Evictions of the last [`EVICTIONS_KEPT_SECONDS`], oldest first: the snapshot's
     /// `recent_evictions` when evicted pods are seen as recreated.
     evictions: std::collections::VecDeque<core::Eviction>,
@@ -438,6 +441,7 @@ impl<'w> Sim<'w> {
                 w.arrivals.iter().map(|a| a.pod.namespace.as_str()),
             ),
             ended: std::collections::VecDeque::new(),
+            observed_since: 0,
             evictions: std::collections::VecDeque::new(),
         }
     }
@@ -1035,6 +1039,7 @@ impl<'w> Sim<'w> {
             pdbs: Vec::new(),
             namespaces: self.namespaces.clone(),
             ended_pods: self.ended.iter().cloned().collect(),
+            observed_since: Some(self.observed_since),
             // The replacement of an evicted pod keeps the pod's name here, but not its
             // creation time (`created_at`): what anticipation and headroom must net out.
             recent_evictions: if self.w.settings.evicted_pods_recreated {
@@ -1525,8 +1530,12 @@ impl Sim<'_> {
                         };
                         self.unbind(pi);
                         self.pending.remove(&pi);
-                        if self.ended.len() == ENDED_LIFETIMES_KEPT {
-                            self.ended.pop_front();
+                        if self.ended.len() == ENDED_LIFETIMES_KEPT
+                            && let Some(dropped) = self.ended.pop_front()
+                        {
+                            self.observed_since = self
+                                .observed_since
+                                .max(dropped.ended_at.unwrap_or(self.now));
                         }
                         let start = self.pods[pi]
                             .continues_since
@@ -1535,6 +1544,7 @@ impl Sim<'_> {
                         self.ended.push_back(core::EndedPod {
                             lifetime_seconds,
                             owner_kind: self.w.arrivals[pi].pod.owner_kind.clone(),
+                            ended_at: Some(self.now),
                         });
                         if self.pods[pi].evicted_at.take().is_some() {
                             self.evicted_pending = self.evicted_pending.saturating_sub(1);

@@ -300,11 +300,23 @@ pub struct PaybackSettings {
     /// pods (scaled by `k / (k + consolidateAfter)`): the wait already keeps out the churn the
     /// price guards against. `null`: the full price whatever the wait.
     pub wait_halving_seconds: Option<f64>,
+    /// Raise `horizonCapHours` to the cluster's turnover over this lookback (present pods x
+    /// window / (arrivals + 1)), up to `turnoverCapHours`, once a whole lookback has been
+    /// watched: a cluster that sees few new pods keeps a repack's saving longer. `null`: the
+    /// cap as set.
+    pub turnover_lookback_seconds: Option<i64>,
+    /// The most the turnover raises the cap to.
+    pub turnover_cap_hours: f64,
 }
 
 impl Default for PaybackSettings {
     fn default() -> Self {
-        let d = provisioner_core::disruption::payback::Payback::default();
+        PaybackSettings::from(&provisioner_core::disruption::payback::Payback::default())
+    }
+}
+
+impl From<&provisioner_core::disruption::payback::Payback> for PaybackSettings {
+    fn from(d: &provisioner_core::disruption::payback::Payback) -> Self {
         PaybackSettings {
             horizon_cap_hours: d.horizon_cap_hours,
             eviction_pod_hours: d.eviction_pod_hours,
@@ -316,6 +328,8 @@ impl Default for PaybackSettings {
             underused_below: d.underused_below,
             reshape_below: d.reshape_below,
             wait_halving_seconds: d.wait_halving_seconds,
+            turnover_lookback_seconds: d.turnover_lookback_seconds,
+            turnover_cap_hours: d.turnover_cap_hours,
         }
     }
 }
@@ -333,6 +347,8 @@ impl PaybackSettings {
             underused_below: self.underused_below,
             reshape_below: self.reshape_below,
             wait_halving_seconds: self.wait_halving_seconds,
+            turnover_lookback_seconds: self.turnover_lookback_seconds,
+            turnover_cap_hours: self.turnover_cap_hours,
         }
     }
 }
@@ -344,18 +360,7 @@ impl Default for CoreDisruptionSettings {
             min_saving_per_hour: d.min_saving_per_hour,
             min_saving_fraction: d.min_saving_fraction,
             max_simulations: d.max_simulations,
-            payback: d.payback.map(|p| PaybackSettings {
-                horizon_cap_hours: p.horizon_cap_hours,
-                eviction_pod_hours: p.eviction_pod_hours,
-                replacement_ready_seconds: p.replacement_ready_seconds,
-                min_ended_lifetimes: p.min_ended_lifetimes,
-                window_prior: p.window_prior,
-                pay_for_flexibility: p.pay_for_flexibility,
-                flexibility_premium: p.flexibility_premium,
-                underused_below: p.underused_below,
-                reshape_below: p.reshape_below,
-                wait_halving_seconds: p.wait_halving_seconds,
-            }),
+            payback: d.payback.as_ref().map(PaybackSettings::from),
             headroom: d.headroom.map(|h| HeadroomSettings {
                 window_seconds: h.window_seconds,
                 lookback_seconds: h.lookback_seconds,

@@ -560,8 +560,8 @@ impl<'s, 'a> Search<'s, 'a> {
         if !self.room_allows(members, &given) {
             return Err(Miss::Headroom);
         }
-        let premium = flexibility_premium(self.options, self.sim.snapshot, &chosen, claims, |k| {
-            super::payback::horizon_hours(evicted().map(|(p, ..)| p), &self.life, k)
+        let premium = flexibility_premium(self.options, self.sim.snapshot, &chosen, claims, |_| {
+            super::payback::horizon_hours(evicted().map(|(p, ..)| p), &self.life)
         });
         let reps = replacements(
             self.sim.snapshot,
@@ -884,7 +884,7 @@ impl<'s, 'a> Search<'s, 'a> {
             daemon_overhead,
             valuation: match &self.options.payback {
                 Some(p) => Valuation::Payback {
-                    horizon_cap_hours: p.horizon_cap_hours,
+                    horizon_cap_hours: self.life.cap_hours(),
                     replacement_ready_seconds: p.replacement_ready_seconds,
                 },
                 None => Valuation::Weighted {
@@ -1259,7 +1259,7 @@ fn remaining_life(
     match &options.payback {
         Some(k) => super::lifetime::RemainingLife::from_snapshot(
             snapshot,
-            k.horizon_cap_hours,
+            k.cap_hours(snapshot),
             k.min_ended_lifetimes,
             k.window_prior,
         ),

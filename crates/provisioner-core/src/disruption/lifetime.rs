@@ -255,6 +255,11 @@ impl RemainingLife {
         self.now
     }
 
+    /// The longest remaining life it gives, in hours: the horizon cap it was built with.
+    pub fn cap_hours(&self) -> f64 {
+        self.cap_secs / 3600.0
+    }
+
     /// Whether the estimate comes from observed lifetimes.
     pub fn learnt(&self) -> bool {
         self.survival.is_some()
@@ -326,6 +331,7 @@ mod tests {
                 .map(|t| EndedPod {
                     lifetime_seconds: t,
                     owner_kind: None,
+                    ended_at: None,
                 })
                 .collect(),
             pods: ages
@@ -492,12 +498,14 @@ mod tests {
         let job = |t| EndedPod {
             lifetime_seconds: t,
             owner_kind: Some("Job".into()),
+            ended_at: None,
         };
         let mut s = snapshot(now, Vec::new(), &[]);
         s.ended_pods = (0..100).map(|_| job(300)).collect();
         s.ended_pods.extend((0..40).map(|_| EndedPod {
             lifetime_seconds: 20_000,
             owner_kind: Some("ReplicaSet".into()),
+            ended_at: None,
         }));
         let service = |age: i64| Pod {
             owner_kind: Some("ReplicaSet".into()),

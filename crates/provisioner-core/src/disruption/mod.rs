@@ -50,6 +50,7 @@ pub mod protect;
 pub mod replace;
 pub mod session;
 pub mod sim;
+pub mod turnover;
 pub mod validate;
 
 use serde::{Deserialize, Serialize};
@@ -335,5 +336,7 @@ mod tests_empty_destinations;
 mod tests_session;
 #[cfg(test)]
 mod tests_sharing;
+#[cfg(test)]
+mod tests_turnover;
 #[cfg(test)]
 mod tests_wait_discount;

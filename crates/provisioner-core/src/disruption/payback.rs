@@ -110,6 +110,15 @@ pub struct Payback {
     /// than Karpenter on 30 of them, evicting a third of its pods (`docs/simulator.md`,
     /// round 35). `None`: the full price whatever the wait.
     pub wait_halving_seconds: Option<f64>,
+    /// Raise `horizon_cap_hours` to the cluster's turnover time over this lookback (the time
+    /// it takes to see as many new pods as it runs, [`super::turnover`]), up to
+    /// `turnover_cap_hours`. The cap stands for how long a packing lasts; in a cluster that
+    /// sees a new pod a day, a repack's saving lasts days, not hours. Counted only once the
+    /// producer has watched a whole lookback: a day, so that a quiet night does not read as a
+    /// quiet cluster. `None`: the cap as set.
+    pub turnover_lookback_seconds: Option<i64>,
+    /// The most the turnover raises the horizon cap to.
+    pub turnover_cap_hours: f64,
 }
 
 impl Default for Payback {
@@ -125,11 +134,22 @@ impl Default for Payback {
             underused_below: Some(0.3),
             reshape_below: Some(0.6),
             wait_halving_seconds: Some(300.0),
+            turnover_lookback_seconds: Some(86_400),
+            turnover_cap_hours: 168.0,
         }
     }
 }
 
 impl Payback {
+    /// The horizon cap for this snapshot: `horizon_cap_hours`, raised to the cluster's
+    /// turnover ([`Self::turnover_lookback_seconds`]) up to `turnover_cap_hours`.
+    pub fn cap_hours(&self, snapshot: &crate::model::Snapshot) -> f64 {
+        let cap = self.horizon_cap_hours.max(0.0);
+        self.turnover_lookback_seconds
+            .and_then(|l| super::turnover::turnover_hours(snapshot, l))
+            .map_or(cap, |t| cap.max(t.min(self.turnover_cap_hours)))
+    }
+
     /// What [`Self::wait_halving_seconds`] leaves of the eviction price on a node of a NodePool
     /// with `consolidate_after_secs` (`None`: `Never`, no consolidation to price).
     pub fn wait_scale(&self, consolidate_after_secs: Option<i64>) -> f64 {
@@ -252,13 +272,9 @@ pub fn average_pod_price(snapshot: &crate::model::Snapshot) -> f64 {
 
 /// How long a command's saving is counted: the median of the moved pods' expected remaining
 /// hours, the cap when no pod moves.
-pub fn horizon_hours<'a>(
-    pods: impl IntoIterator<Item = &'a Pod>,
-    life: &RemainingLife,
-    knobs: &Payback,
-) -> f64 {
+pub fn horizon_hours<'a>(pods: impl IntoIterator<Item = &'a Pod>, life: &RemainingLife) -> f64 {
     let mut remaining: Vec<f64> = pods.into_iter().map(|p| life.hours(p)).collect();
-    median_hours(&mut remaining, knobs.horizon_cap_hours.max(0.0))
+    median_hours(&mut remaining, life.cap_hours())
 }
 
 /// The command's value: `worst_saving_per_hour` over the horizon, less evictions and overlap.
@@ -306,7 +322,7 @@ pub fn value_waited<'a>(
             wait_scale,
         );
     }
-    let horizon = horizon_hours(moved, life, knobs);
+    let horizon = horizon_hours(moved, life);
     let saving = worst_saving_per_hour * horizon;
     let overlap = replacements_price_per_hour.max(0.0)
         * knobs.replacement_ready_seconds.max(0) as f64

@@ -1,0 +1,145 @@
+//! How long the cluster takes to renew its pods: what raises the payback rule's horizon cap in
+//! a quiet cluster ([`super::payback::Payback::turnover_lookback_seconds`]).
+//!
+//! The cap (4 h by default) stands for how long a packing lasts: in a cluster whose pods come
+//! and go by the hour, a better packing found now is soon undone by arrivals and departures,
+//! and would be found again anyway. A cluster that sees a new pod a day keeps its packing, and
+//! the waste in it, for as long as that. The Alibaba openb trace runs 3 to 17 pods that live
+//! for weeks through its first 2,600 hours: under the 4 h cap no repack of them ever paid for
+//! its evictions, and both strategies ran 25-29% above the lower bound throughout
+//! (`docs/simulator.md`, round 36).
+//!
+//! The turnover is the time the cluster takes to see as many new pods as it runs: `present x
+//! window / (arrivals + 1)` over the last `window` (the `+ 1` keeps a window with no arrival
+//! from reading as an endless life, and makes a short record count for little). Arrivals are
+//! the present pods that started within the window and the ended pods that did (`ended_at -
+//! lifetime_seconds`). It is counted only over a full lookback the producer has watched
+//! (`Snapshot::observed_since`): over less, a quiet night reads as a quiet cluster, and pods
+//! that came and went before the producer started are unknown.
+//!
+//! A pod recreated after an eviction counts as its workload's pod (`continues_since`), not as
+//! an arrival, while the producer still matches it to its eviction (the controller for 30
+//! minutes); after that it counts as one. That errs towards a busier cluster, a shorter cap.
+
+use crate::model::Snapshot;
+use crate::replacements::continued_since;
+
+/// The cluster's turnover time in hours over the last `lookback_secs`, or `None` when the
+/// snapshot does not cover a whole lookback (`observed_since` unknown or too recent) or the
+/// lookback is not positive.
+pub fn turnover_hours(snapshot: &Snapshot, lookback_secs: i64) -> Option<f64> {
+    if lookback_secs <= 0 {
+        return None;
+    }
+    let window_start = snapshot.now - lookback_secs;
+    if snapshot.observed_since? > window_start {
+        return None;
+    }
+    let starts = continued_since(snapshot);
+    let mut present = 0usize;
+    let mut arrivals = 0usize;
+    for (pod, continued) in snapshot.pods.iter().zip(&starts) {
+        if super::candidates::is_daemon(pod) {
+            continue;
+        }
+        present += 1;
+        if continued.unwrap_or(pod.created_at) > window_start {
+            arrivals += 1;
+        }
+    }
+    arrivals += snapshot
+        .ended_pods
+        .iter()
+        .filter(|e| {
+            e.ended_at
+                .is_some_and(|at| at - e.lifetime_seconds > window_start)
+        })
+        .count();
+    Some(present as f64 * lookback_secs as f64 / 3600.0 / (arrivals as f64 + 1.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EndedPod, Pod};
+
+    const DAY: i64 = 86_400;
+
+    /// `n` running pods created at `created_at`, watched since `observed_since`.
+    fn cluster(now: i64, created: &[i64], observed_since: Option<i64>) -> Snapshot {
+        let pods = created
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| {
+                let mut p = Pod::new("default", &format!("p{i}"), 1000, 1 << 30).on("n1");
+                p.created_at = c;
+                p
+            })
+            .collect::<Vec<_>>();
+        Snapshot {
+            now,
+            pods: Snapshot::shared_pods(pods),
+            observed_since,
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn a_cluster_without_arrivals_turns_over_in_present_times_the_window() {
+        let now = 10 * DAY;
+        let s = cluster(now, &[0, DAY, 2 * DAY], Some(0));
+        assert_eq!(turnover_hours(&s, DAY), Some(72.0));
+    }
+
+    #[test]
+    fn arrivals_that_came_and_went_count() {
+        let now = 10 * DAY;
+        let mut s = cluster(now, &[0; 40], Some(0));
+        assert_eq!(turnover_hours(&s, DAY), Some(40.0 * 24.0));
+        // 249 pods of an hour each arrived and ended within the day, one is still running.
+        s.ended_pods = (0..249)
+            .map(|i| EndedPod {
+                lifetime_seconds: 3600,
+                owner_kind: None,
+                ended_at: Some(now - 300 * i),
+            })
+            .collect();
+        let mut pods: Vec<Pod> = s.pods.iter().map(|p| (**p).clone()).collect();
+        pods[0].created_at = now - 600;
+        s.pods = Snapshot::shared_pods(pods);
+        let hours = turnover_hours(&s, DAY).expect("a whole day watched");
+        assert!((hours - 40.0 * 24.0 / 251.0).abs() < 1e-9, "{hours}");
+        // An ending whose pod arrived before the window is not an arrival.
+        s.ended_pods = vec![EndedPod {
+            lifetime_seconds: 2 * DAY,
+            owner_kind: None,
+            ended_at: Some(now - 60),
+        }];
+        let hours = turnover_hours(&s, DAY).expect("a whole day watched");
+        assert!((hours - 40.0 * 24.0 / 2.0).abs() < 1e-9, "{hours}");
+    }
+
+    #[test]
+    fn less_than_a_whole_lookback_watched_says_nothing() {
+        let now = 10 * DAY;
+        assert_eq!(
+            turnover_hours(&cluster(now, &[0], Some(now - 3600)), DAY),
+            None
+        );
+        assert_eq!(turnover_hours(&cluster(now, &[0], None), DAY), None);
+        assert_eq!(turnover_hours(&cluster(now, &[0], Some(0)), 0), None);
+    }
+
+    #[test]
+    fn daemons_are_neither_present_nor_arrivals() {
+        let now = 10 * DAY;
+        let mut s = cluster(now, &[0, 0], Some(0));
+        let mut d = Pod::new("kube-system", "agent", 100, 1 << 27).on("n1");
+        d.owner_kind = Some("DaemonSet".into());
+        d.created_at = now - 60;
+        let mut pods: Vec<Pod> = s.pods.iter().map(|p| (**p).clone()).collect();
+        pods.push(d);
+        s.pods = Snapshot::shared_pods(pods);
+        assert_eq!(turnover_hours(&s, DAY), Some(48.0));
+    }
+}
