@@ -104,6 +104,28 @@ pub(super) fn two_large_nodes() -> Snapshot {
     )
 }
 
+/// Options for [`two_large_nodes`]' question (does deleting `n2` pay?): ten hours of a pod's
+/// price per eviction, where the move saves 1.6 over the 4 h cap against 2.0; `payback` sets
+/// the rest. No headroom rule.
+pub(super) fn pricey_evictions(payback: payback::Payback) -> DisruptionOptions {
+    DisruptionOptions {
+        payback: Some(payback::Payback {
+            eviction_pod_hours: 10.0,
+            ..payback
+        }),
+        headroom: None,
+        ..DisruptionOptions::default()
+    }
+}
+
+/// The nodes a consolidation command takes, if the decision is one.
+pub(super) fn consolidates(s: &Snapshot, opts: &DisruptionOptions) -> Option<Vec<String>> {
+    disrupt(s, opts)
+        .command
+        .filter(|c| c.method == Method::Consolidation)
+        .map(|c| c.candidate_names().into_iter().map(String::from).collect())
+}
+
 pub(super) fn od(name: &str, ty: &str) -> Node {
     node_of(
         &types(),

@@ -1,9 +1,9 @@
 //! A quiet cluster raises the payback rule's horizon cap to its turnover
 //! ([`super::payback::Payback::turnover_lookback_seconds`]).
 
+use super::DisruptionOptions;
 use super::payback::Payback;
-use super::tests::two_large_nodes;
-use super::{DisruptionOptions, Method, disrupt};
+use super::tests::{consolidates, pricey_evictions, two_large_nodes};
 use crate::model::{EndedPod, Snapshot};
 
 const DAY: i64 = 86_400;
@@ -18,22 +18,10 @@ fn quiet(observed_since: Option<i64>) -> Snapshot {
 }
 
 fn options(turnover_lookback_seconds: Option<i64>) -> DisruptionOptions {
-    DisruptionOptions {
-        payback: Some(Payback {
-            eviction_pod_hours: 10.0,
-            turnover_lookback_seconds,
-            ..Payback::default()
-        }),
-        headroom: None,
-        ..DisruptionOptions::default()
-    }
-}
-
-fn consolidates(s: &Snapshot, opts: &DisruptionOptions) -> Option<Vec<String>> {
-    disrupt(s, opts)
-        .command
-        .filter(|c| c.method == Method::Consolidation)
-        .map(|c| c.candidate_names().into_iter().map(String::from).collect())
+    pricey_evictions(Payback {
+        turnover_lookback_seconds,
+        ..Payback::default()
+    })
 }
 
 #[test]

@@ -1,9 +1,9 @@
 //! A NodePool's `consolidateAfter` lowers the payback rule's eviction price
 //! ([`super::payback::Payback::wait_halving_seconds`]).
 
+use super::DisruptionOptions;
 use super::payback::Payback;
-use super::tests::two_large_nodes;
-use super::{DisruptionOptions, Method, disrupt};
+use super::tests::{consolidates, pricey_evictions, two_large_nodes};
 use crate::model::Snapshot;
 
 /// `n2` (0.4/h) runs one pod that fits on `n1`: deleting `n2` saves 0.4/h for the 4 h cap,
@@ -16,22 +16,10 @@ fn cluster(consolidate_after_secs: i64) -> Snapshot {
 }
 
 fn options(wait_halving_seconds: Option<f64>) -> DisruptionOptions {
-    DisruptionOptions {
-        payback: Some(Payback {
-            eviction_pod_hours: 10.0,
-            wait_halving_seconds,
-            ..Payback::default()
-        }),
-        headroom: None,
-        ..DisruptionOptions::default()
-    }
-}
-
-fn consolidates(s: &Snapshot, opts: &DisruptionOptions) -> Option<Vec<String>> {
-    disrupt(s, opts)
-        .command
-        .filter(|c| c.method == Method::Consolidation)
-        .map(|c| c.candidate_names().into_iter().map(String::from).collect())
+    pricey_evictions(Payback {
+        wait_halving_seconds,
+        ..Payback::default()
+    })
 }
 
 #[test]
