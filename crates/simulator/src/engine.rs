@@ -2205,6 +2205,8 @@ workload:
         a_running: Vec<(i64, bool)>,
         /// The ended pods at the last look.
         ended: Vec<core::EndedPod>,
+        /// The snapshot's `observed_since` and `now` at the last look.
+        observed: Option<(Option<i64>, i64)>,
     }
 
     impl Autoscaler for MoveOnto {
@@ -2218,6 +2220,7 @@ workload:
                 let running = snap.pods.iter().any(|p| p.name == "a-0");
                 self.a_running.push((snap.now, running));
                 self.ended = snap.ended_pods.clone();
+                self.observed = Some((snap.observed_since, snap.now));
             }
             let (a, x, y) = (node_of("a-0")?, node_of("x-0")?, node_of("y-0")?);
             // Nominated pods show on nodes still launching; move only once all are up.
@@ -2374,6 +2377,15 @@ workload:
                 assert!(*l >= 600, "{kind}: {l}");
             } else {
                 assert_eq!(ended, vec![600], "{kind}");
+            }
+            // Every ending is dated, and all are known from the start of the run: what the
+            // turnover counts arrivals from.
+            let (observed_since, now) = a.observed.expect("looked after the move");
+            assert_eq!(observed_since, Some(0), "{kind}");
+            assert!(!a.ended.is_empty(), "{kind}");
+            for e in &a.ended {
+                let at = e.ended_at.expect("dated");
+                assert!(at - e.lifetime_seconds >= 0 && at <= now, "{kind}: {e:?}");
             }
         }
     }
