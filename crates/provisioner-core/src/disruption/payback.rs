@@ -46,7 +46,9 @@ use crate::model::{Node, Pod, Resources};
 #[serde(default)]
 pub struct Payback {
     /// The longest a saving is counted for. A cap keeps a node whose pods have run for weeks
-    /// from justifying any eviction at all, and bounds the regret when the estimate is wrong.
+    /// from justifying any eviction at all in a cluster whose packing changes within hours,
+    /// and bounds the regret when the estimate is wrong. A cluster that renews its pods more
+    /// slowly raises it ([`Self::turnover_lookback_seconds`]).
     pub horizon_cap_hours: f64,
     /// Hours of an evicted pod's own price one eviction costs (restart, warm-up, lost work).
     pub eviction_pod_hours: f64,
