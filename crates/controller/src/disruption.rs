@@ -161,6 +161,11 @@ pub async fn tick(ctx: &Arc<Context>) -> Result<Outcome> {
         .pod_lifetimes_observed
         .set(built.snapshot.ended_pods.len() as i64);
     let opts = disruption_options(&ctx.options);
+    if let Some(p) = &opts.payback {
+        ctx.metrics
+            .payback_horizon_cap_hours
+            .set(p.cap_hours(&built.snapshot));
+    }
     let snapshot = Arc::new(built.snapshot);
     let (s, o) = (snapshot.clone(), opts.clone());
     let session = ctx.consolidation.clone();

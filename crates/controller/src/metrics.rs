@@ -55,6 +55,7 @@ pub struct Metrics {
     pub provisioning_gap_percent: FloatGauge,
     pub is_leader: Gauge,
     pub pod_lifetimes_observed: Gauge,
+    pub payback_horizon_cap_hours: FloatGauge,
 }
 
 impl Default for Metrics {
@@ -81,6 +82,7 @@ impl Metrics {
             provisioning_gap_percent: FloatGauge::default(),
             is_leader: Gauge::default(),
             pod_lifetimes_observed: Gauge::default(),
+            payback_horizon_cap_hours: FloatGauge::default(),
         };
         root.register(
             "nodeclaims_created",
@@ -144,6 +146,11 @@ impl Metrics {
             m.pod_lifetimes_observed.clone(),
         );
         ours.register(
+            "payback_horizon_cap_hours",
+            "The payback rule's horizon cap at the last disruption loop: 4 h, or the cluster's turnover once a day of pods has been watched (at most a week).",
+            m.payback_horizon_cap_hours.clone(),
+        );
+        ours.register(
             "leader",
             "1 while this instance holds the leader Lease.",
             m.is_leader.clone(),
@@ -179,6 +186,7 @@ mod tests {
             .inc();
         m.scheduling_duration.observe(0.01);
         m.pod_lifetimes_observed.set(42);
+        m.payback_horizon_cap_hours.set(72.0);
         let text = m.encode();
         for name in [
             "karpenter_nodeclaims_created_total{nodepool=\"default\",reason=\"provisioning\"} 1",
@@ -186,6 +194,7 @@ mod tests {
             "karpenter_cluster_state_synced 0",
             "karpenter_capi_managed_nodes_cost_per_hour",
             "karpenter_capi_pod_lifetimes_observed 42",
+            "karpenter_capi_payback_horizon_cap_hours 72",
         ] {
             assert!(text.contains(name), "{name} missing in:\n{text}");
         }
