@@ -62,6 +62,7 @@ pub fn turnover_hours(snapshot: &Snapshot, lookback_secs: i64) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::model::{EndedPod, Pod};
+    use proptest::prelude::*;
 
     const DAY: i64 = 86_400;
 
@@ -128,6 +129,46 @@ mod tests {
         );
         assert_eq!(turnover_hours(&cluster(now, &[0], None), DAY), None);
         assert_eq!(turnover_hours(&cluster(now, &[0], Some(0)), 0), None);
+    }
+
+    proptest! {
+        /// An arrival within the window shortens the turnover of a cluster with pods; an
+        /// ending whose pod arrived before the window changes nothing; it is never negative.
+        #[test]
+        fn arrivals_shorten_it_and_old_endings_do_not(
+            ages in proptest::collection::vec(0i64..10 * DAY, 1..30),
+            lives in proptest::collection::vec((1i64..3 * DAY, 0i64..DAY), 0..30),
+            lifetime in 1i64..DAY / 2,
+            old in DAY..5 * DAY,
+        ) {
+            let now = 20 * DAY;
+            let created: Vec<i64> = ages.iter().map(|a| now - a).collect();
+            let mut s = cluster(now, &created, Some(0));
+            s.ended_pods = lives
+                .iter()
+                .map(|&(life, ago)| EndedPod {
+                    lifetime_seconds: life,
+                    owner_kind: None,
+                    ended_at: Some(now - ago),
+                })
+                .collect();
+            let before = turnover_hours(&s, DAY).expect("watched for days");
+            prop_assert!(before >= 0.0);
+            let mut busier = s.clone();
+            busier.ended_pods.push(EndedPod {
+                lifetime_seconds: lifetime,
+                owner_kind: None,
+                ended_at: Some(now - 60),
+            });
+            prop_assert!(turnover_hours(&busier, DAY).expect("watched") < before);
+            let mut same = s.clone();
+            same.ended_pods.push(EndedPod {
+                lifetime_seconds: old + 60,
+                owner_kind: None,
+                ended_at: Some(now - 60),
+            });
+            prop_assert_eq!(turnover_hours(&same, DAY), Some(before));
+        }
     }
 
     #[test]
