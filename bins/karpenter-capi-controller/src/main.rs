@@ -405,6 +405,18 @@ async fn main() -> Result<()> {
 mod tests {
     use super::*;
 
+    /// The command line: the binary's name, then `flags`.
+    fn argv<'a>(flags: &[&'a str]) -> Vec<&'a str> {
+        let mut v = vec!["karpenter-capi-controller"];
+        v.extend_from_slice(flags);
+        v
+    }
+
+    /// `flags` parsed, which must succeed.
+    fn parse(flags: &[&str]) -> Cli {
+        Cli::try_parse_from(argv(flags)).expect("parses")
+    }
+
     #[test]
     fn a_fraction_is_a_non_negative_finite_number() {
         assert_eq!(fraction("0.25"), Ok(0.25));
@@ -420,79 +432,43 @@ mod tests {
         assert_eq!(duration("0"), Ok(Duration::ZERO));
         let err = duration("-1s").expect_err("negative");
         assert!(err.contains("negative"), "{err}");
-        assert!(
-            Cli::try_parse_from(["karpenter-capi-controller", "--batch-idle-duration", "-1s"])
-                .is_err()
-        );
+        assert!(Cli::try_parse_from(argv(&["--batch-idle-duration", "-1s"])).is_err());
     }
 
     #[test]
     fn the_eviction_cost_flag_parses_as_a_duration() {
-        let cli = Cli::try_parse_from([
-            "karpenter-capi-controller",
-            "--consolidation-eviction-cost",
-            "1h30m",
-        ])
-        .expect("parses");
+        let cli = parse(&["--consolidation-eviction-cost", "1h30m"]);
         assert_eq!(
             cli.consolidation_eviction_cost,
             Some(Duration::from_secs(5400))
         );
-        let cli = Cli::try_parse_from(["karpenter-capi-controller"]).expect("parses");
+        let cli = parse(&[]);
         assert_eq!(cli.consolidation_eviction_cost, None);
         assert!(
-            Cli::try_parse_from([
-                "karpenter-capi-controller",
-                "--consolidation-eviction-cost",
-                "two hours"
-            ])
-            .is_err()
+            Cli::try_parse_from(argv(&["--consolidation-eviction-cost", "two hours"])).is_err()
         );
     }
 
     #[test]
     fn the_lifetime_prior_flag_parses() {
-        let cli = Cli::try_parse_from(["karpenter-capi-controller"]).expect("parses");
+        let cli = parse(&[]);
         assert_eq!(cli.consolidation_lifetime_prior, LifetimePrior::Window);
-        let cli = Cli::try_parse_from([
-            "karpenter-capi-controller",
-            "--consolidation-lifetime-prior",
-            "lindy",
-        ])
-        .expect("parses");
+        let cli = parse(&["--consolidation-lifetime-prior", "lindy"]);
         assert_eq!(cli.consolidation_lifetime_prior, LifetimePrior::Lindy);
-        assert!(
-            Cli::try_parse_from([
-                "karpenter-capi-controller",
-                "--consolidation-lifetime-prior",
-                "pareto"
-            ])
-            .is_err()
-        );
+        assert!(Cli::try_parse_from(argv(&["--consolidation-lifetime-prior", "pareto"])).is_err());
     }
 
     #[test]
     fn the_anticipation_flags_parse() {
-        let cli = Cli::try_parse_from(["karpenter-capi-controller"]).expect("parses");
+        let cli = parse(&[]);
         assert!(cli.anticipation);
         assert_eq!(cli.anticipation_confidence, 0.75);
-        let cli = Cli::try_parse_from([
-            "karpenter-capi-controller",
-            "--anticipation=false",
-            "--anticipation-confidence",
-            "0.9",
-        ])
-        .expect("parses");
+        let cli = parse(&["--anticipation=false", "--anticipation-confidence", "0.9"]);
         assert!(!cli.anticipation);
         assert_eq!(cli.anticipation_confidence, 0.9);
         for bad in ["0", "1", "1.5", "-0.2", "much"] {
             assert!(
-                Cli::try_parse_from([
-                    "karpenter-capi-controller",
-                    "--anticipation-confidence",
-                    bad
-                ])
-                .is_err(),
+                Cli::try_parse_from(argv(&["--anticipation-confidence", bad])).is_err(),
                 "{bad} accepted"
             );
         }
@@ -500,66 +476,30 @@ mod tests {
 
     #[test]
     fn the_merge_premium_flag_reaches_the_options() {
-        let cli = Cli::try_parse_from([
-            "karpenter-capi-controller",
-            "--consolidation-merge-premium",
-            "0.25",
-        ])
-        .expect("parses");
+        let cli = parse(&["--consolidation-merge-premium", "0.25"]);
         assert_eq!(cli.consolidation_merge_premium, Some(0.25));
-        let cli = Cli::try_parse_from(["karpenter-capi-controller"]).expect("parses");
+        let cli = parse(&[]);
         assert_eq!(cli.consolidation_merge_premium, None);
         assert_eq!(cli.consolidation_underused_below, 0.3);
-        let cli = Cli::try_parse_from([
-            "karpenter-capi-controller",
-            "--consolidation-underused-below",
-            "0",
-        ])
-        .expect("parses");
+        let cli = parse(&["--consolidation-underused-below", "0"]);
         assert_eq!(cli.consolidation_underused_below, 0.0);
         assert_eq!(cli.consolidation_reshape_below, 0.6);
-        let cli = Cli::try_parse_from([
-            "karpenter-capi-controller",
-            "--consolidation-reshape-below",
-            "0",
-        ])
-        .expect("parses");
+        let cli = parse(&["--consolidation-reshape-below", "0"]);
         assert_eq!(cli.consolidation_reshape_below, 0.0);
         assert!(!cli.consolidation_move_onto_empty_nodes);
-        let cli = Cli::try_parse_from([
-            "karpenter-capi-controller",
-            "--consolidation-move-onto-empty-nodes",
-        ])
-        .expect("parses");
+        let cli = parse(&["--consolidation-move-onto-empty-nodes"]);
         assert!(cli.consolidation_move_onto_empty_nodes);
-        let cli = Cli::try_parse_from(["karpenter-capi-controller"]).expect("parses");
+        let cli = parse(&[]);
         assert_eq!(cli.consolidation_wait_halving, Duration::from_secs(300));
-        let cli = Cli::try_parse_from([
-            "karpenter-capi-controller",
-            "--consolidation-wait-halving",
-            "0s",
-        ])
-        .expect("parses");
+        let cli = parse(&["--consolidation-wait-halving", "0s"]);
         assert_eq!(cli.consolidation_wait_halving, Duration::ZERO);
-        let cli = Cli::try_parse_from(["karpenter-capi-controller"]).expect("parses");
+        let cli = parse(&[]);
         assert_eq!(
             cli.consolidation_turnover_lookback,
             Duration::from_secs(86_400)
         );
-        let cli = Cli::try_parse_from([
-            "karpenter-capi-controller",
-            "--consolidation-turnover-lookback",
-            "0s",
-        ])
-        .expect("parses");
+        let cli = parse(&["--consolidation-turnover-lookback", "0s"]);
         assert_eq!(cli.consolidation_turnover_lookback, Duration::ZERO);
-        assert!(
-            Cli::try_parse_from([
-                "karpenter-capi-controller",
-                "--consolidation-merge-premium",
-                "-1"
-            ])
-            .is_err()
-        );
+        assert!(Cli::try_parse_from(argv(&["--consolidation-merge-premium", "-1"])).is_err());
     }
 }
