@@ -187,6 +187,13 @@ struct Cli {
     /// a saving on paper that can be a dearer swap (docs/simulator.md, round 34).
     #[arg(long)]
     consolidation_move_onto_empty_nodes: bool,
+    /// A merge the NodePool's budget forbids at once (three nodes into one under a one-node
+    /// budget) may go in steps: the first launches the replacement for the whole group and
+    /// drains what the budget allows, and at most this many nodes follow, one loop at a time,
+    /// as plain deletes onto it. Never more disruptions at once than the budget allows
+    /// (docs/simulator.md, round 37). 0: merges only as the budget allows at once.
+    #[arg(long, default_value_t = 4)]
+    consolidation_staged_merge_followers: usize,
     /// At most this many single-node consolidation simulations per disruption loop (the rest
     /// wait for the next loop); unset: every candidate whose inputs changed.
     #[arg(long)]
@@ -361,6 +368,7 @@ async fn main() -> Result<()> {
             .filter(|d| !d.is_zero()),
         consolidation_window_prior: cli.consolidation_lifetime_prior == LifetimePrior::Window,
         consolidation_move_onto_empty_nodes: cli.consolidation_move_onto_empty_nodes,
+        consolidation_staged_merge_followers: cli.consolidation_staged_merge_followers,
         consolidation_max_simulations: cli.consolidation_max_simulations,
         replay_dir: cli.replay_dir.clone(),
         replay_keep: cli.replay_keep,
@@ -500,6 +508,12 @@ mod tests {
         );
         let cli = parse(&["--consolidation-turnover-lookback", "0s"]);
         assert_eq!(cli.consolidation_turnover_lookback, Duration::ZERO);
+        assert_eq!(parse(&[]).consolidation_staged_merge_followers, 4);
+        let cli = parse(&["--consolidation-staged-merge-followers", "0"]);
+        assert_eq!(cli.consolidation_staged_merge_followers, 0);
+        assert!(
+            Cli::try_parse_from(argv(&["--consolidation-staged-merge-followers", "-1"])).is_err()
+        );
         assert!(Cli::try_parse_from(argv(&["--consolidation-merge-premium", "-1"])).is_err());
     }
 }

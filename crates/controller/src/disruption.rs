@@ -113,6 +113,7 @@ fn disruption_options(opts: &crate::options::Options) -> DisruptionOptions {
             .clone()
             .filter(|_| opts.consolidation_headroom),
         move_onto_empty_nodes: opts.consolidation_move_onto_empty_nodes,
+        staged_merge_followers: opts.consolidation_staged_merge_followers,
         ..defaults
     }
 }
@@ -198,7 +199,7 @@ pub async fn tick(ctx: &Arc<Context>) -> Result<Outcome> {
         tracing::debug!(methods = ?decision.methods, rejected = ?decision.rejected, budgets = ?decision.budgets, "no disruption command");
         return Ok(Outcome::NoCommand);
     };
-    tracing::info!(method = ?command.method, candidates = ?command.candidate_names(), replacements = command.replacements.len(), saving = command.saving_per_hour, summary = %command.rationale.summary, "disruption command; validating after the delay");
+    tracing::info!(method = ?command.method, candidates = ?command.candidate_names(), staged = ?command.staged_names(), replacements = command.replacements.len(), saving = command.saving_per_hour, summary = %command.rationale.summary, "disruption command; validating after the delay");
     tokio::time::sleep(ctx.options.validation_delay).await;
     if !ctx.is_leader() {
         return Ok(Outcome::NotLeader);
@@ -526,9 +527,11 @@ mod tests {
         assert_eq!(payback.wait_halving_seconds, Some(300.0));
         assert_eq!(payback.turnover_lookback_seconds, Some(86_400));
         assert!(!default.move_onto_empty_nodes);
+        assert_eq!(default.staged_merge_followers, 4);
 
         let tuned = disruption_options(&Options {
             consolidation_move_onto_empty_nodes: true,
+            consolidation_staged_merge_followers: 0,
             consolidation_eviction_cost: Some(Duration::from_secs(5400)),
             consolidation_merge_premium: Some(0.25),
             consolidation_underused_below: None,
@@ -547,6 +550,7 @@ mod tests {
         assert_eq!(payback.reshape_below, None);
         assert!(!payback.window_prior);
         assert!(tuned.move_onto_empty_nodes);
+        assert_eq!(tuned.staged_merge_followers, 0);
 
         let off = disruption_options(&Options {
             consolidation_payback: false,

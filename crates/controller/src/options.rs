@@ -82,6 +82,10 @@ pub struct Options {
     /// onto empty nodes waiting out `consolidateAfter` to be deleted (Karpenter does). Off:
     /// those nodes go.
     pub consolidation_move_onto_empty_nodes: bool,
+    /// The core's `DisruptionOptions::staged_merge_followers`: a merge the budgets forbid at
+    /// once launches its replacement and drains what they allow, at most this many nodes
+    /// following one loop at a time as plain deletes. 0: merges only as budgets allow at once.
+    pub consolidation_staged_merge_followers: usize,
     /// At most this many single-node consolidation simulations per disruption loop; the
     /// rest wait for the next loop (the core's `WorkBudget`). `None`: every candidate whose
     /// inputs changed since the last loop (unchanged ones are always reused).
@@ -130,6 +134,8 @@ impl Default for Options {
                 .reshape_below,
             consolidation_window_prior: true,
             consolidation_move_onto_empty_nodes: false,
+            consolidation_staged_merge_followers:
+                provisioner_core::disruption::DisruptionOptions::default().staged_merge_followers,
             consolidation_eviction_cost: None,
             consolidation_wait_halving: provisioner_core::disruption::payback::Payback::default()
                 .wait_halving_seconds

@@ -189,6 +189,10 @@ pub struct CoreDisruptionSettings {
     /// Let consolidation move pods onto empty nodes that are about to be deleted (in their
     /// `consolidateAfter`), as Karpenter does; off by default.
     pub move_onto_empty_nodes: bool,
+    /// Most followers of a staged merge (the core's `disruption::staged`): a merge the
+    /// budgets forbid at once launches its replacement and drains what they allow, the rest
+    /// following one loop at a time; 0 turns staging off.
+    pub staged_merge_followers: usize,
 }
 
 /// The core's `anticipate::Anticipation`, as a scenario writes it.
@@ -377,6 +381,7 @@ impl Default for CoreDisruptionSettings {
             merge_groups: d.merge_groups,
             weighted_ablation_weight: 0.05,
             move_onto_empty_nodes: d.move_onto_empty_nodes,
+            staged_merge_followers: d.staged_merge_followers,
         }
     }
 }

@@ -153,6 +153,16 @@ pub struct Command {
     /// re-validation prices the replacements under the same bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replacement_premium: Option<f64>,
+    /// The followers of a staged merge ([`super::staged`]), in node-name order: nodes the
+    /// replacements were sized for that the budgets do not let go now. They are not touched
+    /// by this command; each should go in a later one. Empty for a command done at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub staged: Vec<CandidateNode>,
+    /// Summed price of `staged`, per hour. With followers, `saving_per_hour` and
+    /// `worst_case_saving_per_hour` are what the whole merge saves once they have gone
+    /// (`candidates_price + staged_price - replacements`); until then the cluster pays more.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub staged_price: f64,
     pub budget: Vec<BudgetUse>,
     pub rationale: Rationale,
 }
@@ -167,6 +177,26 @@ impl Command {
     pub fn is_delete(&self) -> bool {
         self.replacements.is_empty()
     }
+
+    /// Names of the staged followers ([`Self::staged`]).
+    pub fn staged_names(&self) -> Vec<&str> {
+        self.staged.iter().map(|c| c.name.as_str()).collect()
+    }
+
+    /// Records the followers of a staged merge and counts their price in the savings.
+    pub(crate) fn with_staged(mut self, mut staged: Vec<CandidateNode>) -> Command {
+        staged.sort_by(|a, b| a.name.cmp(&b.name));
+        self.staged_price = staged.iter().map(|c| c.price).sum();
+        self.saving_per_hour = self.candidates_price + self.staged_price - self.replacements_price;
+        self.worst_case_saving_per_hour =
+            self.candidates_price + self.staged_price - self.replacements_worst_case_price;
+        self.staged = staged;
+        self
+    }
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// What one method did in this decision.

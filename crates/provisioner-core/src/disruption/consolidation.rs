@@ -73,6 +73,9 @@ pub struct Evaluated {
     pub premium: Option<f64>,
     /// Which search phase found it.
     pub found_by: &'static str,
+    /// Members the budgets do not let go now ([`super::staged`]): the replacements are sized
+    /// for them too, and they follow in later commands. Empty for a command done at once.
+    pub staged: Vec<usize>,
 }
 
 /// Why a candidate set yields no command.
@@ -625,6 +628,7 @@ impl<'s, 'a> Search<'s, 'a> {
             score,
             premium,
             found_by,
+            staged: Vec::new(),
         })
     }
 
@@ -635,6 +639,47 @@ impl<'s, 'a> Search<'s, 'a> {
         }
         let (moves, claims) = self.simulate(members)?;
         self.score(members, moves, &claims, found_by)
+    }
+
+    /// [`Self::evaluate`], except that a set the budgets forbid at once may still be a staged
+    /// merge ([`super::staged`]): the part they allow goes now, onto replacements sized for
+    /// the whole set. Only the sets with replacements (phases 3 and 4) may be staged; a set
+    /// with more followers than allowed is refused before any simulation.
+    fn evaluate_staged(
+        &self,
+        members: &[usize],
+        found_by: &'static str,
+    ) -> Result<Evaluated, Miss> {
+        if members.is_empty() {
+            return Err(Miss::Infeasible);
+        }
+        let staged = if self.allowed(members) {
+            Vec::new()
+        } else {
+            self.staged_part(members).ok_or(Miss::Infeasible)?
+        };
+        let (moves, claims) = self.simulate(members)?;
+        if !staged.is_empty() && claims.is_empty() {
+            // Without replacements the set is only deletes, and each goes on its own merit.
+            return Err(Miss::Infeasible);
+        }
+        let mut e = self.score(members, moves, &claims, found_by)?;
+        e.staged = staged;
+        Ok(e)
+    }
+
+    /// The members of a set the budgets forbid at once that wait for a later step, when the
+    /// rest may go now ([`super::staged::split`]); `None` when staging is off or nothing may go.
+    fn staged_part(&self, members: &[usize]) -> Option<Vec<usize>> {
+        let price = |m: usize| self.cands.get(m).map_or(0.0, |c| c.price);
+        let name = |m: usize| self.cands.get(m).map_or("", |c| c.name.as_str());
+        super::staged::split(
+            members,
+            self.options.staged_merge_followers,
+            &price,
+            &name,
+            &|now: &[usize]| self.allowed(now),
+        )
     }
 
     /// The simulation part of [`Self::evaluate`] (no budget check, no scoring): what a
@@ -787,7 +832,8 @@ impl<'s, 'a> Search<'s, 'a> {
 
     /// The merge search's groups ([`super::merge::groups`]) over the candidates whose pods
     /// can be placed at all.
-    fn merge_groups(&self, singles: &[Alone]) -> Vec<(Vec<usize>, f64)> {
+    /// `stage`: groups the budgets allow only as a staged merge count too.
+    fn merge_groups(&self, singles: &[Alone], stage: bool) -> Vec<(Vec<usize>, f64)> {
         use super::merge::{Knobs, Member, Shape, Valuation, groups, sort_shapes};
         if self.options.merge_groups == 0 {
             return Vec::new();
@@ -901,7 +947,8 @@ impl<'s, 'a> Search<'s, 'a> {
             for m in g.iter().filter_map(|&i| members.get(i)) {
                 given.add_assign(&room_of(&m.need));
             }
-            self.allowed(&ms) && self.room_allows(&ms, &given)
+            (self.allowed(&ms) || (stage && self.staged_part(&ms).is_some()))
+                && self.room_allows(&ms, &given)
         };
         groups(
             &members,
@@ -1044,7 +1091,12 @@ impl<'s, 'a> Search<'s, 'a> {
         }
         // Phase 4: merges chosen by their estimated net value (saving per evicted pod), not
         // by position in one order ([`super::merge`]).
-        for (m, _) in self.merge_groups(&singles) {
+        // Staging ([`super::staged`]) is a last resort: while some node can simply go, the
+        // next loops take the deletes first. Otherwise a merge's first step would pull back in
+        // the replacement an earlier step launched (the dearest node, so the first to go)
+        // instead of letting the followers go onto it.
+        let stage = deletable.is_empty() && self.options.staged_merge_followers > 0;
+        for (m, _) in self.merge_groups(&singles, stage) {
             if !sets.iter().any(|(s, _)| *s == m) {
                 sets.push((m, "merge onto one node, best estimated net value"));
             }
@@ -1055,10 +1107,10 @@ impl<'s, 'a> Search<'s, 'a> {
             .saturating_sub(self.sim.runs() - start_runs);
         sets.truncate(budget_left);
         let eval = |(m, label): &(Vec<usize>, &'static str)| {
-            if self.allowed(m) {
-                self.evaluate(m, label).ok()
+            if stage {
+                self.evaluate_staged(m, label).ok()
             } else {
-                None
+                self.evaluate(m, label).ok()
             }
         };
         let repacked: Vec<Option<Evaluated>> = if self.options.parallel {
@@ -1072,7 +1124,13 @@ impl<'s, 'a> Search<'s, 'a> {
         found.dedup_by(|a, b| a.members == b.members);
         let mut found = undominated(found);
         keep_moves_of_best(&mut found, &|e| self.names(&e.members));
-        winner_with_moves(&mut found, &|e| self.evaluate(&e.members, e.found_by));
+        winner_with_moves(&mut found, &|e| {
+            if e.staged.is_empty() {
+                self.evaluate(&e.members, e.found_by)
+            } else {
+                self.evaluate_staged(&e.members, e.found_by)
+            }
+        });
         (found, self.sim.runs() - start_runs + reused)
     }
 }
@@ -1165,6 +1223,8 @@ pub(crate) fn consolidation_in(
             && let Ok(e) = search.score(&best.members, out.moves, &out.claims, best.found_by)
             && e.worst_saving > best.worst_saving + 1e-9
         {
+            let mut e = e;
+            e.staged = best.staged.clone();
             optimised = format!(
                 "; the optimiser re-planned the replacements: {:.4}/h -> {:.4}/h worst case",
                 best.candidates_price - best.worst_saving,
@@ -1174,7 +1234,7 @@ pub(crate) fn consolidation_in(
             planner = Some(opt.name().to_string());
         }
     }
-    let moves = best.moves.take().unwrap_or_default();
+    let mut moves = best.moves.take().unwrap_or_default();
     let best = &best;
     let runner_up = found.get(1).map(|e| Alternative {
         candidates: search.names(&e.members),
@@ -1183,11 +1243,21 @@ pub(crate) fn consolidation_in(
         disruption_cost: e.disruption,
         score: e.score,
     });
+    // A staged merge drains only what goes now; its followers' pods stay where they are.
     let chosen: Vec<&Candidate> = best
         .members
         .iter()
+        .filter(|m| !best.staged.contains(m))
         .filter_map(|m| search.cands.get(*m).copied())
         .collect();
+    let followers: Vec<&Candidate> = best
+        .staged
+        .iter()
+        .filter_map(|m| search.cands.get(*m).copied())
+        .collect();
+    if !followers.is_empty() {
+        moves.retain(|m| chosen.iter().any(|c| c.name == m.from));
+    }
     let mut per_pool: BTreeMap<&str, u32> = BTreeMap::new();
     for c in &chosen {
         *per_pool.entry(c.nodepool.as_str()).or_default() += 1;
@@ -1208,6 +1278,17 @@ pub(crate) fn consolidation_in(
             "replace {} node(s) with {}",
             chosen.len(),
             best.replacements.len()
+        )
+    } + &if followers.is_empty() {
+        String::new()
+    } else {
+        let mut names: Vec<&str> = followers.iter().map(|c| c.name.as_str()).collect();
+        names.sort_unstable();
+        format!(
+            ", the first step of a merge of {} node(s) the budgets allow only in steps ({} follow: {})",
+            chosen.len() + followers.len(),
+            followers.len(),
+            names.join(", ")
         )
     };
     let vs = match &runner_up {
@@ -1241,7 +1322,11 @@ pub(crate) fn consolidation_in(
             summary,
         },
     );
-    let mut cmd = cmd;
+    let mut cmd = if followers.is_empty() {
+        cmd
+    } else {
+        cmd.with_staged(followers.iter().map(|c| super::candidate_node(c)).collect())
+    };
     cmd.replacements_lower_bound = lower_bound;
     cmd.replacement_planner = planner;
     cmd.replacement_premium = best.premium;
@@ -1292,6 +1377,7 @@ mod keep_moves_tests {
             score,
             premium: None,
             found_by: "test",
+            staged: Vec::new(),
         }
     }
 

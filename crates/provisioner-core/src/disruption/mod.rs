@@ -50,6 +50,7 @@ pub mod protect;
 pub mod replace;
 pub mod session;
 pub mod sim;
+pub mod staged;
 pub mod turnover;
 pub mod validate;
 
@@ -130,6 +131,10 @@ pub struct DisruptionOptions {
     /// left to go, so a command cannot pass keeping one of them for a saving. (Drift and
     /// expiration may always use them: they replace nodes whatever the price.)
     pub move_onto_empty_nodes: bool,
+    /// A merge the budgets forbid at once may be staged ([`staged`]): the first command
+    /// launches the replacement for the whole group and drains what the budget allows; at
+    /// most this many members follow, each in a later loop. 0 turns staging off.
+    pub staged_merge_followers: usize,
 }
 
 impl Default for DisruptionOptions {
@@ -152,6 +157,7 @@ impl Default for DisruptionOptions {
             optimize_replacements: true,
             optimizer: OptimizerConfig::default(),
             move_onto_empty_nodes: false,
+            staged_merge_followers: 4,
         }
     }
 }
@@ -282,6 +288,19 @@ fn decide(
 }
 
 /// Builds a command from chosen candidates and the simulation's outcome.
+/// A [`CandidateNode`] for the command's report.
+pub(crate) fn candidate_node(c: &Candidate) -> CandidateNode {
+    CandidateNode {
+        name: c.name.clone(),
+        nodepool: c.nodepool.clone(),
+        instance_type: c.instance_type.clone(),
+        capacity_type: c.capacity_type,
+        price: c.price,
+        disruption_cost: c.disruption_cost,
+        pods: c.pods.len(),
+    }
+}
+
 pub(crate) fn make_command(
     method: Method,
     chosen: &[&Candidate],
@@ -290,18 +309,7 @@ pub(crate) fn make_command(
     budget: Vec<BudgetUse>,
     rationale: Rationale,
 ) -> Command {
-    let mut candidates: Vec<CandidateNode> = chosen
-        .iter()
-        .map(|c| CandidateNode {
-            name: c.name.clone(),
-            nodepool: c.nodepool.clone(),
-            instance_type: c.instance_type.clone(),
-            capacity_type: c.capacity_type,
-            price: c.price,
-            disruption_cost: c.disruption_cost,
-            pods: c.pods.len(),
-        })
-        .collect();
+    let mut candidates: Vec<CandidateNode> = chosen.iter().map(|c| candidate_node(c)).collect();
     candidates.sort_by(|a, b| a.name.cmp(&b.name));
     moves.sort();
     let candidates_price: f64 = candidates.iter().map(|c| c.price).sum();
@@ -323,6 +331,8 @@ pub(crate) fn make_command(
         replacements_lower_bound: None,
         replacement_planner: None,
         replacement_premium: None,
+        staged: Vec::new(),
+        staged_price: 0.0,
         budget,
         rationale,
     }
@@ -336,6 +346,8 @@ mod tests_empty_destinations;
 mod tests_session;
 #[cfg(test)]
 mod tests_sharing;
+#[cfg(test)]
+mod tests_staged;
 #[cfg(test)]
 mod tests_turnover;
 #[cfg(test)]

@@ -137,7 +137,7 @@ pub(super) fn od(name: &str, ty: &str) -> Node {
     )
 }
 
-fn names(cmd: &Command) -> Vec<&str> {
+pub(super) fn names(cmd: &Command) -> Vec<&str> {
     cmd.candidate_names()
 }
 
@@ -1391,7 +1391,7 @@ fn plain() -> DisruptionOptions {
 
 /// The default options with each pod's own age as its expected remaining life (Lindy), as
 /// before the window prior.
-fn lindy() -> DisruptionOptions {
+pub(super) fn lindy() -> DisruptionOptions {
     let d = DisruptionOptions::default();
     DisruptionOptions {
         payback: d.payback.clone().map(|p| payback::Payback {

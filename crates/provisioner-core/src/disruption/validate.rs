@@ -5,7 +5,9 @@
 //! command may have used the budget, capacity may have gone. We answer the same three
 //! questions on the newer snapshot: are the candidates still candidates for this method, do
 //! the budgets (and PDBs) still allow the command, and does a fresh simulation still place
-//! every pod, with no more replacements and no higher worst-case price than decided?
+//! every pod, with no more replacements and no higher worst-case price than decided? A staged
+//! merge ([`super::staged`]) is checked whole: its followers must still be candidates, and the
+//! simulation removes them too, though only what goes now uses the budget.
 
 use std::collections::BTreeMap;
 
@@ -70,6 +72,26 @@ pub fn validate_with(
         }
         chosen.push(c);
     }
+    // A staged merge's followers are not disrupted now, but the replacements were sized for
+    // their pods too: they must still be there, and still consolidation candidates.
+    let mut followers: Vec<&Candidate> = Vec::new();
+    for cn in &command.staged {
+        match set.by_name(&cn.name) {
+            Some(c) if c.for_consolidation() => followers.push(c),
+            Some(c) => failures.push(format!(
+                "{} (a staged follower): {}",
+                cn.name,
+                c.not_consolidatable.as_ref().map_or_else(
+                    || "no longer eligible for consolidation".to_string(),
+                    |r| r.to_string()
+                )
+            )),
+            None => failures.push(format!(
+                "{} (a staged follower) is no longer a candidate",
+                cn.name
+            )),
+        }
+    }
 
     let budgets = Budgets::compute(snapshot);
     let mut per_pool: BTreeMap<&str, u32> = BTreeMap::new();
@@ -121,13 +143,14 @@ pub fn validate_with(
             } else {
                 None
             };
-        let (_, out) = sim.remove_with(&sim.base, &chosen, &BTreeMap::new(), planner, None);
+        let merged: Vec<&Candidate> = chosen.iter().chain(&followers).copied().collect();
+        let (_, out) = sim.remove_with(&sim.base, &merged, &BTreeMap::new(), planner, None);
         if !out.feasible() {
             for u in out.unschedulable.iter().take(5) {
                 failures.push(format!("pod {} no longer fits: {}", u.pod, u.reason));
             }
         } else if command.method == Method::Consolidation {
-            let price: f64 = chosen.iter().map(|c| c.price).sum();
+            let price: f64 = merged.iter().map(|c| c.price).sum();
             let min_saving = options
                 .min_saving_per_hour
                 .max(options.min_saving_fraction * price)
@@ -154,7 +177,7 @@ pub fn validate_with(
                 match replacements(
                     snapshot,
                     &out.claims,
-                    &chosen,
+                    &merged,
                     PriceRule::Cheaper {
                         candidates_price: price,
                         min_saving: min_saving.max(decided),

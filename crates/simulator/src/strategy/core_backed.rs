@@ -85,6 +85,8 @@ impl CoreStrategy {
             Kind::Karpenter => DisruptionOptions {
                 payback: None,
                 move_onto_empty_nodes: true,
+                // Karpenter counts a merge against the budget whole.
+                staged_merge_followers: 0,
                 ..disruption
             },
             _ => DisruptionOptions {
@@ -108,6 +110,10 @@ impl CoreStrategy {
                     _ => disruption.disruption_cost_weight,
                 },
                 move_onto_empty_nodes: cd.move_onto_empty_nodes,
+                staged_merge_followers: match kind {
+                    Kind::CostAwareNoMerge | Kind::CostAwareRound1 => 0,
+                    _ => cd.staged_merge_followers,
+                },
                 ..disruption
             },
         };

@@ -1,0 +1,123 @@
+//! Staged merges ([`super::staged`]): a merge the budgets forbid at once goes one budget's
+//! worth at a time, the rest following as plain deletes.
+
+use super::tests::{lindy, names, od, pod, snapshot};
+use super::validate::validate;
+use super::*;
+use crate::model::{Budget, Snapshot};
+
+/// Three 16-vCPU nodes (0.8/h each), each running one old 9-vCPU pod: no two fit one node
+/// cheaper than both, all three fit one 32-vCPU node (1.6/h against 2.4/h). The NodePool's
+/// budget allows `budget` nodes at once.
+fn three_half_full(budget: &str) -> Snapshot {
+    let pods = ["x1", "x2", "x3"]
+        .iter()
+        .map(|x| pod(&format!("big-{x}"), 9000, x))
+        .collect();
+    let mut s = snapshot(
+        vec![od("x1", "xlarge"), od("x2", "xlarge"), od("x3", "xlarge")],
+        pods,
+    );
+    s.nodepools[0].disruption.budgets = vec![Budget {
+        nodes: budget.into(),
+        reasons: vec![],
+        schedule: None,
+        duration_secs: None,
+    }];
+    s
+}
+
+fn with_followers(n: usize) -> DisruptionOptions {
+    DisruptionOptions {
+        staged_merge_followers: n,
+        ..lindy()
+    }
+}
+
+#[test]
+fn a_one_node_budget_merges_in_steps() {
+    let s = three_half_full("1");
+    let cmd = disrupt(&s, &with_followers(4))
+        .command
+        .expect("a staged merge");
+    assert_eq!(cmd.method, Method::Consolidation);
+    assert_eq!(names(&cmd), vec!["x1"]);
+    assert_eq!(cmd.staged_names(), vec!["x2", "x3"]);
+    assert_eq!(cmd.replacements.len(), 1);
+    assert_eq!(cmd.replacements[0].launch.instance_type, "xxlarge");
+    // The saving is the whole merge's, once both followers have gone.
+    assert!((cmd.staged_price - 1.6).abs() < 1e-9);
+    assert!((cmd.worst_case_saving_per_hour - 0.8).abs() < 1e-9);
+    // Only what goes now moves, and only it uses the budget.
+    assert_eq!(cmd.moves.len(), 1);
+    assert_eq!(cmd.moves[0].from, "x1");
+    assert_eq!(cmd.budget.iter().map(|b| b.nodes).sum::<u32>(), 1);
+    assert!(
+        cmd.rationale.summary.contains("2 follow: x2, x3"),
+        "{}",
+        cmd.rationale.summary
+    );
+    assert!(validate(&cmd, &s, &with_followers(4)).valid);
+}
+
+#[test]
+fn without_staging_a_one_node_budget_merges_nothing() {
+    let s = three_half_full("1");
+    assert!(disrupt(&s, &with_followers(0)).command.is_none());
+    // Two followers are needed, one is allowed.
+    assert!(disrupt(&s, &with_followers(1)).command.is_none());
+    // A budget that allows the whole merge takes it at once, unstaged.
+    let cmd = disrupt(&three_half_full("3"), &with_followers(4))
+        .command
+        .expect("the merge at once");
+    assert_eq!(names(&cmd), vec!["x1", "x2", "x3"]);
+    assert!(cmd.staged.is_empty());
+    assert!((cmd.worst_case_saving_per_hour - 0.8).abs() < 1e-9);
+}
+
+#[test]
+fn re_validation_checks_the_whole_merge() {
+    let s = three_half_full("1");
+    let opts = with_followers(4);
+    let cmd = disrupt(&s, &opts).command.expect("a staged merge");
+    // A follower that is going anyway: the replacement would be too large.
+    let mut gone = s.clone();
+    gone.nodes[2].marked_for_deletion = true;
+    let v = validate(&cmd, &gone, &opts);
+    assert!(!v.valid);
+    assert!(
+        v.failures
+            .iter()
+            .any(|f| f.contains("x3 (a staged follower)")),
+        "{:?}",
+        v.failures
+    );
+    // A follower's pods grew past the replacement's room.
+    let mut grown = s.clone();
+    grown
+        .pods
+        .push(std::sync::Arc::new(pod("more-x2", 6000, "x2")));
+    assert!(!validate(&cmd, &grown, &opts).valid);
+}
+
+#[test]
+fn the_followers_then_go_as_plain_deletes() {
+    // After the first step: `x1` is gone, its pod runs on the 32-vCPU replacement `r`.
+    let s = three_half_full("1");
+    let mut after = snapshot(
+        vec![od("r", "xxlarge"), od("x2", "xlarge"), od("x3", "xlarge")],
+        vec![
+            pod("big-x1", 9000, "r"),
+            pod("big-x2", 9000, "x2"),
+            pod("big-x3", 9000, "x3"),
+        ],
+    );
+    after.nodepools = s.nodepools.clone();
+    let next = disrupt(&after, &with_followers(4))
+        .command
+        .expect("a follower goes");
+    assert!(next.is_delete(), "{}", next.rationale.summary);
+    assert!(next.staged.is_empty());
+    assert_eq!(names(&next), vec!["x2"]);
+    assert_eq!(next.moves[0].to, Destination::Existing("r".into()));
+}
