@@ -31,7 +31,8 @@
 //!
 //! Commands are ranked by their net value under the payback rule ([`super::payback`]: saving
 //! over the expected horizon less evictions and replacement overlap; or, with the rule off,
-//! `worst-case saving - disruption_cost_weight * disruption cost`), then by saving, fewer candidates, and candidate names: a total order, so the decision is the same
+//! `worst-case saving - disruption_cost_weight * disruption cost`), then by saving, fewer
+//! replacements, fewer candidates, and candidate names: a total order, so the decision is the same
 //! on any number of threads.
 
 use std::collections::BTreeMap;
@@ -414,6 +415,9 @@ fn better(
     b.score
         .total_cmp(&a.score)
         .then(b.worst_saving.total_cmp(&a.worst_saving))
+        // A delete launches nothing that can fail to come up; and after a staged merge's
+        // first step, deleting a follower ties with replacing the half-filled replacement.
+        .then(a.replacements.len().cmp(&b.replacements.len()))
         .then(a.members.len().cmp(&b.members.len()))
         .then_with(|| names(a).cmp(&names(b)))
 }

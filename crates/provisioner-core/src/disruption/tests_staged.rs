@@ -120,4 +120,14 @@ fn the_followers_then_go_as_plain_deletes() {
     assert!(next.staged.is_empty());
     assert_eq!(names(&next), vec!["x2"]);
     assert_eq!(next.moves[0].to, Destination::Existing("r".into()));
+    // Under the plain rule, deleting `x2` and replacing the half-filled `r` with a 16-vCPU
+    // node save the same 0.8/h: the delete goes first, or the merge would start over.
+    let plain = DisruptionOptions {
+        payback: None,
+        headroom: None,
+        ..with_followers(4)
+    };
+    let next = disrupt(&after, &plain).command.expect("a follower goes");
+    assert!(next.is_delete(), "{}", next.rationale.summary);
+    assert_eq!(names(&next), vec!["x2"]);
 }
