@@ -662,6 +662,9 @@ impl<'s, 'a> Search<'s, 'a> {
         } else {
             self.staged_part(members).ok_or(Miss::Infeasible)?
         };
+        if !staged.iter().all(|&f| self.pays_alone(f)) {
+            return Err(Miss::NotCheaper);
+        }
         let (moves, claims) = self.simulate(members)?;
         if !staged.is_empty() && claims.is_empty() {
             // Without replacements the set is only deletes, and each goes on its own merit.
@@ -670,6 +673,34 @@ impl<'s, 'a> Search<'s, 'a> {
         let mut e = self.score(members, moves, &claims, found_by)?;
         e.staged = staged;
         Ok(e)
+    }
+
+    /// Whether deleting candidate `m` on its own pays back under the payback rule (always
+    /// without it). A staged merge's follower goes later as a plain delete, judged alone: a
+    /// follower whose young pods only the rest of the merge paid for would stay where it is,
+    /// and the cluster would keep the larger replacement for fewer pods.
+    fn pays_alone(&self, m: usize) -> bool {
+        let (Some(knobs), Some(c)) = (&self.options.payback, self.cands.get(m)) else {
+            return true;
+        };
+        let snap = self.sim.snapshot;
+        let requests = &self.sim.base.base.requests;
+        let scale = self.wait_scale(c);
+        let Some(node) = snap.nodes.get(c.node) else {
+            return false;
+        };
+        let pods = c.pods.iter().filter_map(|&pi| {
+            Some((
+                &**snap.pods.get(pi)?,
+                requests.get(pi)?,
+                node,
+                c.price,
+                scale,
+            ))
+        });
+        super::payback::value_waited(c.price, 0.0, pods, &self.life, self.pod_price_floor, knobs)
+            .net
+            > 0.0
     }
 
     /// The members of a set the budgets forbid at once that wait for a later step, when the

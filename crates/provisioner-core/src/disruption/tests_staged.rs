@@ -131,3 +131,23 @@ fn the_followers_then_go_as_plain_deletes() {
     assert!(next.is_delete(), "{}", next.rationale.summary);
     assert_eq!(names(&next), vec!["x2"]);
 }
+
+#[test]
+fn a_follower_that_would_not_go_on_its_own_is_not_staged() {
+    // `x3`'s pod started half an hour ago: deleting `x3` alone does not pay back, so after a
+    // first step it would stay, and the cluster would pay for the 32-vCPU node besides.
+    let young = |budget: &str| {
+        let mut s = three_half_full(budget);
+        let mut p = (*s.pods[2]).clone();
+        assert_eq!(p.node_name.as_deref(), Some("x3"));
+        p.created_at = s.now - 1800;
+        s.pods[2] = std::sync::Arc::new(p);
+        s
+    };
+    assert!(disrupt(&young("1"), &with_followers(4)).command.is_none());
+    // The merge itself pays when it can go at once: the two old pods carry it.
+    let cmd = disrupt(&young("3"), &with_followers(4))
+        .command
+        .expect("the merge at once");
+    assert_eq!(names(&cmd), vec!["x1", "x2", "x3"]);
+}
