@@ -12,7 +12,7 @@ use crate::resources::pod_requests;
 const GIB: i64 = 1 << 30;
 
 /// Four on-demand types in two zones, spot at 30% of the price; price is 0.05/vCPU.
-fn types() -> Vec<InstanceType> {
+pub(super) fn types() -> Vec<InstanceType> {
     [
         ("small", 2),
         ("medium", 4),
@@ -39,7 +39,7 @@ fn types() -> Vec<InstanceType> {
     .collect()
 }
 
-fn node_of(
+pub(super) fn node_of(
     types: &[InstanceType],
     name: &str,
     ty: &str,
@@ -1106,7 +1106,11 @@ fn protected(p: &BTreeMap<String, String>, since: i64, now: i64) -> bool {
 }
 
 /// Checks a command against the rules, independently of the code that made it.
-fn check_command(s: &Snapshot, cmd: &Command, opts: &DisruptionOptions) -> Result<(), String> {
+pub(super) fn check_command(
+    s: &Snapshot,
+    cmd: &Command,
+    opts: &DisruptionOptions,
+) -> Result<(), String> {
     let cand: BTreeSet<&str> = cmd.candidates.iter().map(|c| c.name.as_str()).collect();
     let node = |name: &str| s.nodes.iter().find(|n| n.name == name);
     // Protections and budgets.
@@ -1167,6 +1171,19 @@ fn check_command(s: &Snapshot, cmd: &Command, opts: &DisruptionOptions) -> Resul
                 pdb.name, pdb.disruptions_allowed
             ));
         }
+    }
+    // A staged merge's followers: disjoint from the candidates, real nodes, never drained now
+    // (their pods are not moved by this command: the move count below covers it).
+    for f in &cmd.staged {
+        if cand.contains(f.name.as_str()) || node(&f.name).is_none() {
+            return Err(format!(
+                "staged follower {} is a candidate or unknown",
+                f.name
+            ));
+        }
+    }
+    if !cmd.staged.is_empty() && (cmd.method != Method::Consolidation || cmd.is_delete()) {
+        return Err("only a consolidation with replacements is staged".into());
     }
     // Money.
     if cmd.method == Method::Consolidation
@@ -1381,7 +1398,7 @@ proptest! {
 }
 
 /// Options with the payback and headroom rules off: the plain `saving > 0` rule.
-fn plain() -> DisruptionOptions {
+pub(super) fn plain() -> DisruptionOptions {
     DisruptionOptions {
         payback: None,
         headroom: None,

@@ -151,3 +151,118 @@ fn a_follower_that_would_not_go_on_its_own_is_not_staged() {
         .expect("the merge at once");
     assert_eq!(names(&cmd), vec!["x1", "x2", "x3"]);
 }
+
+/// Carries out `cmd` on `s` as the controller would once it has run to the end: the
+/// candidates go, each replacement becomes a node named `<placeholder>-<step>` of its launch,
+/// and every moved pod lands where the command planned it.
+fn apply(s: &mut Snapshot, cmd: &Command, step: usize) -> Vec<String> {
+    let mut launched = Vec::new();
+    for r in &cmd.replacements {
+        let name = format!("{}-{step}", r.name);
+        let mut n = super::tests::node_of(
+            &super::tests::types(),
+            &name,
+            &r.launch.instance_type,
+            &r.launch.zone,
+            r.launch.capacity_type,
+            &r.nodepool,
+        );
+        n.created_at = s.now;
+        s.nodes.push(n);
+        launched.push(name);
+    }
+    for m in &cmd.moves {
+        let to = match &m.to {
+            Destination::Existing(n) => n.clone(),
+            Destination::Replacement(r) => format!("{r}-{step}"),
+        };
+        if let Some(p) = s
+            .pods
+            .iter_mut()
+            .find(|p| p.namespace == m.pod.namespace && p.name == m.pod.name)
+        {
+            let mut moved = (**p).clone();
+            moved.node_name = Some(to);
+            *p = std::sync::Arc::new(moved);
+        }
+    }
+    let gone = cmd.candidate_names();
+    s.nodes.retain(|n| !gone.contains(&n.name.as_str()));
+    s.now += 600;
+    launched
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 64, ..Default::default() })]
+
+    /// Clusters of 16-vCPU nodes each running one pod of more than half a node, under a
+    /// one-node budget, merged step by step to the end: every step keeps the rules and
+    /// re-validates; a staged merge's replacement is never disrupted while one of its
+    /// followers is left; and the cluster ends at most at the price each staged merge
+    /// promised (a follower may stay when another node's pods took its room: the same end,
+    /// found first in this order).
+    #[test]
+    fn staged_merges_run_to_the_end(
+        cpus in proptest::collection::vec(8_500i64..10_500, 3..7),
+        plain_rule in proptest::bool::ANY,
+    ) {
+        let nodes: Vec<String> = (0..cpus.len()).map(|i| format!("x{i}")).collect();
+        let pods = cpus
+            .iter()
+            .zip(&nodes)
+            .map(|(cpu, n)| pod(&format!("p-{n}"), *cpu, n))
+            .collect();
+        let mut s = snapshot(nodes.iter().map(|n| od(n, "xlarge")).collect(), pods);
+        s.nodepools[0].disruption.budgets = vec![Budget {
+            nodes: "1".into(),
+            reasons: vec![],
+            schedule: None,
+            duration_secs: None,
+        }];
+        let opts = if plain_rule {
+            super::tests::plain()
+        } else {
+            with_followers(4)
+        };
+        let start: f64 = s.nodes.iter().map(|n| n.price).sum();
+        // Replacement launched by a staged step -> its followers.
+        let mut waiting: Vec<(String, Vec<String>)> = Vec::new();
+        let price = |s: &Snapshot| s.nodes.iter().map(|n| n.price).sum::<f64>();
+        // What each staged merge said the cluster would cost once its followers had gone.
+        let mut promised: Vec<f64> = Vec::new();
+        for step in 0..20 {
+            let Some(cmd) = disrupt(&s, &opts).command else { break };
+            if let Err(e) = super::tests::check_command(&s, &cmd, &opts) {
+                proptest::prop_assert!(false, "step {step}: {e}");
+            }
+            proptest::prop_assert!(validate(&cmd, &s, &opts).valid, "step {step}");
+            for (r, followers) in &waiting {
+                let left = followers.iter().any(|f| s.nodes.iter().any(|n| &n.name == f));
+                proptest::prop_assert!(
+                    !(left && cmd.candidate_names().contains(&r.as_str())),
+                    "step {step}: {r} disrupted before its followers {followers:?} went"
+                );
+            }
+            if !cmd.staged.is_empty() {
+                promised.push(price(&s) - cmd.saving_per_hour);
+            }
+            let launched = apply(&mut s, &cmd, step);
+            if !cmd.staged.is_empty() {
+                let followers: Vec<String> =
+                    cmd.staged_names().iter().map(|f| f.to_string()).collect();
+                for r in launched {
+                    waiting.push((r, followers.clone()));
+                }
+            }
+        }
+        let end = price(&s);
+        proptest::prop_assert!(end <= start + 1e-9, "{start} -> {end}");
+        for p in &promised {
+            proptest::prop_assert!(
+                end <= p + 1e-9,
+                "a staged merge promised {p}, the cluster ends at {end}: {:?}",
+                s.nodes.iter().map(|n| &n.name).collect::<Vec<_>>()
+            );
+        }
+    }
+}
