@@ -266,3 +266,28 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn nodes_still_settling_after_an_eviction_are_not_staged() {
+    // `x1`'s pod is its workload's new pod for one evicted 31 s before it was created (its
+    // work goes on since the epoch): `x1` is still settling, and staging waits.
+    let settling = |budget: &str| {
+        let mut s = three_half_full(budget);
+        let mut p = (*s.pods[0]).clone();
+        assert_eq!(p.node_name.as_deref(), Some("x1"));
+        p.created_at = s.now - 30;
+        s.recent_evictions = vec![crate::model::Eviction::of(&p, s.now - 31, Some(0))];
+        s.pods[0] = std::sync::Arc::new(p);
+        s
+    };
+    assert!(
+        disrupt(&settling("1"), &with_followers(4))
+            .command
+            .is_none()
+    );
+    // The merge itself holds: a budget that allows it at once takes it.
+    let cmd = disrupt(&settling("3"), &with_followers(4))
+        .command
+        .expect("the merge at once");
+    assert_eq!(names(&cmd), vec!["x1", "x2", "x3"]);
+}
