@@ -15,9 +15,14 @@
 //!
 //! The command is chosen on the whole merge's value: its saving once every follower has gone,
 //! against every member's evictions. The risk is a follower that never goes (its pods change,
-//! or arrivals take the room): the cluster then runs the larger replacement for fewer pods.
-//! So followers are few ([`super::DisruptionOptions::staged_merge_followers`]), and
-//! re-validation checks the whole merge still holds before the first step starts.
+//! arrivals take the room, or kube-scheduler puts the drained pods elsewhere than planned):
+//! the cluster then runs the larger replacement for fewer pods, and the next loop may find
+//! the same merge with that replacement going first. So (in [`super::consolidation`]):
+//! followers are few ([`super::DisruptionOptions::staged_merge_followers`]) and each must pay
+//! back alone; staging waits while any node can simply be deleted; a staged merge goes onto
+//! one new node, over nodes not still settling after an eviction, and saves more than its
+//! members could each on their own; and re-validation checks the whole merge still holds
+//! before the first step starts.
 
 /// Splits a set the budgets forbid at once into what goes now and the followers.
 ///
