@@ -602,7 +602,7 @@ pub struct EndedPod {
     /// The kind of its controlling owner (`ReplicaSet`, `Job`, ...), as [`Pod::owner_kind`].
     pub owner_kind: Option<String>,
     /// When it ended, in seconds since the epoch: with `lifetime_seconds`, when it arrived,
-    /// which the cluster's turnover counts ([`crate::disruption::lifetime::turnover_hours`]).
+    /// which the cluster's turnover counts ([`crate::disruption::turnover::turnover_hours`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<i64>,
 }
