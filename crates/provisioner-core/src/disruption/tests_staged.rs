@@ -27,6 +27,19 @@ fn three_half_full(budget: &str) -> Snapshot {
     s
 }
 
+/// `s` with the pod on `node` created `ago` seconds before `s.now`.
+fn started_ago(mut s: Snapshot, node: &str, ago: i64) -> Snapshot {
+    let i = s
+        .pods
+        .iter()
+        .position(|p| p.node_name.as_deref() == Some(node))
+        .expect("a pod on the node");
+    let mut p = (*s.pods[i]).clone();
+    p.created_at = s.now - ago;
+    s.pods[i] = std::sync::Arc::new(p);
+    s
+}
+
 fn with_followers(n: usize) -> DisruptionOptions {
     DisruptionOptions {
         staged_merge_followers: n,
@@ -136,14 +149,7 @@ fn the_followers_then_go_as_plain_deletes() {
 fn a_follower_that_would_not_go_on_its_own_is_not_staged() {
     // `x3`'s pod started half an hour ago: deleting `x3` alone does not pay back, so after a
     // first step it would stay, and the cluster would pay for the 32-vCPU node besides.
-    let young = |budget: &str| {
-        let mut s = three_half_full(budget);
-        let mut p = (*s.pods[2]).clone();
-        assert_eq!(p.node_name.as_deref(), Some("x3"));
-        p.created_at = s.now - 1800;
-        s.pods[2] = std::sync::Arc::new(p);
-        s
-    };
+    let young = |budget: &str| started_ago(three_half_full(budget), "x3", 1800);
     assert!(disrupt(&young("1"), &with_followers(4)).command.is_none());
     // The merge itself pays when it can go at once: the two old pods carry it.
     let cmd = disrupt(&young("3"), &with_followers(4))
@@ -272,12 +278,13 @@ fn nodes_still_settling_after_an_eviction_are_not_staged() {
     // `x1`'s pod is its workload's new pod for one evicted 31 s before it was created (its
     // work goes on since the epoch): `x1` is still settling, and staging waits.
     let settling = |budget: &str| {
-        let mut s = three_half_full(budget);
-        let mut p = (*s.pods[0]).clone();
-        assert_eq!(p.node_name.as_deref(), Some("x1"));
-        p.created_at = s.now - 30;
-        s.recent_evictions = vec![crate::model::Eviction::of(&p, s.now - 31, Some(0))];
-        s.pods[0] = std::sync::Arc::new(p);
+        let mut s = started_ago(three_half_full(budget), "x1", 30);
+        let recreated = s
+            .pods
+            .iter()
+            .find(|p| p.name == "big-x1")
+            .expect("x1's pod");
+        s.recent_evictions = vec![crate::model::Eviction::of(recreated, s.now - 31, Some(0))];
         s
     };
     assert!(
