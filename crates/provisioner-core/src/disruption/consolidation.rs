@@ -51,7 +51,7 @@ use super::make_command;
 use super::replace::{PriceRule, replacements};
 use super::session::{Loop, Plan};
 use super::sim::Sim;
-use crate::model::{DisruptionReason, Resources, Snapshot};
+use crate::model::{DisruptionReason, Node, Pod, Resources, Snapshot};
 use crate::optimize::Optimizer;
 use crate::packing::LaunchPlanner;
 use crate::result::PodRef;
@@ -77,6 +77,35 @@ pub struct Evaluated {
     /// Members the budgets do not let go now ([`super::staged`]): the replacements are sized
     /// for them too, and they follow in later commands. Empty for a command done at once.
     pub staged: Vec<usize>,
+}
+
+/// What one search knows that decides whether a set may be staged
+/// ([`Search::evaluate_staged`]), by candidate.
+#[derive(Debug, Default)]
+struct Staging {
+    /// The candidate runs a pod its workload recreated for a recent eviction: the cluster is
+    /// still settling there (a drain's pods land where kube-scheduler puts them, not always
+    /// where a plan had room), and a staged merge over it would plan on sand.
+    settling: Vec<bool>,
+    /// What the candidate saves as a command of its own (worst case; 0 when it has none).
+    alone_saving: Vec<f64>,
+}
+
+impl Staging {
+    fn new(snapshot: &Snapshot, cands: &[&Candidate], alone_saving: Vec<f64>) -> Staging {
+        let replaced = crate::replacements::replaced(snapshot);
+        Staging {
+            settling: cands
+                .iter()
+                .map(|c| {
+                    c.pods
+                        .iter()
+                        .any(|&pi| replaced.get(pi).is_some_and(Option::is_some))
+                })
+                .collect(),
+            alone_saving,
+        }
+    }
 }
 
 /// Why a candidate set yields no command.
@@ -511,22 +540,12 @@ impl<'s, 'a> Search<'s, 'a> {
             .filter_map(|m| self.cands.get(*m).copied())
             .collect();
         let price: f64 = chosen.iter().map(|c| c.price).sum();
-        let snap = self.sim.snapshot;
-        let requests = &self.sim.base.base.requests;
         let scales: Vec<f64> = chosen.iter().map(|c| self.wait_scale(c)).collect();
         let evicted = || {
-            chosen.iter().zip(&scales).flat_map(|(c, &scale)| {
-                let node = snap.nodes.get(c.node);
-                c.pods.iter().filter_map(move |&pi| {
-                    Some((
-                        &**snap.pods.get(pi)?,
-                        requests.get(pi)?,
-                        node?,
-                        c.price,
-                        scale,
-                    ))
-                })
-            })
+            chosen
+                .iter()
+                .zip(&scales)
+                .flat_map(|(c, &scale)| self.evicted_from(c, scale))
         };
         // With `pay_for_flexibility`, the replacements' options are priced against the saving
         // the evictions need, not against any saving above the threshold.
@@ -646,31 +665,46 @@ impl<'s, 'a> Search<'s, 'a> {
     }
 
     /// [`Self::evaluate`], except that a set the budgets forbid at once may still be a staged
-    /// merge ([`super::staged`]): the part they allow goes now, onto replacements sized for
-    /// the whole set. Only the sets with replacements (phases 3 and 4) may be staged; a set
-    /// with more followers than allowed is refused before any simulation.
+    /// merge ([`super::staged`]): the part they allow goes now, onto the replacement sized for
+    /// the whole set. Only the sets with replacements (phases 3 and 4) may be staged.
+    ///
+    /// A staged merge is a merge onto one new node, of settled nodes, whose followers each pay
+    /// back alone, and that saves more than its members could each on their own. Otherwise its
+    /// first step can be a like-for-like swap of the dearest member (often the replacement an
+    /// earlier step launched) while the follower that carries the saving never goes: found
+    /// under the realistic model, a 32-vCPU node replaced by another every few minutes for
+    /// weeks (77,000 evictions). The cheap checks run before the simulation.
     fn evaluate_staged(
         &self,
         members: &[usize],
         found_by: &'static str,
+        staging: &Staging,
     ) -> Result<Evaluated, Miss> {
-        if members.is_empty() {
+        if members.is_empty() || self.allowed(members) {
+            return self.evaluate(members, found_by);
+        }
+        let staged = self.staged_part(members).ok_or(Miss::Infeasible)?;
+        if members
+            .iter()
+            .any(|&i| staging.settling.get(i).copied().unwrap_or(true))
+        {
             return Err(Miss::Infeasible);
         }
-        let staged = if self.allowed(members) {
-            Vec::new()
-        } else {
-            self.staged_part(members).ok_or(Miss::Infeasible)?
-        };
         if !staged.iter().all(|&f| self.pays_alone(f)) {
             return Err(Miss::NotCheaper);
         }
         let (moves, claims) = self.simulate(members)?;
-        if !staged.is_empty() && claims.is_empty() {
-            // Without replacements the set is only deletes, and each goes on its own merit.
+        if claims.len() != 1 {
             return Err(Miss::Infeasible);
         }
         let mut e = self.score(members, moves, &claims, found_by)?;
+        let alone: f64 = members
+            .iter()
+            .filter_map(|&i| staging.alone_saving.get(i))
+            .sum();
+        if e.worst_saving <= alone + 1e-9 {
+            return Err(Miss::NotCheaper);
+        }
         e.staged = staged;
         Ok(e)
     }
@@ -683,24 +717,31 @@ impl<'s, 'a> Search<'s, 'a> {
         let (Some(knobs), Some(c)) = (&self.options.payback, self.cands.get(m)) else {
             return true;
         };
-        let snap = self.sim.snapshot;
-        let requests = &self.sim.base.base.requests;
-        let scale = self.wait_scale(c);
-        let Some(node) = snap.nodes.get(c.node) else {
-            return false;
-        };
-        let pods = c.pods.iter().filter_map(|&pi| {
-            Some((
-                &**snap.pods.get(pi)?,
-                requests.get(pi)?,
-                node,
-                c.price,
-                scale,
-            ))
-        });
+        let pods = self.evicted_from(c, self.wait_scale(c));
         super::payback::value_waited(c.price, 0.0, pods, &self.life, self.pod_price_floor, knobs)
             .net
             > 0.0
+    }
+
+    /// What the payback rule reads of the pods evicted from `c`: each pod, its requests, its
+    /// node, the node's price and the wait scale of its NodePool.
+    fn evicted_from<'x>(
+        &'x self,
+        c: &'x Candidate,
+        scale: f64,
+    ) -> impl Iterator<Item = (&'x Pod, &'x Resources, &'x Node, f64, f64)> + 'x {
+        let snap = self.sim.snapshot;
+        let requests = &self.sim.base.base.requests;
+        let node = snap.nodes.get(c.node);
+        c.pods.iter().filter_map(move |&pi| {
+            Some((
+                &**snap.pods.get(pi)?,
+                requests.get(pi)?,
+                node?,
+                c.price,
+                scale,
+            ))
+        })
     }
 
     /// The members of a set the budgets forbid at once that wait for a later step, when the
@@ -1140,21 +1181,10 @@ impl<'s, 'a> Search<'s, 'a> {
         // the replacement an earlier step launched (the dearest node, so the first to go)
         // instead of letting the followers go onto it.
         let stage = deletable.is_empty() && self.options.staged_merge_followers > 0;
-        // Candidates running a pod its workload recreated for a recent eviction: the cluster
-        // is still settling there (a drain's pods land where kube-scheduler puts them, not
-        // always where a plan had room), and a staged merge over them would plan on sand.
-        let settling: Vec<bool> = if stage {
-            let replaced = crate::replacements::replaced(snapshot);
-            self.cands
-                .iter()
-                .map(|c| {
-                    c.pods
-                        .iter()
-                        .any(|&pi| replaced.get(pi).is_some_and(Option::is_some))
-                })
-                .collect()
+        let staging = if stage {
+            Staging::new(snapshot, &self.cands, alone_saving)
         } else {
-            Vec::new()
+            Staging::default()
         };
         for (m, _) in self.merge_groups(&singles, stage) {
             if !sets.iter().any(|(s, _)| *s == m) {
@@ -1166,23 +1196,9 @@ impl<'s, 'a> Search<'s, 'a> {
             .max_simulations
             .saturating_sub(self.sim.runs() - start_runs);
         sets.truncate(budget_left);
-        // A staged merge is a merge onto one new node, of settled nodes, that saves more than
-        // its members could each on their own. Otherwise its first step can be a like-for-like
-        // swap of the dearest member (often the replacement an earlier step launched) while
-        // the follower that carries the saving never goes: found under the realistic model, a
-        // 32-vCPU node replaced by another every few minutes for weeks (77,000 evictions).
-        let staged_ok = |m: &[usize], e: &Evaluated| {
-            e.staged.is_empty()
-                || (e.replacements.len() == 1
-                    && !m.iter().any(|&i| settling.get(i).copied().unwrap_or(true))
-                    && e.worst_saving
-                        > m.iter().filter_map(|&i| alone_saving.get(i)).sum::<f64>() + 1e-9)
-        };
         let eval = |(m, label): &(Vec<usize>, &'static str)| {
             if stage {
-                self.evaluate_staged(m, label)
-                    .ok()
-                    .filter(|e| staged_ok(m, e))
+                self.evaluate_staged(m, label, &staging).ok()
             } else {
                 self.evaluate(m, label).ok()
             }
@@ -1202,7 +1218,7 @@ impl<'s, 'a> Search<'s, 'a> {
             if e.staged.is_empty() {
                 self.evaluate(&e.members, e.found_by)
             } else {
-                self.evaluate_staged(&e.members, e.found_by)
+                self.evaluate_staged(&e.members, e.found_by, &staging)
             }
         });
         (found, self.sim.runs() - start_runs + reused)
