@@ -9,7 +9,7 @@ use super::*;
 use crate::model::*;
 use crate::resources::pod_requests;
 
-const GIB: i64 = 1 << 30;
+pub(super) const GIB: i64 = 1 << 30;
 
 /// Four on-demand types in two zones, spot at 30% of the price; price is 0.05/vCPU.
 pub(super) fn types() -> Vec<InstanceType> {

@@ -4,7 +4,7 @@
 use super::tests::{lindy, names, od, pod, snapshot};
 use super::validate::validate;
 use super::*;
-use crate::model::{Budget, Snapshot};
+use crate::model::{Budget, CapacityType, InstanceType, Offering, Pod, Snapshot};
 
 /// Three 16-vCPU nodes (0.8/h each), each running one old 9-vCPU pod: no two fit one node
 /// cheaper than both, all three fit one 32-vCPU node (1.6/h against 2.4/h). The NodePool's
@@ -297,4 +297,71 @@ fn nodes_still_settling_after_an_eviction_are_not_staged() {
         .command
         .expect("the merge at once");
     assert_eq!(names(&cmd), vec!["x1", "x2", "x3"]);
+}
+
+#[test]
+fn a_staged_merge_launches_one_node() {
+    // Six 16-vCPU nodes, each with one 9-vCPU pod: three pods fit a 32-vCPU node. Merging all
+    // six onto two new nodes would save twice what merging three onto one does, but staged, its
+    // first step is a swap whose followers land on more than one planned node: only a merge
+    // onto one new node is staged.
+    let pods = (1..=6)
+        .map(|i| pod(&format!("big-x{i}"), 9000, &format!("x{i}")))
+        .collect();
+    let mut s = snapshot(
+        (1..=6).map(|i| od(&format!("x{i}"), "xlarge")).collect(),
+        pods,
+    );
+    s.nodepools[0].disruption.budgets = vec![Budget {
+        nodes: "1".into(),
+        reasons: vec![],
+        schedule: None,
+        duration_secs: None,
+    }];
+    let cmd = disrupt(&s, &with_followers(5))
+        .command
+        .expect("a staged merge");
+    assert_eq!(cmd.replacements.len(), 1, "{}", cmd.rationale.summary);
+    assert_eq!(cmd.replacements[0].launch.instance_type, "xxlarge");
+    assert_eq!(cmd.staged.len(), 2, "{}", cmd.rationale.summary);
+    assert!((cmd.worst_case_saving_per_hour - 0.8).abs() < 1e-9);
+}
+
+#[test]
+fn a_merge_that_saves_no_more_than_its_members_alone_is_not_staged() {
+    // Three 16-vCPU nodes (0.8/h), each with one 7-vCPU, 20-GiB pod that no other node has the
+    // memory for. Each can be swapped alone for an 8-vCPU, 24-GiB node at 0.5/h (0.9/h saved
+    // in all); merged, the three need a 32-vCPU node at 1.6/h (0.8/h saved). Staged, the merge
+    // would be ranked on fewer evictions per saving and chosen, for less than the swaps save.
+    let big = |name: &str, node: &str| {
+        let mut p = Pod::new("default", name, 7000, 20 * super::tests::GIB)
+            .on(node)
+            .label("app", name);
+        p.owner_kind = Some("ReplicaSet".into());
+        p
+    };
+    let mut s = snapshot(
+        vec![od("x1", "xlarge"), od("x2", "xlarge"), od("x3", "xlarge")],
+        vec![big("a", "x1"), big("b", "x2"), big("c", "x3")],
+    );
+    s.instance_types.push(InstanceType::new(
+        "highmem",
+        8000,
+        24 * super::tests::GIB,
+        110,
+        vec![
+            Offering::new("zone-a", CapacityType::OnDemand, 0.5),
+            Offering::new("zone-b", CapacityType::OnDemand, 0.5),
+        ],
+    ));
+    s.nodepools[0].disruption.budgets = vec![Budget {
+        nodes: "1".into(),
+        reasons: vec![],
+        schedule: None,
+        duration_secs: None,
+    }];
+    let cmd = disrupt(&s, &with_followers(4)).command.expect("a swap");
+    assert!(cmd.staged.is_empty(), "{}", cmd.rationale.summary);
+    assert_eq!(cmd.candidates.len(), 1, "{}", cmd.rationale.summary);
+    assert_eq!(cmd.replacements[0].launch.instance_type, "highmem");
 }
