@@ -194,6 +194,12 @@ struct Cli {
     /// (docs/simulator.md, round 37). 0: merges only as the budget allows at once.
     #[arg(long, default_value_t = 4)]
     consolidation_staged_merge_followers: usize,
+    /// A node running a pod its workload recreated for an eviction this recently is not a
+    /// consolidation candidate: the command that evicted the pod planned where it went, and
+    /// moving it again minutes later undoes the plan (docs/simulator.md, round 39). Evictions
+    /// are remembered for 30 minutes, so longer acts as 30m. 0s: off.
+    #[arg(long, value_parser = duration, default_value = "5m")]
+    consolidation_settle: Duration,
     /// At most this many single-node consolidation simulations per disruption loop (the rest
     /// wait for the next loop); unset: every candidate whose inputs changed.
     #[arg(long)]
@@ -369,6 +375,7 @@ async fn main() -> Result<()> {
         consolidation_window_prior: cli.consolidation_lifetime_prior == LifetimePrior::Window,
         consolidation_move_onto_empty_nodes: cli.consolidation_move_onto_empty_nodes,
         consolidation_staged_merge_followers: cli.consolidation_staged_merge_followers,
+        consolidation_settle: cli.consolidation_settle,
         consolidation_max_simulations: cli.consolidation_max_simulations,
         replay_dir: cli.replay_dir.clone(),
         replay_keep: cli.replay_keep,
@@ -509,6 +516,9 @@ mod tests {
         let cli = parse(&["--consolidation-turnover-lookback", "0s"]);
         assert_eq!(cli.consolidation_turnover_lookback, Duration::ZERO);
         assert_eq!(parse(&[]).consolidation_staged_merge_followers, 4);
+        assert_eq!(parse(&[]).consolidation_settle, Duration::from_secs(300));
+        let cli = parse(&["--consolidation-settle", "0s"]);
+        assert_eq!(cli.consolidation_settle, Duration::ZERO);
         let cli = parse(&["--consolidation-staged-merge-followers", "0"]);
         assert_eq!(cli.consolidation_staged_merge_followers, 0);
         assert!(

@@ -114,6 +114,7 @@ fn disruption_options(opts: &crate::options::Options) -> DisruptionOptions {
             .filter(|_| opts.consolidation_headroom),
         move_onto_empty_nodes: opts.consolidation_move_onto_empty_nodes,
         staged_merge_followers: opts.consolidation_staged_merge_followers,
+        settle_seconds: i64::try_from(opts.consolidation_settle.as_secs()).unwrap_or(i64::MAX),
         ..defaults
     }
 }
@@ -528,10 +529,12 @@ mod tests {
         assert_eq!(payback.turnover_lookback_seconds, Some(86_400));
         assert!(!default.move_onto_empty_nodes);
         assert_eq!(default.staged_merge_followers, 4);
+        assert_eq!(default.settle_seconds, 300);
 
         let tuned = disruption_options(&Options {
             consolidation_move_onto_empty_nodes: true,
             consolidation_staged_merge_followers: 0,
+            consolidation_settle: Duration::ZERO,
             consolidation_eviction_cost: Some(Duration::from_secs(5400)),
             consolidation_merge_premium: Some(0.25),
             consolidation_underused_below: None,
@@ -551,6 +554,7 @@ mod tests {
         assert!(!payback.window_prior);
         assert!(tuned.move_onto_empty_nodes);
         assert_eq!(tuned.staged_merge_followers, 0);
+        assert_eq!(tuned.settle_seconds, 0);
 
         let off = disruption_options(&Options {
             consolidation_payback: false,

@@ -86,6 +86,9 @@ pub struct Options {
     /// once launches its replacement and drains what they allow, at most this many nodes
     /// following one loop at a time as plain deletes. 0: merges only as budgets allow at once.
     pub consolidation_staged_merge_followers: usize,
+    /// The core's `DisruptionOptions::settle_seconds`: a node running a pod recreated for an
+    /// eviction this recently is not a consolidation candidate. Zero: off.
+    pub consolidation_settle: std::time::Duration,
     /// At most this many single-node consolidation simulations per disruption loop; the
     /// rest wait for the next loop (the core's `WorkBudget`). `None`: every candidate whose
     /// inputs changed since the last loop (unchanged ones are always reused).
@@ -136,6 +139,12 @@ impl Default for Options {
             consolidation_move_onto_empty_nodes: false,
             consolidation_staged_merge_followers:
                 provisioner_core::disruption::DisruptionOptions::default().staged_merge_followers,
+            consolidation_settle: Duration::from_secs(
+                provisioner_core::disruption::DisruptionOptions::default()
+                    .settle_seconds
+                    .max(0)
+                    .unsigned_abs(),
+            ),
             consolidation_eviction_cost: None,
             consolidation_wait_halving: provisioner_core::disruption::payback::Payback::default()
                 .wait_halving_seconds

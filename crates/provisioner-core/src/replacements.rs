@@ -98,6 +98,18 @@ pub fn replaced(snapshot: &Snapshot) -> Vec<Option<usize>> {
     out
 }
 
+/// For each pod of `snapshot.pods` (by index), whether it replaces a pod evicted less than
+/// `seconds` before `snapshot.now` ([`replaced`]).
+pub fn recreated_within(snapshot: &Snapshot, seconds: i64) -> Vec<bool> {
+    replaced(snapshot)
+        .into_iter()
+        .map(|m| {
+            m.and_then(|k| snapshot.recent_evictions.get(k))
+                .is_some_and(|e| snapshot.now - e.at < seconds)
+        })
+        .collect()
+}
+
 fn is_daemon(p: &Pod) -> bool {
     crate::disruption::candidates::is_daemon(p)
 }

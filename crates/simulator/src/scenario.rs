@@ -193,6 +193,10 @@ pub struct CoreDisruptionSettings {
     /// budgets forbid at once launches its replacement and drains what they allow, the rest
     /// following one loop at a time; 0 turns staging off.
     pub staged_merge_followers: usize,
+    /// Seconds after an eviction during which a node running the evicted pod's replacement
+    /// is not a consolidation candidate (the core's `DisruptionOptions::settle_seconds`); 0
+    /// turns it off.
+    pub settle_seconds: i64,
 }
 
 /// The core's `anticipate::Anticipation`, as a scenario writes it.
@@ -382,6 +386,7 @@ impl Default for CoreDisruptionSettings {
             weighted_ablation_weight: 0.05,
             move_onto_empty_nodes: d.move_onto_empty_nodes,
             staged_merge_followers: d.staged_merge_followers,
+            settle_seconds: d.settle_seconds,
         }
     }
 }

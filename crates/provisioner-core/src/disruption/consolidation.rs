@@ -93,19 +93,29 @@ struct Staging {
 
 impl Staging {
     fn new(snapshot: &Snapshot, cands: &[&Candidate], alone_saving: Vec<f64>) -> Staging {
-        let replaced = crate::replacements::replaced(snapshot);
         Staging {
-            settling: cands
-                .iter()
-                .map(|c| {
-                    c.pods
-                        .iter()
-                        .any(|&pi| replaced.get(pi).is_some_and(Option::is_some))
-                })
-                .collect(),
+            settling: settling(snapshot, cands, i64::MAX),
             alone_saving,
         }
     }
+}
+
+/// For each of `cands`, whether it runs a pod its workload recreated for an eviction less
+/// than `seconds` ago ([`super::DisruptionOptions::settle_seconds`]); all `false` when
+/// `seconds` is 0 or less.
+fn settling(snapshot: &Snapshot, cands: &[&Candidate], seconds: i64) -> Vec<bool> {
+    if seconds <= 0 || snapshot.recent_evictions.is_empty() {
+        return vec![false; cands.len()];
+    }
+    let recreated = crate::replacements::recreated_within(snapshot, seconds);
+    cands
+        .iter()
+        .map(|c| {
+            c.pods
+                .iter()
+                .any(|&pi| recreated.get(pi).copied().unwrap_or(false))
+        })
+        .collect()
 }
 
 /// Why a candidate set yields no command.
@@ -1248,9 +1258,15 @@ pub(crate) fn consolidation_in(
         .filter(|c| c.for_consolidation() && !c.empty)
         .collect();
     let n_eligible = eligible.len();
+    let settling = settling(sim.snapshot, &eligible, options.settle_seconds);
+    let n_settling = settling.iter().filter(|s| **s).count();
     let cands: Vec<&Candidate> = eligible
         .into_iter()
-        .filter(|c| budgets.allowed(&c.nodepool, DisruptionReason::Underutilized) > 0)
+        .zip(settling)
+        .filter(|(c, settling)| {
+            !settling && budgets.allowed(&c.nodepool, DisruptionReason::Underutilized) > 0
+        })
+        .map(|(c, _)| c)
         .collect();
     let mut report = MethodReport {
         method: Method::Consolidation,
@@ -1263,6 +1279,11 @@ pub(crate) fn consolidation_in(
     if cands.is_empty() {
         report.note = Some(if n_eligible == 0 {
             "no underutilized candidates".into()
+        } else if n_settling == n_eligible {
+            format!(
+                "every candidate runs a pod recreated for an eviction less than {} s ago",
+                options.settle_seconds
+            )
         } else {
             "budgets allow no Underutilized disruption".into()
         });

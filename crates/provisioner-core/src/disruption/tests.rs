@@ -1872,3 +1872,41 @@ proptest! {
         prop_assert!(guard.allows(&taken, &given), "seed {seed}: {guard:?} taken {taken:?} given {given:?}");
     }
 }
+
+#[test]
+fn a_node_still_settling_after_an_eviction_is_not_consolidated() {
+    // `d` on `n2` is its workload's new pod for one evicted `ago` seconds before now (its work
+    // goes on since the epoch, so it is not young to the payback rule).
+    let settling = |ago: i64| {
+        let mut s = two_large_nodes();
+        let i = s.pods.iter().position(|p| p.name == "d").expect("d");
+        let mut d = (*s.pods[i]).clone();
+        d.created_at = s.now - ago + 1;
+        s.recent_evictions = vec![Eviction::of(&d, s.now - ago, Some(0))];
+        s.pods[i] = std::sync::Arc::new(d);
+        s
+    };
+    let off = DisruptionOptions {
+        settle_seconds: 0,
+        ..lindy()
+    };
+    assert_eq!(
+        consolidates(&settling(60), &off),
+        Some(vec!["n2".to_string()])
+    );
+    let on = lindy();
+    assert_eq!(on.settle_seconds, 300);
+    let d = disrupt(&settling(60), &on);
+    assert!(
+        d.command
+            .as_ref()
+            .is_none_or(|c| !c.candidate_names().contains(&"n2")),
+        "{:?}",
+        d.command.map(|c| c.rationale.summary)
+    );
+    // Settled: the same node goes.
+    assert_eq!(
+        consolidates(&settling(301), &on),
+        Some(vec!["n2".to_string()])
+    );
+}

@@ -276,7 +276,8 @@ proptest::proptest! {
 #[test]
 fn nodes_still_settling_after_an_eviction_are_not_staged() {
     // `x1`'s pod is its workload's new pod for one evicted 31 s before it was created (its
-    // work goes on since the epoch): `x1` is still settling, and staging waits.
+    // work goes on since the epoch): `x1` is still settling, and staging waits for as long as
+    // the eviction is remembered, even once `settle_seconds` lets `x1` be a candidate again.
     let settling = |budget: &str| {
         let mut s = started_ago(three_half_full(budget), "x1", 30);
         let recreated = s
@@ -287,16 +288,23 @@ fn nodes_still_settling_after_an_eviction_are_not_staged() {
         s.recent_evictions = vec![crate::model::Eviction::of(recreated, s.now - 31, Some(0))];
         s
     };
-    assert!(
-        disrupt(&settling("1"), &with_followers(4))
-            .command
-            .is_none()
-    );
+    let settled = DisruptionOptions {
+        settle_seconds: 30,
+        ..with_followers(4)
+    };
+    assert!(disrupt(&settling("1"), &settled).command.is_none());
     // The merge itself holds: a budget that allows it at once takes it.
-    let cmd = disrupt(&settling("3"), &with_followers(4))
+    let cmd = disrupt(&settling("3"), &settled)
         .command
         .expect("the merge at once");
     assert_eq!(names(&cmd), vec!["x1", "x2", "x3"]);
+    // Within the default `settle_seconds`, `x1` is no candidate at all: the other two cannot
+    // merge, and nothing is done.
+    assert!(
+        disrupt(&settling("3"), &with_followers(4))
+            .command
+            .is_none()
+    );
 }
 
 #[test]

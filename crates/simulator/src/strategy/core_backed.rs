@@ -113,6 +113,8 @@ impl CoreStrategy {
                 move_onto_empty_nodes: true,
                 // Karpenter counts a merge against the budget whole.
                 staged_merge_followers: 0,
+                // Karpenter re-plans freshly moved pods like any others.
+                settle_seconds: 0,
                 ..disruption
             },
             _ => DisruptionOptions {
@@ -140,6 +142,7 @@ impl CoreStrategy {
                     Kind::CostAwareNoMerge | Kind::CostAwareRound1 => 0,
                     _ => cd.staged_merge_followers,
                 },
+                settle_seconds: cd.settle_seconds,
                 ..disruption
             },
         };
