@@ -1909,4 +1909,26 @@ fn a_node_still_settling_after_an_eviction_is_not_consolidated() {
         consolidates(&settling(301), &on),
         Some(vec!["n2".to_string()])
     );
+    // When every candidate is settling, the decision says so.
+    let mut all = two_large_nodes();
+    let now = all.now;
+    all.recent_evictions = all
+        .pods
+        .iter()
+        .map(|p| Eviction::of(p, now - 60, Some(0)))
+        .collect();
+    all.pods = Snapshot::shared_pods(all.pods.iter().map(|p| {
+        let mut p = (**p).clone();
+        p.created_at = now - 59;
+        p
+    }));
+    let d = disrupt(&all, &on);
+    assert!(d.command.is_none());
+    let note = d
+        .methods
+        .iter()
+        .find(|m| m.method == Method::Consolidation)
+        .and_then(|m| m.note.clone())
+        .unwrap_or_default();
+    assert!(note.contains("recreated for an eviction"), "{note}");
 }
