@@ -17,8 +17,14 @@
 //! R(a) = (integral of S from a to a + cap) / S(a)
 //! ```
 //!
-//! more, capped like the Lindy horizon. Beyond the longest lifetime observed, `S` is taken as
-//! flat (the evidence says nothing about the tail), so such a pod gets the cap.
+//! more, capped like the Lindy horizon. Beyond the oldest observation `E` (the longest
+//! lifetime, ended or still running) the evidence says nothing, and the estimate falls back
+//! to what it assumes without evidence: Lindy, a pod that reached `E` runs about `E` more.
+//! So `R(a) = (integral of S from a to min(a + cap, E) + S(E) x E) / S(a)` below `E`, and `a`
+//! beyond it. Taking `S` as flat past `E` gave every survivor the cap: where half the pods
+//! end at one hour and the rest have run just past it, a 4 h horizon for each survivor, and
+//! consolidation evicted survivors for savings that had an hour to pay (docs/simulator.md,
+//! round 39).
 //!
 //! Before that, a pod's own age is a poor guide when the cluster is young: every pod of a
 //! workload that started half an hour ago is minutes old, Lindy gives each a few minutes, and
@@ -100,6 +106,8 @@ struct Survival {
     time: Vec<f64>,
     level: Vec<f64>,
     area: Vec<f64>,
+    /// The oldest observation, ended or not: where the evidence ends.
+    edge: f64,
 }
 
 impl Survival {
@@ -107,6 +115,7 @@ impl Survival {
     fn estimate(mut observations: Vec<(i64, bool)>) -> Option<Survival> {
         // At equal times endings come first: a pod seen alive at `t` was at risk at `t`.
         observations.sort_unstable_by_key(|&(t, ended)| (t.max(0), !ended));
+        let edge = observations.last().map_or(0.0, |o| o.0.max(0) as f64);
         let mut at_risk = observations.len() as f64;
         let (mut time, mut level, mut area) = (Vec::new(), Vec::new(), Vec::new());
         let (mut s, mut last_t, mut acc) = (1.0f64, 0.0f64, 0.0f64);
@@ -130,7 +139,29 @@ impl Survival {
             }
             at_risk -= seen as f64;
         }
-        (!time.is_empty()).then_some(Survival { time, level, area })
+        (!time.is_empty()).then_some(Survival {
+            time,
+            level,
+            area,
+            edge,
+        })
+    }
+
+    /// Expected remaining seconds at `age`, counting at most `cap` seconds of the curve:
+    /// Lindy at and beyond the edge of the evidence (module doc).
+    fn remaining(&self, age: f64, cap: f64) -> f64 {
+        let alive = self.at(age);
+        if age >= self.edge || alive <= 1e-12 {
+            return age;
+        }
+        let end = (age + cap).min(self.edge);
+        let within = self.integral(end) - self.integral(age);
+        let beyond = if age + cap > self.edge {
+            self.at(self.edge) * self.edge
+        } else {
+            0.0
+        };
+        (within + beyond) / alive
     }
 
     /// `S(t)`.
@@ -277,14 +308,7 @@ impl RemainingLife {
         let age = (self.now - start).max(0) as f64;
         let survival = self.by_kind.get(&pod.owner_kind).or(self.survival.as_ref());
         let secs = match survival {
-            Some(s) => {
-                let alive = s.at(age);
-                if alive > 1e-12 {
-                    (s.integral(age + self.cap_secs) - s.integral(age)) / alive
-                } else {
-                    age
-                }
-            }
+            Some(s) => s.remaining(age, self.cap_secs),
             None => match self.seen.get(&pod.owner_kind) {
                 Some(seen) => seen.remaining(age),
                 None => age,
@@ -471,10 +495,16 @@ mod tests {
     }
 
     #[test]
-    fn running_pods_older_than_every_ending_get_the_cap() {
-        let s = snapshot(100_000, vec![600; 40], &[7200]);
+    fn beyond_the_evidence_a_pod_runs_about_its_age_again() {
+        // 40 pods ended at 10 min; the oldest running pod is 2 h old, the edge of the evidence.
+        let s = snapshot(100_000, vec![600; 40], &[7200, 3600]);
         let life = RemainingLife::from_snapshot(&s, 4.0, 30, false);
-        assert_eq!(life.hours(&at(100_000 - 7200)), 4.0);
+        // At the edge: Lindy, two hours more (not the 4 h cap a flat tail gave).
+        assert!((life.hours(&at(100_000 - 7200)) - 2.0).abs() < 1e-9);
+        // Below it: the hour to the edge, where nothing ended, then Lindy from the edge.
+        assert!((life.hours(&at(100_000 - 3600)) - 3.0).abs() < 1e-9);
+        // Beyond it: its own age, within the cap.
+        assert!((life.hours(&at(100_000 - 5 * 3600)) - 4.0).abs() < 1e-9);
     }
 
     #[test]
