@@ -169,7 +169,7 @@ pub struct Search<'s, 'a> {
     pub options: &'s DisruptionOptions,
     /// The headroom rule's room and what each candidate takes of it (`None`: rule off).
     pub room: Option<(Guard, Vec<Room>)>,
-    /// The payback rule's floor on a pod's price: the cluster's average price per pod.
+    /// The payback rule's floor on a pod's price: the average pod's share of its node's price.
     pub pod_price_floor: f64,
     /// The payback rule's horizon: how long each pod is expected to keep running.
     pub life: super::lifetime::RemainingLife,
@@ -1300,7 +1300,7 @@ pub(crate) fn consolidation_in(
         options,
         room,
         pod_price_floor: if options.payback.is_some() {
-            super::payback::average_pod_price(sim.snapshot)
+            super::payback::average_pod_price(sim.snapshot, &sim.base.base.requests)
         } else {
             0.0
         },

@@ -21,7 +21,7 @@
 //!   or fixed lifetimes), assuming Lindy kept fragmented nodes of young pods for hours.
 //! - **a pod's price**: the larger of its share of its node's price (the largest of its CPU,
 //!   memory and GPU fractions of the node's allocatable, times the node's price per hour) and
-//!   the cluster's average price per running pod ([`average_pod_price`]), weighted by
+//!   the average running pod's share by the same measure ([`average_pod_price`]), weighted by
 //!   Karpenter's per-pod eviction cost (priority and `pod-deletion-cost`). The floor matters:
 //!   a restart hurts a small pod about as much as a large one (connections drain, caches
 //!   warm, work is lost), and priced by its share alone, ten small pods were cheaper to move
@@ -217,8 +217,8 @@ pub fn request_fraction(req: &Resources, allocatable: &Resources) -> f64 {
 }
 
 /// What evicting `pod` (requesting `requests`) from `node` (priced `node_price` per hour) at
-/// `now` costs, its price per hour being at least `floor` (the cluster's average price per
-/// pod): `eviction_pod_hours` of that price, weighted by its eviction cost, and for a Job's
+/// `now` costs, its price per hour being at least `floor` (the average pod's share,
+/// [`average_pod_price`]): `eviction_pod_hours` of that price, weighted by its eviction cost, and for a Job's
 /// pod the hours it has run as well ([`lost_work_hours`]).
 ///
 /// `wait_scale` ([`Payback::wait_scale`]) scales the restart's price, not a Job's lost work:
@@ -255,21 +255,35 @@ pub fn lost_work_hours(pod: &Pod, now: i64) -> f64 {
     }
 }
 
-/// The cluster's price per hour over its running pods that could be moved (daemonset and
-/// static pods excluded): what an average pod costs to run. 0 without such pods.
-pub fn average_pod_price(snapshot: &crate::model::Snapshot) -> f64 {
-    let price: f64 = snapshot
+/// The floor on a pod's price: the mean over the running pods that could be moved (daemonset
+/// and static pods excluded) of their share of their node's price, the measure
+/// [`pod_eviction_value`] prices a pod by. 0 without such pods. `requests` are the snapshot
+/// pods' requests, same indices.
+///
+/// The cluster's price divided by its pods was the floor before: it charges each pod for the
+/// idle capacity and counts the pods of complementary packings (a CPU-heavy and a
+/// memory-heavy pod filling one node) as half a node each, so the floor an average pod got
+/// was unlike what that pod was priced at itself. Measured over the simulator's workloads
+/// (`docs/simulator.md`, round 40).
+pub fn average_pod_price(snapshot: &crate::model::Snapshot, requests: &[Resources]) -> f64 {
+    let nodes: std::collections::HashMap<&str, &Node> = snapshot
         .nodes
         .iter()
         .filter(|n| !n.in_flight)
-        .map(|n| n.price.max(0.0))
-        .sum();
-    let pods = snapshot
-        .pods
-        .iter()
-        .filter(|p| p.node_name.is_some() && super::candidates::is_reschedulable(p))
-        .count();
-    if pods == 0 { 0.0 } else { price / pods as f64 }
+        .map(|n| (n.name.as_str(), n))
+        .collect();
+    let (mut sum, mut pods) = (0.0, 0usize);
+    for (pod, req) in snapshot.pods.iter().zip(requests) {
+        if !super::candidates::is_reschedulable(pod) {
+            continue;
+        }
+        let Some(node) = pod.node_name.as_deref().and_then(|n| nodes.get(n)) else {
+            continue;
+        };
+        sum += node.price.max(0.0) * request_fraction(req, &node.allocatable);
+        pods += 1;
+    }
+    if pods == 0 { 0.0 } else { sum / pods as f64 }
 }
 
 /// How long a command's saving is counted: the median of the moved pods' expected remaining
@@ -477,6 +491,41 @@ mod tests {
         assert_eq!(at(&[3600, 7200]), 1.5);
         // A clock behind a pod's creation is not a negative horizon.
         assert_eq!(at(&[-50]), 0.0);
+    }
+
+    /// The floor is the average pod's share of its node, the measure each pod is priced by:
+    /// an idle node and the complementary packing of a CPU-heavy and a memory-heavy pod do
+    /// not move it the way the cluster's price per pod did (2.0/h over 2 pods, 1.0/h).
+    #[test]
+    fn the_floor_is_the_average_pods_share() {
+        let mut full = node(4000, 16 << 30);
+        full.name = "full".into();
+        full.price = 1.0;
+        let mut idle = node(4000, 16 << 30);
+        idle.name = "idle".into();
+        idle.price = 1.0;
+        let on_full = |cpu: i64, mem: i64| Pod {
+            node_name: Some("full".into()),
+            ..pod(cpu, mem, 0)
+        };
+        // 75% of the CPU and 10% of the memory; 10% of the CPU and 75% of the memory.
+        let cpu_heavy = on_full(3000, (16 << 30) / 10);
+        let mem_heavy = on_full(400, (16 << 30) * 3 / 4);
+        let mut unbound = pod(4000, 1 << 30, 0);
+        unbound.node_name = None;
+        let snapshot = crate::model::Snapshot {
+            nodes: vec![full, idle],
+            pods: crate::model::Snapshot::shared_pods(vec![cpu_heavy, mem_heavy, unbound]),
+            ..crate::model::Snapshot::default()
+        };
+        let requests: Vec<Resources> = snapshot.pods.iter().map(|p| pod_requests(p)).collect();
+        assert!((average_pod_price(&snapshot, &requests) - 0.75).abs() < 1e-12);
+        // Nothing running: no floor.
+        let empty = crate::model::Snapshot {
+            pods: Vec::new(),
+            ..snapshot.clone()
+        };
+        assert_eq!(average_pod_price(&empty, &[]), 0.0);
     }
 
     #[test]

@@ -7,8 +7,8 @@ use super::tests::{consolidates, pricey_evictions, two_large_nodes};
 use crate::model::Snapshot;
 
 /// `n2` (0.4/h) runs one pod that fits on `n1`: deleting `n2` saves 0.4/h for the 4 h cap,
-/// 1.6 in all. The pod's price is the cluster's average per pod (0.8/h over 4 pods, 0.2/h),
-/// so at 10 h per eviction the move costs 2.0 and does not pay; at half that it does.
+/// 1.6 in all. The pod's price is the average pod's share (0.08125/h), so at 24 h per
+/// eviction the move costs 1.95 and does not pay; at half that it does.
 fn cluster(consolidate_after_secs: i64) -> Snapshot {
     let mut s = two_large_nodes();
     s.nodepools[0].disruption.consolidate_after_secs = Some(consolidate_after_secs);
