@@ -18,6 +18,11 @@ pub struct Options {
     /// Plan provisioning rounds that launch several nodes with the optimiser (the core's
     /// `optimize::large_rounds`; cost-aware strategy only). Off: the heuristic alone.
     pub optimize_large_rounds: bool,
+    /// Give the pods the kube-scheduler's queue would leave without room when a round's
+    /// nodes come up in no fixed order nodes of their own in the same round (the core's
+    /// `queue_shuffle`): the kube-scheduler does not follow the plan. Off: one plan, and the
+    /// pods it loses wait for the next round.
+    pub plan_for_scheduler_queue: bool,
     /// A provisioning batch closes after this long without a new pending pod...
     pub batch_idle: Duration,
     /// ...or this long after its first.
@@ -118,6 +123,7 @@ impl Default for Options {
             strategy: Strategy::CostAware,
             optimize: false,
             optimize_large_rounds: true,
+            plan_for_scheduler_queue: true,
             batch_idle: Duration::from_secs(1),
             batch_max: Duration::from_secs(10),
             registration_timeout: Duration::from_secs(15 * 60),

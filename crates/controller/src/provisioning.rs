@@ -212,6 +212,9 @@ fn scheduling_options(opts: &crate::options::Options) -> SchedulingOptions {
             .optimize_large_rounds
             .then(provisioner_core::optimize::LargeRounds::default),
         anticipation: opts.anticipation.clone(),
+        queue_shuffle: opts
+            .plan_for_scheduler_queue
+            .then(provisioner_core::queue_shuffle::QueueShuffle::default),
         ..Default::default()
     }
 }

@@ -38,6 +38,7 @@ mod interner;
 pub mod model;
 pub mod optimize;
 pub mod packing;
+pub mod queue_shuffle;
 pub mod replacements;
 pub mod replay;
 pub mod requirements;

@@ -54,6 +54,12 @@ pub struct SchedulingOptions {
     /// ([`crate::optimize::large_rounds`]) in [`schedule`], never in consolidation's
     /// simulations; cost-aware strategy only. `None`: the heuristic alone.
     pub large_rounds: Option<crate::optimize::LargeRounds>,
+    /// Give the pods the kube-scheduler's queue would leave without room, when the round's
+    /// nodes come up in no fixed order, nodes of their own in the same round
+    /// ([`crate::queue_shuffle`]), in [`schedule`] (provisioning) only; not with the
+    /// Karpenter baseline planner. `None`: the scheduler is taken to follow the plan.
+    #[serde(default)]
+    pub queue_shuffle: Option<crate::queue_shuffle::QueueShuffle>,
 }
 
 impl Default for SchedulingOptions {
@@ -64,6 +70,7 @@ impl Default for SchedulingOptions {
             verify_plan: true,
             anticipation: Some(crate::anticipate::Anticipation::default()),
             large_rounds: Some(crate::optimize::LargeRounds::default()),
+            queue_shuffle: None,
         }
     }
 }
@@ -91,6 +98,11 @@ pub fn schedule_shared(snapshot: &Arc<Snapshot>, options: &SchedulingOptions) ->
         _ => schedule_on(&mut state, &pending, options),
     };
     anticipate(snapshot, &mut result, options);
+    if options.strategy != Strategy::KarpenterBaseline
+        && let Some(knobs) = &options.queue_shuffle
+    {
+        crate::queue_shuffle::pad(snapshot, &mut state, &mut result, options, knobs);
+    }
     result
 }
 

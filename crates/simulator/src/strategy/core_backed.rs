@@ -97,6 +97,11 @@ impl CoreStrategy {
                     .as_ref()
                     .map(|a| a.to_core()),
             },
+            // Where the simulated kube-scheduler does not follow the plan, plan for its queue
+            // as the controller does on a real cluster.
+            queue_shuffle: (settings.pending_pod_placement
+                == crate::scenario::PendingPodPlacement::Scheduler)
+                .then(core::queue_shuffle::QueueShuffle::default),
             ..SchedulingOptions::default()
         };
         let disruption = DisruptionOptions {
@@ -229,6 +234,9 @@ impl Autoscaler for CoreStrategy {
                     .collect();
                 let mut r = core::schedule_with(&mut state, &pending, &self.sched, opt);
                 core::scheduler::anticipate(snap, &mut r, &self.sched);
+                if let Some(knobs) = &self.sched.queue_shuffle {
+                    core::queue_shuffle::pad(snap, &mut state, &mut r, &self.sched, knobs);
+                }
                 r
             }
             None => core::schedule(snap, &self.sched),
