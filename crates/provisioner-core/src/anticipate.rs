@@ -287,16 +287,7 @@ fn free_places<'a>(snapshot: &'a Snapshot, result: &SchedulingResult) -> Vec<Pla
             labels: Some(&n.labels),
         });
     }
-    let placed: HashMap<(&str, &str), &str> = result
-        .existing_placements
-        .iter()
-        .map(|pl| {
-            (
-                (pl.pod.namespace.as_str(), pl.pod.name.as_str()),
-                pl.node.as_str(),
-            )
-        })
-        .collect();
+    let placed = result.existing_nodes_by_pod();
     for p in snapshot.pods.iter() {
         let node = match &p.node_name {
             Some(n) => Some(n.as_str()),

@@ -89,16 +89,7 @@ pub fn pad(
             .then(a.created_at.cmp(&b.created_at))
             .then_with(|| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)))
     });
-    let placed_existing: HashMap<(&str, &str), &str> = result
-        .existing_placements
-        .iter()
-        .map(|p| {
-            (
-                (p.pod.namespace.as_str(), p.pod.name.as_str()),
-                p.node.as_str(),
-            )
-        })
-        .collect();
+    let placed_existing = result.existing_nodes_by_pod();
     let mut worst: Vec<&Pod> = Vec::new();
     for round in 0..knobs.orders {
         let left = left_over(

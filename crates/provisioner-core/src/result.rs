@@ -119,6 +119,20 @@ pub struct SchedulingResult {
 }
 
 impl SchedulingResult {
+    /// The node each pod placed on an existing or in-flight node went to, by namespace and
+    /// name.
+    pub fn existing_nodes_by_pod(&self) -> std::collections::HashMap<(&str, &str), &str> {
+        self.existing_placements
+            .iter()
+            .map(|pl| {
+                (
+                    (pl.pod.namespace.as_str(), pl.pod.name.as_str()),
+                    pl.node.as_str(),
+                )
+            })
+            .collect()
+    }
+
     /// Number of pods placed anywhere.
     pub fn placed_pods(&self) -> usize {
         self.existing_placements.len()
