@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{Node, Pod, Snapshot, labels};
 use crate::result::{NewNodeClaim, SchedulingResult};
-use crate::scheduler::{SchedulingOptions, schedule_on};
+use crate::scheduler::{SchedulingOptions, schedule_capped, schedule_on};
 use crate::state::ClusterState;
 
 /// Knobs of the queue check ([`SchedulingOptions::queue_shuffle`]).
@@ -197,11 +197,13 @@ fn left_over<'p>(
         }
     }
     let mut state = ClusterState::from_shared(Arc::new(up));
+    let planner = options.strategy.planner();
+    // A price cap of 0: a pod that fits no node up costs no NodeClaim built for it.
     queue
         .iter()
         .copied()
         .filter(|pod| {
-            schedule_on(&mut state, &[*pod], options)
+            schedule_capped(&mut state, &[*pod], options, planner, Some(0.0))
                 .existing_placements
                 .is_empty()
         })
