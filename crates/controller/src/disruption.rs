@@ -106,6 +106,10 @@ fn disruption_options(opts: &crate::options::Options) -> DisruptionOptions {
                     .consolidation_turnover_lookback
                     .and_then(|d| i64::try_from(d.as_secs()).ok())
                     .filter(|s| *s > 0),
+                shrink_lookback_seconds: opts
+                    .consolidation_shrink_lookback
+                    .and_then(|d| i64::try_from(d.as_secs()).ok())
+                    .filter(|s| *s > 0),
                 ..p
             }),
         headroom: defaults
@@ -527,6 +531,7 @@ mod tests {
         assert!(payback.window_prior);
         assert_eq!(payback.wait_halving_seconds, Some(300.0));
         assert_eq!(payback.turnover_lookback_seconds, Some(86_400));
+        assert_eq!(payback.shrink_lookback_seconds, None);
         assert!(!default.move_onto_empty_nodes);
         assert_eq!(default.staged_merge_followers, 4);
         assert_eq!(default.settle_seconds, 300);
@@ -542,11 +547,13 @@ mod tests {
             consolidation_window_prior: false,
             consolidation_wait_halving: None,
             consolidation_turnover_lookback: None,
+            consolidation_shrink_lookback: Some(std::time::Duration::from_secs(3600)),
             ..Options::default()
         });
         let payback = tuned.payback.expect("payback on");
         assert_eq!(payback.wait_halving_seconds, None);
         assert_eq!(payback.turnover_lookback_seconds, None);
+        assert_eq!(payback.shrink_lookback_seconds, Some(3600));
         assert!((payback.eviction_pod_hours - 1.5).abs() < 1e-12);
         assert_eq!(payback.flexibility_premium, Some(0.25));
         assert_eq!(payback.underused_below, None);

@@ -78,6 +78,11 @@ pub struct Options {
     /// watched pods this long, a cluster that renews its pods slowly counts a repack's saving
     /// for as long as that (up to a week) instead of the 4 h cap. `None`: the cap as set.
     pub consolidation_turnover_lookback: Option<std::time::Duration>,
+    /// The core's `Payback::shrink_lookback_seconds` as a duration: where the pods that ended
+    /// over this lookback outnumber those that arrived, a repack's saving is counted towards
+    /// its pods' longest remaining life instead of their median. `None` (the default): the
+    /// median.
+    pub consolidation_shrink_lookback: Option<std::time::Duration>,
     /// The core's `Payback::window_prior`: before enough pods have ended (a restart forgets
     /// them), estimate a pod's remaining life from how long its owner kind's pods have run
     /// (true, the default) or from its own age alone (false: Lindy, which keeps recently
@@ -160,6 +165,7 @@ impl Default for Options {
                     .turnover_lookback_seconds
                     .and_then(|s| u64::try_from(s).ok())
                     .map(Duration::from_secs),
+            consolidation_shrink_lookback: None,
             consolidation_max_simulations: None,
             gc_interval: Duration::from_secs(120),
             disruption: true,

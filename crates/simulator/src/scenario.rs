@@ -315,6 +315,10 @@ pub struct PaybackSettings {
     pub turnover_lookback_seconds: Option<i64>,
     /// The most the turnover raises the cap to.
     pub turnover_cap_hours: f64,
+    /// Count a command's saving from its pods' median remaining life towards their longest
+    /// by the share of departures over this lookback that arrivals did not make up for (a
+    /// workload winding down). `null`: the median whatever the trend.
+    pub shrink_lookback_seconds: Option<i64>,
 }
 
 impl Default for PaybackSettings {
@@ -338,6 +342,7 @@ impl From<&provisioner_core::disruption::payback::Payback> for PaybackSettings {
             wait_halving_seconds: d.wait_halving_seconds,
             turnover_lookback_seconds: d.turnover_lookback_seconds,
             turnover_cap_hours: d.turnover_cap_hours,
+            shrink_lookback_seconds: d.shrink_lookback_seconds,
         }
     }
 }
@@ -357,6 +362,7 @@ impl PaybackSettings {
             wait_halving_seconds: self.wait_halving_seconds,
             turnover_lookback_seconds: self.turnover_lookback_seconds,
             turnover_cap_hours: self.turnover_cap_hours,
+            shrink_lookback_seconds: self.shrink_lookback_seconds,
         }
     }
 }

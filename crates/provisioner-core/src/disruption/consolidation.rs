@@ -1018,6 +1018,7 @@ impl<'s, 'a> Search<'s, 'a> {
                 Some(p) => Valuation::Payback {
                     horizon_cap_hours: self.life.cap_hours(),
                     replacement_ready_seconds: p.replacement_ready_seconds,
+                    shrink: self.life.shrink(),
                 },
                 None => Valuation::Weighted {
                     weight: self.options.disruption_cost_weight,
@@ -1458,7 +1459,8 @@ fn remaining_life(
             k.cap_hours(snapshot),
             k.min_ended_lifetimes,
             k.window_prior,
-        ),
+        )
+        .with_shrink(k.shrink(snapshot)),
         None => super::lifetime::RemainingLife::lindy(snapshot.now, 0.0),
     }
 }

@@ -70,6 +70,10 @@ pub struct RemainingLife {
     /// Keyed by namespace, then name, so a lookup borrows the pod's strings: `hours` runs for
     /// every moved pod of every command evaluated.
     continued: HashMap<String, HashMap<String, i64>>,
+    /// How much of the cluster's recent departures arrivals did not make up for, 0 to 1
+    /// ([`super::turnover::shrink_fraction`]): how far a command's horizon reaches from the
+    /// moved pods' median remaining life towards their longest ([`horizon_hours`]).
+    shrink: f64,
 }
 
 /// A kind's evidence before its lifetimes are learnt: its oldest running pod's age and the
@@ -211,6 +215,7 @@ impl RemainingLife {
             by_kind: BTreeMap::new(),
             seen: BTreeMap::new(),
             continued,
+            shrink: 0.0,
         };
         let learn = !ended.is_empty() && ended.len() >= min_ended;
         if !learn && !window_prior {
@@ -278,7 +283,24 @@ impl RemainingLife {
             by_kind: BTreeMap::new(),
             seen: BTreeMap::new(),
             continued: HashMap::new(),
+            shrink: 0.0,
         }
+    }
+
+    /// The same estimate in a cluster that is shrinking by `shrink` (0 to 1, clamped): see
+    /// [`horizon_hours`].
+    pub fn with_shrink(mut self, shrink: f64) -> Self {
+        self.shrink = if shrink.is_finite() {
+            shrink.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        self
+    }
+
+    /// How much the cluster is shrinking, 0 to 1 ([`Self::with_shrink`]).
+    pub fn shrink(&self) -> f64 {
+        self.shrink
     }
 
     /// The decision's time, which the ages are counted to.
@@ -331,6 +353,20 @@ pub fn median_hours(remaining: &mut [f64], default: f64) -> f64 {
     } else {
         (remaining[mid - 1] + remaining[mid]) / 2.0
     }
+}
+
+/// How long a command's saving is counted, from the moved pods' remaining hours: their median
+/// in a cluster that holds its size, reaching towards the longest as the cluster shrinks
+/// (`median + shrink x (longest - median)`). A candidate left alone costs until its last pod
+/// leaves, unless arrivals fill the room its departures free: where arrivals keep up, the
+/// room a repack frees is soon taken by pods that would otherwise have needed it, and the
+/// median is how long the saving lasts; where departures outrun arrivals (a workload winding
+/// down), nothing takes that room and the node would have run until its longest-lived pod
+/// ended. `default` when there are no pods.
+pub fn horizon_hours(remaining: &mut [f64], default: f64, shrink: f64) -> f64 {
+    let median = median_hours(remaining, default);
+    let longest = remaining.iter().copied().fold(median, f64::max);
+    median + shrink.clamp(0.0, 1.0) * (longest - median)
 }
 
 #[cfg(test)]
@@ -569,6 +605,16 @@ mod tests {
         assert_eq!(median_hours(&mut [], 4.0), 4.0);
         assert_eq!(median_hours(&mut [3.0, 1.0, 2.0], 4.0), 2.0);
         assert_eq!(median_hours(&mut [1.0, 2.0], 4.0), 1.5);
+    }
+
+    #[test]
+    fn a_shrinking_cluster_counts_a_saving_towards_the_longest_life() {
+        assert_eq!(horizon_hours(&mut [3.0, 1.0, 2.0], 4.0, 0.0), 2.0);
+        assert_eq!(horizon_hours(&mut [3.0, 1.0, 2.0], 4.0, 1.0), 3.0);
+        assert_eq!(horizon_hours(&mut [3.0, 1.0, 2.0], 4.0, 0.5), 2.5);
+        assert_eq!(horizon_hours(&mut [], 4.0, 1.0), 4.0);
+        // Out of range is clamped, never beyond the longest life.
+        assert_eq!(horizon_hours(&mut [1.0, 5.0], 4.0, 7.0), 5.0);
     }
 
     proptest! {

@@ -50,6 +50,8 @@ pub enum Valuation {
     Payback {
         horizon_cap_hours: f64,
         replacement_ready_seconds: i64,
+        /// How much the cluster is shrinking ([`super::lifetime::horizon_hours`]).
+        shrink: f64,
     },
     /// `saving - weight x disruption cost`.
     Weighted { weight: f64 },
@@ -116,8 +118,10 @@ pub fn estimate(
         Valuation::Payback {
             horizon_cap_hours,
             replacement_ready_seconds,
+            shrink,
         } => {
-            let horizon = super::lifetime::median_hours(&mut remaining, *horizon_cap_hours);
+            let horizon =
+                super::lifetime::horizon_hours(&mut remaining, *horizon_cap_hours, *shrink);
             saving * horizon
                 - eviction
                 - replacement * (*replacement_ready_seconds).max(0) as f64 / 3600.0
@@ -246,6 +250,7 @@ mod tests {
             valuation: Valuation::Payback {
                 horizon_cap_hours: 4.0,
                 replacement_ready_seconds: 90,
+                shrink: 0.0,
             },
             pool: 64,
             seeds: 16,

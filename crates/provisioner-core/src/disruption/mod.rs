@@ -357,6 +357,8 @@ mod tests_session;
 #[cfg(test)]
 mod tests_sharing;
 #[cfg(test)]
+mod tests_shrink;
+#[cfg(test)]
 mod tests_staged;
 #[cfg(test)]
 mod tests_turnover;

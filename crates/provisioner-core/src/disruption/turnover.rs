@@ -20,6 +20,10 @@
 //! A pod recreated after an eviction counts as its workload's pod (`continues_since`), not as
 //! an arrival, while the producer still matches it to its eviction (the controller for 30
 //! minutes); after that it counts as one. That errs towards a busier cluster, a shorter cap.
+//!
+//! The same counts say whether the cluster is shrinking ([`shrink_fraction`]): the share of
+//! the recent departures that arrivals did not make up for, which stretches a command's
+//! horizon towards its pods' longest life ([`super::lifetime::horizon_hours`]).
 
 use crate::model::Snapshot;
 use crate::replacements::continued_since;
@@ -28,34 +32,67 @@ use crate::replacements::continued_since;
 /// snapshot does not cover a whole lookback (`observed_since` unknown or too recent) or the
 /// lookback is not positive.
 pub fn turnover_hours(snapshot: &Snapshot, lookback_secs: i64) -> Option<f64> {
-    if lookback_secs <= 0 {
+    let flow = flow(snapshot, snapshot.now - lookback_secs, snapshot.now)?;
+    Some(flow.present as f64 * lookback_secs as f64 / 3600.0 / (flow.arrivals as f64 + 1.0))
+}
+
+/// The share of the pods that ended on their own over the last `lookback_secs` that arrivals
+/// did not make up for: `max(0, departures - arrivals) / (departures + 1)`, 0 in a cluster
+/// that holds its size or grows, towards 1 in one that only loses pods (the `+ 1` makes a
+/// couple of endings in a quiet window count for little). Evictions are not endings and
+/// their replacements are not arrivals ([`super::lifetime`], module doc above), so the
+/// autoscaler's own repacks do not read as a trend. `None` as for [`turnover_hours`].
+pub fn shrink_fraction(snapshot: &Snapshot, lookback_secs: i64) -> Option<f64> {
+    let flow = flow(snapshot, snapshot.now - lookback_secs, snapshot.now)?;
+    let lost = flow.departures.saturating_sub(flow.arrivals);
+    Some(lost as f64 / (flow.departures as f64 + 1.0))
+}
+
+/// Pods that came and went over one lookback.
+struct Flow {
+    /// Pods running or pending now (not daemons).
+    present: usize,
+    /// Pods that started within the window, present or ended since.
+    arrivals: usize,
+    /// Pods that ended on their own within the window.
+    departures: usize,
+}
+
+/// Arrivals and departures within `(from, to]`, and the pods present now; `None` when
+/// `(from, to]` is empty or was not watched whole.
+fn flow(snapshot: &Snapshot, from: i64, to: i64) -> Option<Flow> {
+    if to <= from {
         return None;
     }
-    let window_start = snapshot.now - lookback_secs;
-    if snapshot.observed_since? > window_start {
+    if snapshot.observed_since? > from {
         return None;
     }
+    let within = |t: i64| t > from && t <= to;
     let starts = continued_since(snapshot);
-    let mut present = 0usize;
-    let mut arrivals = 0usize;
+    let mut flow = Flow {
+        present: 0,
+        arrivals: 0,
+        departures: 0,
+    };
     for (pod, continued) in snapshot.pods.iter().zip(&starts) {
         if super::candidates::is_daemon(pod) {
             continue;
         }
-        present += 1;
-        if continued.unwrap_or(pod.created_at) > window_start {
-            arrivals += 1;
+        flow.present += 1;
+        if within(continued.unwrap_or(pod.created_at)) {
+            flow.arrivals += 1;
         }
     }
-    arrivals += snapshot
-        .ended_pods
-        .iter()
-        .filter(|e| {
-            e.ended_at
-                .is_some_and(|at| at - e.lifetime_seconds > window_start)
-        })
-        .count();
-    Some(present as f64 * lookback_secs as f64 / 3600.0 / (arrivals as f64 + 1.0))
+    for ended in &snapshot.ended_pods {
+        let Some(at) = ended.ended_at else { continue };
+        if within(at) {
+            flow.departures += 1;
+        }
+        if within(at - ended.lifetime_seconds) {
+            flow.arrivals += 1;
+        }
+    }
+    Some(flow)
 }
 
 #[cfg(test)]
@@ -120,6 +157,46 @@ mod tests {
         assert!((hours - 40.0 * 24.0 / 2.0).abs() < 1e-9, "{hours}");
     }
 
+    /// `n` pods that ended at `now - ago` after `life` seconds each.
+    fn ended(n: usize, life: i64, ago: i64, now: i64) -> Vec<EndedPod> {
+        (0..n)
+            .map(|_| EndedPod {
+                lifetime_seconds: life,
+                owner_kind: None,
+                ended_at: Some(now - ago),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_cluster_that_loses_pods_faster_than_it_gains_them_is_shrinking() {
+        let now = 10 * DAY;
+        let half_hour = 1800;
+        // Ten pods left in the last half hour, after a day's life; none arrived.
+        let mut s = cluster(now, &[0; 20], Some(0));
+        s.ended_pods = ended(10, DAY, 600, now);
+        let only_lost = shrink_fraction(&s, half_hour).expect("watched");
+        assert!((only_lost - 10.0 / 11.0).abs() < 1e-12, "{only_lost}");
+        // Four arrived, two still running and two that came and went (departures too):
+        // of twelve departures, eight not made up for.
+        let mut pods: Vec<Pod> = s.pods.iter().map(|p| (**p).clone()).collect();
+        pods[0].created_at = now - 60;
+        pods[1].created_at = now - 60;
+        s.pods = Snapshot::shared_pods(pods);
+        s.ended_pods.extend(ended(2, 300, 60, now));
+        let partly = shrink_fraction(&s, half_hour).expect("watched");
+        assert!((partly - 8.0 / 13.0).abs() < 1e-12, "{partly}");
+        // As many arrivals as departures, or more: not shrinking.
+        s.ended_pods = ended(2, DAY, 600, now);
+        assert_eq!(shrink_fraction(&s, half_hour), Some(0.0));
+        // Endings before the window are not this lookback's trend.
+        s.ended_pods = ended(10, DAY, 2 * half_hour, now);
+        assert_eq!(shrink_fraction(&s, half_hour), Some(0.0));
+        // Not watched for a whole lookback: nothing known.
+        s.observed_since = Some(now - 60);
+        assert_eq!(shrink_fraction(&s, half_hour), None);
+    }
+
     #[test]
     fn less_than_a_whole_lookback_watched_says_nothing() {
         let now = 10 * DAY;
@@ -168,6 +245,35 @@ mod tests {
                 ended_at: Some(now - 60),
             });
             prop_assert_eq!(turnover_hours(&same, DAY), Some(before));
+        }
+
+        /// The shrink is within [0, 1); one more departure in the window never lowers it and
+        /// one more arrival never raises it.
+        #[test]
+        fn departures_raise_the_shrink_and_arrivals_lower_it(
+            ages in proptest::collection::vec(0i64..4 * 3600, 1..30),
+            lives in proptest::collection::vec((1i64..3 * DAY, 0i64..3600), 0..30),
+        ) {
+            let now = 20 * DAY;
+            let created: Vec<i64> = ages.iter().map(|a| now - a).collect();
+            let mut s = cluster(now, &created, Some(0));
+            s.ended_pods = lives
+                .iter()
+                .map(|&(life, ago)| EndedPod {
+                    lifetime_seconds: life,
+                    owner_kind: None,
+                    ended_at: Some(now - ago),
+                })
+                .collect();
+            let before = shrink_fraction(&s, 1800).expect("watched");
+            prop_assert!((0.0..1.0).contains(&before));
+            let mut lost = s.clone();
+            lost.ended_pods.extend(ended(1, DAY, 60, now));
+            prop_assert!(shrink_fraction(&lost, 1800).expect("watched") >= before);
+            let mut gained = s.clone();
+            gained.ended_pods.extend(ended(1, 60, 60, now));
+            let after = shrink_fraction(&gained, 1800).expect("watched");
+            prop_assert!(after <= before + 1e-12, "{} > {}", after, before);
         }
     }
 
