@@ -208,6 +208,22 @@ mod tests {
         assert_eq!(turnover_hours(&cluster(now, &[0], Some(0)), 0), None);
     }
 
+    /// Pods of the given `ages`, and pods that ended `ago` seconds before `now` after `life`
+    /// seconds (`(life, ago)`), watched since the epoch.
+    fn watched(now: i64, ages: &[i64], lives: &[(i64, i64)]) -> Snapshot {
+        let created: Vec<i64> = ages.iter().map(|a| now - a).collect();
+        let mut s = cluster(now, &created, Some(0));
+        s.ended_pods = lives
+            .iter()
+            .map(|&(life, ago)| EndedPod {
+                lifetime_seconds: life,
+                owner_kind: None,
+                ended_at: Some(now - ago),
+            })
+            .collect();
+        s
+    }
+
     proptest! {
         /// An arrival within the window shortens the turnover of a cluster with pods; an
         /// ending whose pod arrived before the window changes nothing; it is never negative.
@@ -219,16 +235,7 @@ mod tests {
             old in DAY..5 * DAY,
         ) {
             let now = 20 * DAY;
-            let created: Vec<i64> = ages.iter().map(|a| now - a).collect();
-            let mut s = cluster(now, &created, Some(0));
-            s.ended_pods = lives
-                .iter()
-                .map(|&(life, ago)| EndedPod {
-                    lifetime_seconds: life,
-                    owner_kind: None,
-                    ended_at: Some(now - ago),
-                })
-                .collect();
+            let s = watched(now, &ages, &lives);
             let before = turnover_hours(&s, DAY).expect("watched for days");
             prop_assert!(before >= 0.0);
             let mut busier = s.clone();
@@ -255,16 +262,7 @@ mod tests {
             lives in proptest::collection::vec((1i64..3 * DAY, 0i64..3600), 0..30),
         ) {
             let now = 20 * DAY;
-            let created: Vec<i64> = ages.iter().map(|a| now - a).collect();
-            let mut s = cluster(now, &created, Some(0));
-            s.ended_pods = lives
-                .iter()
-                .map(|&(life, ago)| EndedPod {
-                    lifetime_seconds: life,
-                    owner_kind: None,
-                    ended_at: Some(now - ago),
-                })
-                .collect();
+            let s = watched(now, &ages, &lives);
             let before = shrink_fraction(&s, 1800).expect("watched");
             prop_assert!((0.0..1.0).contains(&before));
             let mut lost = s.clone();
