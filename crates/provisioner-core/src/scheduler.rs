@@ -97,17 +97,30 @@ pub fn schedule_shared(snapshot: &Arc<Snapshot>, options: &SchedulingOptions) ->
         }
         _ => schedule_on(&mut state, &pending, options),
     };
-    anticipate(snapshot, &mut result, options);
-    if options.strategy != Strategy::KarpenterBaseline
-        && let Some(knobs) = &options.queue_shuffle
-    {
-        crate::queue_shuffle::pad(snapshot, &mut state, &mut result, options, knobs);
-    }
+    finish_provisioning(snapshot, &mut state, &mut result, options);
     result
 }
 
-/// Applies [`SchedulingOptions::anticipation`] to a provisioning result (what [`schedule`]
-/// does; callers of [`schedule_with`] for provisioning call it themselves).
+/// What [`schedule`] does to a provisioning round after planning it: anticipation
+/// ([`anticipate`]), then the scheduler-queue check ([`SchedulingOptions::queue_shuffle`]).
+/// Callers of [`schedule_with`] for provisioning call it themselves, with the state they
+/// planned on.
+pub fn finish_provisioning(
+    snapshot: &Snapshot,
+    state: &mut ClusterState,
+    result: &mut SchedulingResult,
+    options: &SchedulingOptions,
+) {
+    anticipate(snapshot, result, options);
+    if options.strategy != Strategy::KarpenterBaseline
+        && let Some(knobs) = &options.queue_shuffle
+    {
+        crate::queue_shuffle::pad(snapshot, state, result, options, knobs);
+    }
+}
+
+/// Applies [`SchedulingOptions::anticipation`] to a provisioning result (part of
+/// [`finish_provisioning`]).
 pub fn anticipate(snapshot: &Snapshot, result: &mut SchedulingResult, options: &SchedulingOptions) {
     if options.strategy != Strategy::KarpenterBaseline
         && let Some(knobs) = &options.anticipation

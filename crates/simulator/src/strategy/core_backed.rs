@@ -233,10 +233,7 @@ impl Autoscaler for CoreStrategy {
                     .map(|p| core::Pod::clone(p))
                     .collect();
                 let mut r = core::schedule_with(&mut state, &pending, &self.sched, opt);
-                core::scheduler::anticipate(snap, &mut r, &self.sched);
-                if let Some(knobs) = &self.sched.queue_shuffle {
-                    core::queue_shuffle::pad(snap, &mut state, &mut r, &self.sched, knobs);
-                }
+                core::scheduler::finish_provisioning(snap, &mut state, &mut r, &self.sched);
                 r
             }
             None => core::schedule(snap, &self.sched),
