@@ -95,6 +95,11 @@ struct Cli {
     /// launch later. false: one plan as if the scheduler followed it.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     plan_for_scheduler_queue: bool,
+    /// Launch each new node in the zone with the least CPU among the offerings of its
+    /// instance type that its pods allow and that cost the same (as the Cluster Autoscaler's
+    /// --balance-similar-node-groups). false: the first such zone.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    balance_zones: bool,
     /// Close a provisioning batch after this long without a new pending pod.
     #[arg(long, default_value = "1s", value_parser = duration)]
     batch_idle_duration: Duration,
@@ -363,6 +368,7 @@ async fn main() -> Result<()> {
         optimize: cli.optimize,
         optimize_large_rounds: cli.optimize_large_rounds,
         plan_for_scheduler_queue: cli.plan_for_scheduler_queue,
+        balance_zones: cli.balance_zones,
         batch_idle: cli.batch_idle_duration,
         batch_max: cli.batch_max_duration,
         registration_timeout: cli.registration_timeout,

@@ -84,6 +84,7 @@ fn disruption_options(opts: &crate::options::Options) -> DisruptionOptions {
         optimize_replacements: opts.optimize,
         scheduling: SchedulingOptions {
             strategy: opts.strategy,
+            balance_zones: opts.balance_zones,
             ..Default::default()
         },
         payback: defaults

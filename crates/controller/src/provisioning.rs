@@ -215,6 +215,7 @@ fn scheduling_options(opts: &crate::options::Options) -> SchedulingOptions {
         queue_shuffle: opts
             .plan_for_scheduler_queue
             .then(provisioner_core::queue_shuffle::QueueShuffle::default),
+        balance_zones: opts.balance_zones,
         ..Default::default()
     }
 }
@@ -242,5 +243,15 @@ mod tests {
             ..Options::default()
         });
         assert_eq!(surer.anticipation.map(|a| a.confidence), Some(0.9));
+    }
+
+    #[test]
+    fn zone_balancing_follows_the_flag() {
+        assert!(scheduling_options(&Options::default()).balance_zones);
+        let off = scheduling_options(&Options {
+            balance_zones: false,
+            ..Options::default()
+        });
+        assert!(!off.balance_zones);
     }
 }

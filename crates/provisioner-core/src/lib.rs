@@ -51,6 +51,7 @@ pub mod state;
 pub mod strategies;
 pub mod taints;
 pub mod topology;
+pub mod zone_balance;
 
 pub use model::*;
 pub use result::*;

@@ -60,6 +60,10 @@ pub struct SchedulingOptions {
     /// Karpenter baseline planner. `None`: the scheduler is taken to follow the plan.
     #[serde(default)]
     pub queue_shuffle: Option<crate::queue_shuffle::QueueShuffle>,
+    /// Launch each new node in the zone with the least CPU among the offerings of its instance
+    /// type that its pods allow and that cost the same ([`crate::zone_balance`]), rather than
+    /// the first; cost-aware strategy only (the Karpenter baseline keeps the first zone).
+    pub balance_zones: bool,
 }
 
 impl Default for SchedulingOptions {
@@ -71,6 +75,7 @@ impl Default for SchedulingOptions {
             anticipation: Some(crate::anticipate::Anticipation::default()),
             large_rounds: Some(crate::optimize::LargeRounds::default()),
             queue_shuffle: None,
+            balance_zones: true,
         }
     }
 }
@@ -1668,6 +1673,7 @@ impl<'a> Run<'a> {
             next_pack_group,
             price_cap,
             claims,
+            options,
             ..
         } = self;
         let fallback = Pod::default();
@@ -1795,6 +1801,24 @@ impl<'a> Run<'a> {
                 return dropped;
             }
         }
+        let balance = claims.is_none() && options.balance_zones;
+        let mut plan = plan;
+        if balance {
+            let mut load = crate::zone_balance::zone_cpu(&state.base.snapshot);
+            let allowed: Vec<ShapeSet> = plan
+                .nodes
+                .iter()
+                .map(|node| {
+                    let n = problem.shapes.len();
+                    let mut set = ShapeSet::from_ids(n, 0..n as u32);
+                    for d in node.items.iter().filter_map(|i| drafts.get(*i as usize)) {
+                        set.intersect_with(&d.shapes);
+                    }
+                    set
+                })
+                .collect();
+            crate::zone_balance::balance(&problem, &mut plan, &allowed, &mut load);
+        }
         // The plan is checked: NodeClaims are assembled from the drafts and shapes, so the
         // packing items (a sixteenth of a 100,000-pod run's peak) go first.
         problem.items = Vec::new();
@@ -1865,10 +1889,13 @@ impl<'a> Run<'a> {
                     if let Some(cur) = best.get_mut(sh.instance_type as usize) {
                         match cur {
                             Some(c)
-                                if problem
-                                    .shapes
-                                    .get(*c as usize)
-                                    .is_some_and(|c| sh.price >= c.price) => {}
+                                if problem.shapes.get(*c as usize).is_some_and(|c| {
+                                    sh.price > c.price
+                                        || (sh.price == c.price
+                                            && (!balance
+                                                || sh.zone != launch.zone
+                                                || c.zone == launch.zone))
+                                }) => {}
                             _ => *cur = Some(s),
                         }
                     }

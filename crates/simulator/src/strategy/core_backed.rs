@@ -102,6 +102,7 @@ impl CoreStrategy {
             queue_shuffle: (settings.pending_pod_placement
                 == crate::scenario::PendingPodPlacement::Scheduler)
                 .then(core::queue_shuffle::QueueShuffle::default),
+            balance_zones: settings.balance_zones,
             ..SchedulingOptions::default()
         };
         let disruption = DisruptionOptions {
