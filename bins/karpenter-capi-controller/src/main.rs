@@ -97,8 +97,8 @@ struct Cli {
     plan_for_scheduler_queue: bool,
     /// Launch each new node in the zone with the least CPU among the offerings of its
     /// instance type that its pods allow and that cost the same (as the Cluster Autoscaler's
-    /// --balance-similar-node-groups). false: the first such zone.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    /// --balance-similar-node-groups). false (the default): the first such zone.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     balance_zones: bool,
     /// Close a provisioning batch after this long without a new pending pod.
     #[arg(long, default_value = "1s", value_parser = duration)]

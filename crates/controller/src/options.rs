@@ -25,8 +25,8 @@ pub struct Options {
     pub plan_for_scheduler_queue: bool,
     /// Launch each new node in the zone with the least CPU among the equally priced
     /// offerings its pods allow (the core's `zone_balance`), as the Cluster Autoscaler's
-    /// `--balance-similar-node-groups` does. Off: the first such zone, so where zones price
-    /// alike every unpinned node lands in one.
+    /// `--balance-similar-node-groups` does. Off (the default): the first such zone, so where
+    /// zones price alike every unpinned node lands in one.
     pub balance_zones: bool,
     /// A provisioning batch closes after this long without a new pending pod...
     pub batch_idle: Duration,
@@ -134,7 +134,7 @@ impl Default for Options {
             optimize: false,
             optimize_large_rounds: true,
             plan_for_scheduler_queue: true,
-            balance_zones: true,
+            balance_zones: false,
             batch_idle: Duration::from_secs(1),
             batch_max: Duration::from_secs(10),
             registration_timeout: Duration::from_secs(15 * 60),

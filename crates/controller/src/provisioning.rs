@@ -247,11 +247,11 @@ mod tests {
 
     #[test]
     fn zone_balancing_follows_the_flag() {
-        assert!(scheduling_options(&Options::default()).balance_zones);
-        let off = scheduling_options(&Options {
-            balance_zones: false,
+        assert!(!scheduling_options(&Options::default()).balance_zones);
+        let on = scheduling_options(&Options {
+            balance_zones: true,
             ..Options::default()
         });
-        assert!(!off.balance_zones);
+        assert!(on.balance_zones);
     }
 }

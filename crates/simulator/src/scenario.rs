@@ -155,10 +155,10 @@ pub struct Settings {
     /// controller watching a real cluster does; `false`, the pod as it was, created at its
     /// first arrival (every measurement before 2026-12-05's round 26).
     pub evicted_pods_recreated: bool,
-    /// The core's strategies launch each new node in the zone with the least CPU among the
-    /// equally priced offerings its pods allow (the core's `zone_balance`), as the
-    /// controller does by default; `false`, in the first such zone (every measurement before
-    /// 2026-12-06's round 44). The Karpenter baseline always takes the first.
+    /// `true`: the core's strategies launch each new node in the zone with the least CPU
+    /// among the equally priced offerings its pods allow (the core's `zone_balance`, the
+    /// controller's `--balance-zones`); `false` (the default, as the controller's): in the
+    /// first such zone. The Karpenter baseline always takes the first.
     pub balance_zones: bool,
     /// The Cluster-Autoscaler-like baseline's knobs.
     pub cas: CasSettings,
@@ -419,7 +419,7 @@ impl Default for Settings {
             evicted_pod_placement: EvictedPodPlacement::Planned,
             pending_pod_placement: PendingPodPlacement::Planned,
             evicted_pods_recreated: true,
-            balance_zones: true,
+            balance_zones: false,
             cas: CasSettings::default(),
             core_disruption: CoreDisruptionSettings::default(),
         }
