@@ -20,10 +20,8 @@
 //!
 //! Off by default: on Karpenter's benchmark shapes, under a kube-scheduler that does not
 //! follow the plan, the spread cluster waited longer and evicted more, while the
-//! zone-constrained workloads gained on every axis (`docs/simulator.md`, round 44). Not traced
-//! yet; a likely cause is that a group held together by required zone affinity goes wherever
-//! its first pod binds, and with room in every zone that is often not the zone the plan kept
-//! for it.
+//! zone-constrained workloads gained on every axis (`docs/simulator.md`, round 44): the lock
+//! above struck other workloads instead, which is what to fix.
 
 use std::collections::BTreeMap;
 
