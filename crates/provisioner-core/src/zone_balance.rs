@@ -21,7 +21,8 @@
 //! Off by default: on Karpenter's benchmark shapes, under a kube-scheduler that does not
 //! follow the plan, the spread cluster waited longer and evicted more, while the
 //! zone-constrained workloads gained on every axis (`docs/simulator.md`, round 44): the lock
-//! above struck other workloads instead, which is what to fix.
+//! above struck other workloads instead. What would fix it is a plan whose zone room for a
+//! spread survives the queue, not where the other nodes go.
 
 use std::collections::BTreeMap;
 
