@@ -107,6 +107,15 @@ pub fn schedule_shared(snapshot: &Arc<Snapshot>, options: &SchedulingOptions) ->
     result
 }
 
+/// The shapes (of `n`) every one of a planned node's drafts allows: where it may launch.
+fn allowed_shapes<'d>(n: usize, drafts: impl Iterator<Item = &'d Draft>) -> ShapeSet {
+    let mut set = ShapeSet::from_ids(n, 0..n as u32);
+    for d in drafts {
+        set.intersect_with(&d.shapes);
+    }
+    set
+}
+
 /// What [`schedule`] does to a provisioning round after planning it: anticipation
 /// ([`anticipate`]), then the scheduler-queue check ([`SchedulingOptions::queue_shuffle`]).
 /// Callers of [`schedule_with`] for provisioning call it themselves, with the state they
@@ -1810,12 +1819,10 @@ impl<'a> Run<'a> {
                 .nodes
                 .iter()
                 .map(|node| {
-                    let n = problem.shapes.len();
-                    let mut set = ShapeSet::from_ids(n, 0..n as u32);
-                    for d in node.items.iter().filter_map(|i| drafts.get(*i as usize)) {
-                        set.intersect_with(&d.shapes);
-                    }
-                    set
+                    allowed_shapes(
+                        problem.shapes.len(),
+                        node.items.iter().filter_map(|i| drafts.get(*i as usize)),
+                    )
                 })
                 .collect();
             crate::zone_balance::balance(&problem, &mut plan, &allowed, &mut load);
@@ -1857,11 +1864,9 @@ impl<'a> Run<'a> {
                     .iter()
                     .filter_map(|i| drafts.get(*i as usize))
                     .collect();
-                let mut set =
-                    ShapeSet::from_ids(problem.shapes.len(), 0..problem.shapes.len() as u32);
+                let set = allowed_shapes(problem.shapes.len(), ds.iter().copied());
                 let mut req = Resources::default();
                 for d in &ds {
-                    set.intersect_with(&d.shapes);
                     req.add_assign(&d.requests);
                 }
                 // Options: every instance type of this pool that fits, with its cheapest offering.
