@@ -8,6 +8,9 @@
 //!   state (clone, remove the node, reschedule its 30 pods).
 //! - `consolidation-1000/karpenter-faithful`: Karpenter's multi-node prefix binary search then
 //!   single-node, on the same scheduler.
+//! - `consolidation-1000/ours/all-candidates-balanced`: the whole decision with zone balancing
+//!   (`--balance-zones`), which every simulation's replacements then go through: its cost
+//!   against `ours/all-candidates` in the same run.
 //!
 //! Before measuring, it prints the saving each search finds on the cluster. Set
 //! `KCAPI_CONSOLIDATION_NODES` to run on a smaller cluster.
@@ -68,8 +71,29 @@ fn report() {
     );
 }
 
+/// The decision with zone balancing on: its time and saving next to the default's.
+fn report_balanced() {
+    let snap = cluster(&spec());
+    let off = DisruptionOptions::default();
+    let mut on = off.clone();
+    on.scheduling.balance_zones = true;
+    let time = |opts: &DisruptionOptions| {
+        let t = Instant::now();
+        let d = disrupt(&snap, opts);
+        let saving = d.command.as_ref().map_or(0.0, |c| c.saving_per_hour);
+        (t.elapsed().as_secs_f64() * 1e3, saving)
+    };
+    let (off_ms, off_saving) = time(&off);
+    let (on_ms, on_saving) = time(&on);
+    eprintln!(
+        "consolidation report, zone balancing: off {off_ms:.0} ms, {off_saving:.2}/h; on {on_ms:.0} ms, {on_saving:.2}/h; time ratio {:.2}x",
+        on_ms / off_ms.max(1e-9)
+    );
+}
+
 fn consolidation(c: &mut Criterion) {
     report();
+    report_balanced();
     let snap = cluster(&spec());
     let opts = DisruptionOptions::default();
     let mut g = c.benchmark_group("consolidation-1000");
@@ -78,6 +102,11 @@ fn consolidation(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(10));
     g.bench_function("ours/all-candidates", |b| {
         b.iter(|| black_box(disrupt(&snap, &opts)))
+    });
+    let mut balanced = opts.clone();
+    balanced.scheduling.balance_zones = true;
+    g.bench_function("ours/all-candidates-balanced", |b| {
+        b.iter(|| black_box(disrupt(&snap, &balanced)))
     });
     g.bench_function("karpenter-faithful", |b| {
         b.iter(|| black_box(karpenter_consolidation(&snap, &opts)))
