@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use karpenter_capi_simulator::{SimError, compare, generators, report, run, scenario};
+use karpenter_capi_simulator::{SimError, compare, generators, report, run, scenario, sweep};
 
 /// The core's simulations allocate many small, short-lived objects; mimalloc serves them
 /// markedly faster than the system allocator (measured in docs/simulator.md).
@@ -100,6 +100,45 @@ enum Cmd {
         #[arg(long, value_name = "CSV")]
         openb: Option<PathBuf>,
         /// Write every workload's figures and the totals as JSON.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// No progress lines.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Run `compare` once per value of one scenario field (by default the eviction price,
+    /// `settings.coreDisruption.payback.evictionPodHours`) and name the value that meets the
+    /// goal on the most workloads, with the controller flag that sets it: where a cluster's
+    /// own point lies, from its replayed workload.
+    Sweep {
+        /// Scenario files, or directories whose `*.yaml` files are taken (sorted by name).
+        #[arg(required = true)]
+        scenarios: Vec<PathBuf>,
+        /// The scenario field varied, a path as `--set` takes.
+        #[arg(long, default_value = sweep::EVICTION_PRICE, value_name = "PATH")]
+        vary: String,
+        /// The values tried (YAML values, comma-separated or repeated).
+        #[arg(long, value_delimiter = ',', required = true, value_name = "VALUE")]
+        values: Vec<String>,
+        /// The strategy judged.
+        #[arg(long, default_value = "cost-aware", value_name = "NAME")]
+        strategy: String,
+        /// The strategy it is judged against.
+        #[arg(long, default_value = "karpenter", value_name = "NAME")]
+        baseline: String,
+        /// How much cheaper (percent) the strategy must be to dominate.
+        #[arg(long, default_value_t = 5.0, value_name = "PERCENT")]
+        min_saving: f64,
+        /// Pending percentiles this many seconds apart count as equal (as `compare`).
+        #[arg(long, default_value_t = 0.5, value_name = "SECONDS")]
+        pending_tolerance: f64,
+        /// Set a field of every scenario before running (repeatable), as `compare --set`.
+        #[arg(long = "set", value_name = "PATH=VALUE")]
+        sets: Vec<String>,
+        /// The openb pod list (CSV) for scenarios without a workload of their own.
+        #[arg(long, value_name = "CSV")]
+        openb: Option<PathBuf>,
+        /// Write every value's comparison as JSON.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
         /// No progress lines.
@@ -323,6 +362,43 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             }
             let report = plan.report(outcomes);
             out!("{}", compare::table(&report));
+            if let Some(p) = out {
+                write_file(&p, &serde_json::to_string_pretty(&report)?)?;
+                outln!("report: {}", p.display());
+            }
+            Ok(())
+        }
+        Cmd::Sweep {
+            scenarios,
+            vary,
+            values,
+            strategy,
+            baseline,
+            min_saving,
+            pending_tolerance,
+            sets,
+            openb,
+            out,
+            quiet,
+        } => {
+            let plan = compare::Plan {
+                strategy,
+                baseline,
+                goal: compare::Goal {
+                    min_saving_percent: min_saving,
+                    pending_tolerance_seconds: pending_tolerance,
+                },
+                sets,
+                openb,
+            };
+            let files = scenario_files(&scenarios)?;
+            let report = sweep::run(&plan, &files, &vary, &values, |value, file| {
+                if !quiet {
+                    eprintln!("[{vary}={value}] {}", file.display());
+                }
+            })
+            .context("sweeping")?;
+            out!("{}", sweep::table(&report));
             if let Some(p) = out {
                 write_file(&p, &serde_json::to_string_pretty(&report)?)?;
                 outln!("report: {}", p.display());

@@ -7,7 +7,7 @@
 //! simulation driving a [`strategy`]) -> [`metrics`] -> [`report`] (JSON, terminal table,
 //! HTML with SVG plots), with [`bound`] (the lower bound over time, once per world). [`run`]
 //! ties them together across strategies and seeds with rayon; [`compare`] judges one strategy
-//! against a baseline over many workloads.
+//! against a baseline over many workloads, and [`sweep`] does so once per value of one knob.
 
 pub mod bound;
 pub mod catalog;
@@ -27,6 +27,7 @@ pub mod rng;
 pub mod run;
 pub mod scenario;
 pub mod strategy;
+pub mod sweep;
 pub mod world;
 pub mod yamlpath;
 
