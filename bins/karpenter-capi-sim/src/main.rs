@@ -73,77 +73,22 @@ enum Cmd {
     /// family, whether it is at least --min-saving percent cheaper with no more pods disrupted
     /// and no worse p50/p95 pending time.
     Compare {
-        /// Scenario files, or directories whose `*.yaml` files are taken (sorted by name).
-        #[arg(required = true)]
-        scenarios: Vec<PathBuf>,
-        /// The strategy judged.
-        #[arg(long, default_value = "cost-aware", value_name = "NAME")]
-        strategy: String,
-        /// The strategy it is judged against.
-        #[arg(long, default_value = "karpenter", value_name = "NAME")]
-        baseline: String,
-        /// How much cheaper (percent) the strategy must be to dominate.
-        #[arg(long, default_value_t = 5.0, value_name = "PERCENT")]
-        min_saving: f64,
-        /// Pending percentiles this many seconds apart count as equal. The default only
-        /// absorbs rounding; with `settings.readyJitterSeconds` two strategies' launches lag
-        /// differently and a few seconds of p95 say nothing about either.
-        #[arg(long, default_value_t = 0.5, value_name = "SECONDS")]
-        pending_tolerance: f64,
-        /// Set a field of every scenario before running (repeatable), as `run --set`, e.g.
-        /// `--set settings.coreDisruption.payback.evictionPodHours=0.7`. Both strategies run
-        /// the changed scenario; the Karpenter baseline reads none of `coreDisruption`'s rules.
-        #[arg(long = "set", value_name = "PATH=VALUE")]
-        sets: Vec<String>,
-        /// The openb pod list (CSV) for scenarios without a workload of their own, such as
-        /// examples/openb.yaml.
-        #[arg(long, value_name = "CSV")]
-        openb: Option<PathBuf>,
-        /// Write every workload's figures and the totals as JSON.
-        #[arg(long, value_name = "FILE")]
-        out: Option<PathBuf>,
-        /// No progress lines.
-        #[arg(long, short)]
-        quiet: bool,
+        #[command(flatten)]
+        judge: Judge,
     },
     /// Run `compare` once per value of one scenario field (by default the eviction price,
     /// `settings.coreDisruption.payback.evictionPodHours`) and name the value that meets the
     /// goal on the most workloads, with the controller flag that sets it: where a cluster's
     /// own point lies, from its replayed workload.
     Sweep {
-        /// Scenario files, or directories whose `*.yaml` files are taken (sorted by name).
-        #[arg(required = true)]
-        scenarios: Vec<PathBuf>,
         /// The scenario field varied, a path as `--set` takes.
         #[arg(long, default_value = sweep::EVICTION_PRICE, value_name = "PATH")]
         vary: String,
         /// The values tried (YAML values, comma-separated or repeated).
         #[arg(long, value_delimiter = ',', required = true, value_name = "VALUE")]
         values: Vec<String>,
-        /// The strategy judged.
-        #[arg(long, default_value = "cost-aware", value_name = "NAME")]
-        strategy: String,
-        /// The strategy it is judged against.
-        #[arg(long, default_value = "karpenter", value_name = "NAME")]
-        baseline: String,
-        /// How much cheaper (percent) the strategy must be to dominate.
-        #[arg(long, default_value_t = 5.0, value_name = "PERCENT")]
-        min_saving: f64,
-        /// Pending percentiles this many seconds apart count as equal (as `compare`).
-        #[arg(long, default_value_t = 0.5, value_name = "SECONDS")]
-        pending_tolerance: f64,
-        /// Set a field of every scenario before running (repeatable), as `compare --set`.
-        #[arg(long = "set", value_name = "PATH=VALUE")]
-        sets: Vec<String>,
-        /// The openb pod list (CSV) for scenarios without a workload of their own.
-        #[arg(long, value_name = "CSV")]
-        openb: Option<PathBuf>,
-        /// Write every value's comparison as JSON.
-        #[arg(long, value_name = "FILE")]
-        out: Option<PathBuf>,
-        /// No progress lines.
-        #[arg(long, short)]
-        quiet: bool,
+        #[command(flatten)]
+        judge: Judge,
     },
     /// Write a generated scenario (YAML) to stdout or a file.
     Generate {
@@ -228,6 +173,70 @@ fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
 }
 
 /// The files `compare` runs: each path given, a directory as its `*.yaml` files by name.
+/// What `compare` and `sweep` share: the workloads, who is judged against whom, the goal.
+#[derive(Debug, clap::Args)]
+struct Judge {
+    /// Scenario files, or directories whose `*.yaml` files are taken (sorted by name).
+    #[arg(required = true)]
+    scenarios: Vec<PathBuf>,
+    /// The strategy judged.
+    #[arg(long, default_value = "cost-aware", value_name = "NAME")]
+    strategy: String,
+    /// The strategy it is judged against.
+    #[arg(long, default_value = "karpenter", value_name = "NAME")]
+    baseline: String,
+    /// How much cheaper (percent) the strategy must be to dominate.
+    #[arg(long, default_value_t = 5.0, value_name = "PERCENT")]
+    min_saving: f64,
+    /// Pending percentiles this many seconds apart count as equal. The default only absorbs
+    /// rounding; with `settings.readyJitterSeconds` two strategies' launches lag differently
+    /// and a few seconds of p95 say nothing about either.
+    #[arg(long, default_value_t = 0.5, value_name = "SECONDS")]
+    pending_tolerance: f64,
+    /// Set a field of every scenario before running (repeatable), as `run --set`, e.g.
+    /// `--set settings.coreDisruption.payback.evictionPodHours=0.7`. Both strategies run the
+    /// changed scenario; the Karpenter baseline reads none of `coreDisruption`'s rules.
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    sets: Vec<String>,
+    /// The openb pod list (CSV) for scenarios without a workload of their own, such as
+    /// examples/openb.yaml.
+    #[arg(long, value_name = "CSV")]
+    openb: Option<PathBuf>,
+    /// Write every workload's figures and the totals as JSON.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// No progress lines.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+impl Judge {
+    /// The comparison plan and the scenario files.
+    fn plan(&self) -> anyhow::Result<(compare::Plan, Vec<PathBuf>)> {
+        let plan = compare::Plan {
+            strategy: self.strategy.clone(),
+            baseline: self.baseline.clone(),
+            goal: compare::Goal {
+                min_saving_percent: self.min_saving,
+                pending_tolerance_seconds: self.pending_tolerance,
+            },
+            sets: self.sets.clone(),
+            openb: self.openb.clone(),
+        };
+        Ok((plan, scenario_files(&self.scenarios)?))
+    }
+
+    /// Prints `table` and writes `json` (the report) to `--out` when given.
+    fn finish(&self, table: &str, json: &str) -> anyhow::Result<()> {
+        out!("{table}");
+        if let Some(p) = &self.out {
+            write_file(p, json)?;
+            outln!("report: {}", p.display());
+        }
+        Ok(())
+    }
+}
+
 fn scenario_files(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for p in paths {
@@ -320,34 +329,14 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Cmd::Compare {
-            scenarios,
-            strategy,
-            baseline,
-            min_saving,
-            pending_tolerance,
-            sets,
-            openb,
-            out,
-            quiet,
-        } => {
-            let plan = compare::Plan {
-                strategy,
-                baseline,
-                goal: compare::Goal {
-                    min_saving_percent: min_saving,
-                    pending_tolerance_seconds: pending_tolerance,
-                },
-                sets,
-                openb,
-            };
-            let files = scenario_files(&scenarios)?;
+        Cmd::Compare { judge } => {
+            let (plan, files) = judge.plan()?;
             let mut outcomes = Vec::with_capacity(files.len());
             for (i, path) in files.iter().enumerate() {
                 let o = plan
                     .run(path)
                     .with_context(|| format!("comparing on {}", path.display()))?;
-                if !quiet {
+                if !judge.quiet {
                     eprintln!(
                         "[{}/{}] {}: {:+.2}%, pods disrupted {} / {}",
                         i + 1,
@@ -361,49 +350,27 @@ fn real_main(cli: Cli) -> anyhow::Result<()> {
                 outcomes.push(o);
             }
             let report = plan.report(outcomes);
-            out!("{}", compare::table(&report));
-            if let Some(p) = out {
-                write_file(&p, &serde_json::to_string_pretty(&report)?)?;
-                outln!("report: {}", p.display());
-            }
-            Ok(())
+            judge.finish(
+                &compare::table(&report),
+                &serde_json::to_string_pretty(&report)?,
+            )
         }
         Cmd::Sweep {
-            scenarios,
             vary,
             values,
-            strategy,
-            baseline,
-            min_saving,
-            pending_tolerance,
-            sets,
-            openb,
-            out,
-            quiet,
+            judge,
         } => {
-            let plan = compare::Plan {
-                strategy,
-                baseline,
-                goal: compare::Goal {
-                    min_saving_percent: min_saving,
-                    pending_tolerance_seconds: pending_tolerance,
-                },
-                sets,
-                openb,
-            };
-            let files = scenario_files(&scenarios)?;
+            let (plan, files) = judge.plan()?;
             let report = sweep::run(&plan, &files, &vary, &values, |value, file| {
-                if !quiet {
+                if !judge.quiet {
                     eprintln!("[{vary}={value}] {}", file.display());
                 }
             })
             .context("sweeping")?;
-            out!("{}", sweep::table(&report));
-            if let Some(p) = out {
-                write_file(&p, &serde_json::to_string_pretty(&report)?)?;
-                outln!("report: {}", p.display());
-            }
-            Ok(())
+            judge.finish(
+                &sweep::table(&report),
+                &serde_json::to_string_pretty(&report)?,
+            )
         }
         Cmd::Generate {
             kind,

@@ -365,31 +365,13 @@ pub fn table(c: &Comparison) -> String {
     }
     aligned(&mut s, &lines);
     let _ = writeln!(s);
-    let mut lines = vec![vec![
-        "family".to_string(),
-        "workloads".to_string(),
-        "mean cost change".to_string(),
-        "pods disrupted".to_string(),
-        "again <30m".to_string(),
-        "dominates".to_string(),
-        "dearer".to_string(),
-        "missed (workloads)".to_string(),
-    ]];
+    let mut header = vec!["family".to_string(), "workloads".to_string()];
+    header.extend(TOTALS_HEADER.iter().map(|h| h.to_string()));
+    let mut lines = vec![header];
     for FamilyTotals { family, totals: t } in &c.families {
-        lines.push(vec![
-            family.clone(),
-            t.workloads.to_string(),
-            format!("{:+.2}%", t.mean_cost_change_percent),
-            pair(t.candidate_pods_disrupted, t.baseline_pods_disrupted),
-            pair(t.candidate_again_soon, t.baseline_again_soon),
-            t.dominated.to_string(),
-            t.dearer.to_string(),
-            t.shortfalls
-                .iter()
-                .map(|(k, n)| format!("{k} {n}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-        ]);
+        let mut line = vec![family.clone(), t.workloads.to_string()];
+        line.extend(totals_cells(t, t.dominated.to_string()));
+        lines.push(line);
     }
     aligned(&mut s, &lines);
     let _ = writeln!(
@@ -399,8 +381,35 @@ pub fn table(c: &Comparison) -> String {
     s
 }
 
+/// The headers of [`totals_cells`].
+pub(crate) const TOTALS_HEADER: [&str; 6] = [
+    "mean cost change",
+    "pods disrupted",
+    "again <30m",
+    "dominates",
+    "dearer",
+    "missed (workloads)",
+];
+
+/// A totals row's cells from the mean cost change on: mean cost change, pods disrupted, again
+/// <30m, `dominates` (as given), dearer, missed.
+pub(crate) fn totals_cells(t: &Totals, dominates: String) -> Vec<String> {
+    vec![
+        format!("{:+.2}%", t.mean_cost_change_percent),
+        pair(t.candidate_pods_disrupted, t.baseline_pods_disrupted),
+        pair(t.candidate_again_soon, t.baseline_again_soon),
+        dominates,
+        t.dearer.to_string(),
+        t.shortfalls
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+    ]
+}
+
 /// Left-aligned columns, two spaces apart.
-fn aligned(s: &mut String, lines: &[Vec<String>]) {
+pub(crate) fn aligned(s: &mut String, lines: &[Vec<String>]) {
     let widths = crate::report::column_widths(lines);
     for l in lines {
         let cells: Vec<String> = l

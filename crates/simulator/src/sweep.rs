@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::compare::{Comparison, FamilyTotals, Plan};
+use crate::compare::{Comparison, FamilyTotals, Plan, TOTALS_HEADER, aligned, totals_cells};
 use crate::error::{Result, SimError};
 
 /// The field `sweep` varies when none is given: the payback rule's eviction price.
@@ -146,16 +146,9 @@ pub fn table(r: &SweepReport) -> String {
         r.path,
         c.goal.min_saving_percent
     );
-    let mut lines = vec![vec![
-        "value".to_string(),
-        "family".to_string(),
-        "mean cost change".to_string(),
-        "pods disrupted".to_string(),
-        "again <30m".to_string(),
-        "dominates".to_string(),
-        "dearer".to_string(),
-        "missed (workloads)".to_string(),
-    ]];
+    let mut header = vec!["value".to_string(), "family".to_string()];
+    header.extend(TOTALS_HEADER.iter().map(|h| h.to_string()));
+    let mut lines = vec![header];
     let families = c.families.len();
     for p in &r.points {
         for FamilyTotals { family, totals: t } in &p.comparison.families {
@@ -163,36 +156,25 @@ pub fn table(r: &SweepReport) -> String {
             if families == 2 && family != "all" {
                 continue;
             }
-            lines.push(vec![
-                p.value.clone(),
-                family.clone(),
-                format!("{:+.2}%", t.mean_cost_change_percent),
-                format!(
-                    "{} / {}",
-                    t.candidate_pods_disrupted, t.baseline_pods_disrupted
-                ),
-                format!("{} / {}", t.candidate_again_soon, t.baseline_again_soon),
+            let mut line = vec![p.value.clone(), family.clone()];
+            line.extend(totals_cells(
+                t,
                 format!("{} of {}", t.dominated, t.workloads),
-                t.dearer.to_string(),
-                t.shortfalls
-                    .iter()
-                    .map(|(k, n)| format!("{k} {n}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            ]);
+            ));
+            lines.push(line);
         }
     }
-    let widths = crate::report::column_widths(&lines);
-    for l in &lines {
-        let cells: Vec<String> = l
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        let _ = writeln!(s, "{}", cells.join("  ").trim_end());
-    }
-    if let Some(p) = r.best.and_then(|i| r.points.get(i)) {
-        let t = all(p).map(|f| &f.totals);
+    aligned(&mut s, &lines);
+    let best = r.best.and_then(|i| r.points.get(i));
+    let best_totals = best.and_then(all).map(|f| &f.totals);
+    if let (Some(p), Some(t)) = (best, best_totals.filter(|t| t.dominated == 0)) {
+        let _ = writeln!(
+            s,
+            "no value meets the goal on any of the {} workloads; the cheapest on average: {}={} ({:+.2}%)",
+            t.workloads, r.path, p.value, t.mean_cost_change_percent
+        );
+    } else if let Some(p) = best {
+        let t = best_totals;
         let _ = write!(
             s,
             "best: {}={} (goal met on {} of {} workloads, mean cost change {:+.2}%)",
@@ -241,17 +223,20 @@ mod tests {
         }
     }
 
-    fn point(value: &str, outcomes: Vec<Outcome>) -> Point {
-        let plan = Plan {
+    fn plan() -> Plan {
+        Plan {
             strategy: "cost-aware".into(),
             baseline: "karpenter".into(),
             goal: Goal::default(),
             sets: Vec::new(),
             openb: None,
-        };
+        }
+    }
+
+    fn point(value: &str, outcomes: Vec<Outcome>) -> Point {
         Point {
             value: value.into(),
-            comparison: plan.report(outcomes),
+            comparison: plan().report(outcomes),
         }
     }
 
@@ -285,6 +270,27 @@ mod tests {
             3,
             "{t}"
         );
+    }
+
+    #[test]
+    fn a_sweep_where_no_value_meets_the_goal_says_so() {
+        let points = vec![
+            point("0.5", vec![outcome("a", 99.0, 40)]),
+            point("1", vec![outcome("a", 98.0, 30)]),
+        ];
+        let report = SweepReport {
+            path: EVICTION_PRICE.into(),
+            best: best(&points),
+            points,
+        };
+        let t = table(&report);
+        assert!(
+            t.contains(&format!(
+                "no value meets the goal on any of the 1 workloads; the cheapest on average: {EVICTION_PRICE}=1 (-2.00%)"
+            )),
+            "{t}"
+        );
+        assert!(!t.contains("on the controller"), "{t}");
     }
 
     #[test]
@@ -329,13 +335,7 @@ mod tests {
     fn each_value_is_set_on_every_run() {
         let example =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/tiny-optimal.yaml");
-        let plan = Plan {
-            strategy: "cost-aware".into(),
-            baseline: "karpenter".into(),
-            goal: Goal::default(),
-            sets: Vec::new(),
-            openb: None,
-        };
+        let plan = plan();
         let values = vec!["1800".to_string(), "3600".to_string()];
         let mut seen = Vec::new();
         let r = run(&plan, &[example], "settings.endSeconds", &values, |v, _| {
@@ -357,13 +357,7 @@ mod tests {
 
     #[test]
     fn no_values_is_an_error() {
-        let plan = Plan {
-            strategy: "cost-aware".into(),
-            baseline: "karpenter".into(),
-            goal: Goal::default(),
-            sets: Vec::new(),
-            openb: None,
-        };
+        let plan = plan();
         let err = run(&plan, &[], EVICTION_PRICE, &[], |_, _| {}).expect_err("no values");
         assert!(err.to_string().contains("no values"), "{err}");
     }
