@@ -12,7 +12,11 @@
 //! Here the round's new nodes are brought up in a few fixed orders (the plan's, its reverse,
 //! then pseudo-random ones), each taking in turn the queue's pods that fit with every
 //! constraint the core knows (first fit, the core's own filter); the pods left without room
-//! in the worst order get nodes of their own in the same round. The cost: nodes the plan did
+//! in the worst order get nodes of their own in the same round, planned with the round's other
+//! pods counted where the plan put them. Counted only where they are bound (as the
+//! kube-scheduler counts), a zone spread's stranded share was spread afresh over every zone,
+//! and its siblings in the zones that already had their share could not bind until the
+//! stranded zone's nodes were ready (docs/simulator.md, rounds 44-46). The cost: nodes the plan did
 //! not need when the order is kind, which consolidation removes like any other; what it buys
 //! is the second round's wait.
 //!
@@ -51,11 +55,9 @@ impl Default for QueueShuffle {
 }
 
 /// Adds to `result` the nodes its pods need when the kube-scheduler, not the plan, places
-/// them. `state` is the round's state after `result` (its placements on existing nodes
-/// applied); the pods moved to the added nodes leave the claims they were planned for.
+/// them; the pods moved to the added nodes leave the claims they were planned for.
 pub fn pad(
     snapshot: &Snapshot,
-    state: &mut ClusterState,
     result: &mut SchedulingResult,
     options: &SchedulingOptions,
     knobs: &QueueShuffle,
@@ -107,7 +109,13 @@ pub fn pad(
     if worst.is_empty() {
         return;
     }
-    let extra = schedule_on(state, &worst, options);
+    let extra = plan_stranded(
+        snapshot,
+        &placed_existing,
+        &result.new_node_claims,
+        &worst,
+        options,
+    );
     let moved: HashSet<(&str, &str)> = extra
         .existing_placements
         .iter()
@@ -151,6 +159,57 @@ pub fn pad(
         queue.len(),
         knobs.orders
     ));
+}
+
+/// A taint no pod is expected to tolerate, on the round's planned nodes while the stranded
+/// pods are planned: their pods count (a spread's `nodeTaintsPolicy` ignores taints by
+/// default) but their room is not offered, since in the order that stranded the pods others
+/// took it.
+const PLANNED_TAINT: &str = "karpenter-capi.internal/queue-check-planned";
+
+/// Plans the pods the worst order stranded, with the round's other pods counted where the plan
+/// put them: a zone spread's stranded share then goes to the zone that lacks it rather than
+/// being spread afresh over zones that already have their share.
+fn plan_stranded(
+    snapshot: &Snapshot,
+    placed_existing: &HashMap<(&str, &str), &str>,
+    claims: &[NewNodeClaim],
+    stranded: &[&Pod],
+    options: &SchedulingOptions,
+) -> SchedulingResult {
+    let stranded_refs: HashSet<(&str, &str)> = stranded
+        .iter()
+        .map(|p| (p.namespace.as_str(), p.name.as_str()))
+        .collect();
+    let mut up = snapshot.clone();
+    let mut on: HashMap<(&str, &str), String> = placed_existing
+        .iter()
+        .map(|(k, n)| (*k, (*n).to_string()))
+        .collect();
+    for (pos, claim) in claims.iter().enumerate() {
+        let Some(mut node) = node_of(snapshot, claim, pos) else {
+            continue;
+        };
+        node.taints.push(crate::model::Taint {
+            key: PLANNED_TAINT.into(),
+            value: None,
+            effect: crate::model::TaintEffect::NoSchedule,
+        });
+        for r in &claim.pods {
+            let key = (r.namespace.as_str(), r.name.as_str());
+            if !stranded_refs.contains(&key) {
+                on.insert(key, node.name.clone());
+            }
+        }
+        up.nodes.push(node);
+    }
+    for p in up.pods.iter_mut() {
+        if let Some(n) = on.get(&(p.namespace.as_str(), p.name.as_str())) {
+            Arc::make_mut(p).node_name = Some(n.clone());
+        }
+    }
+    let mut state = ClusterState::from_shared(Arc::new(up));
+    schedule_on(&mut state, stranded, options)
 }
 
 /// The `round`-th order of bringing up `k` nodes: the plan's, its reverse, then xorshift
@@ -384,6 +443,86 @@ mod tests {
             schedule(&s, &options(Some(capped))).new_node_claims.len(),
             2
         );
+    }
+
+    /// Six 3-vCPU pods of a zone spread (`maxSkew 1`) over three equally priced zones: the
+    /// plan is two 4-vCPU nodes per zone. When the queue strands the two planned in `zone-c`,
+    /// their new nodes go to `zone-c`, the zone the spread lacks once the round's other pods
+    /// count. Counted only where pods are bound, as before, the two were spread afresh and
+    /// went to `zone-a` and `zone-b`, where the kube-scheduler refuses them until `zone-c`
+    /// catches up.
+    #[test]
+    fn a_zone_spreads_stranded_share_goes_back_to_its_zone() {
+        use crate::model::{LabelSelector, TopologySpreadConstraint, WhenUnsatisfiable};
+        let spread = TopologySpreadConstraint {
+            max_skew: 1,
+            topology_key: labels::ZONE.to_string(),
+            when_unsatisfiable: WhenUnsatisfiable::DoNotSchedule,
+            label_selector: LabelSelector {
+                match_labels: {
+                    let mut m = crate::model::Labels::new();
+                    m.insert("app".to_string(), "web".to_string());
+                    m
+                },
+                match_expressions: Vec::new(),
+            },
+            min_domains: None,
+            node_affinity_policy: None,
+            node_taints_policy: None,
+            match_label_keys: Vec::new(),
+        };
+        let pods: Vec<Pod> = (0..6)
+            .map(|i| {
+                let mut p = pod(&format!("web-{i}"), 3000, i).label("app", "web");
+                p.topology_spread = vec![spread.clone()];
+                p
+            })
+            .collect();
+        let mut s = snapshot(pods);
+        s.instance_types = vec![InstanceType::new(
+            "medium",
+            4000,
+            8 * GIB,
+            110,
+            ["zone-a", "zone-b", "zone-c"]
+                .iter()
+                .map(|z| Offering::new(z, CapacityType::OnDemand, 0.2))
+                .collect(),
+        )];
+        let opts = options(None);
+        let plan = schedule(&s, &opts);
+        let zones = |claims: &[NewNodeClaim]| {
+            let mut z: Vec<String> = claims.iter().map(|c| c.launch.zone.clone()).collect();
+            z.sort();
+            z
+        };
+        assert_eq!(
+            zones(&plan.new_node_claims),
+            ["zone-a", "zone-a", "zone-b", "zone-b", "zone-c", "zone-c"]
+        );
+        let stranded_names: HashSet<&str> = plan
+            .new_node_claims
+            .iter()
+            .filter(|c| c.launch.zone == "zone-c")
+            .flat_map(|c| c.pods.iter().map(|r| r.name.as_str()))
+            .collect();
+        let stranded: Vec<&Pod> = s
+            .pods
+            .iter()
+            .map(|p| &**p)
+            .filter(|p| stranded_names.contains(p.name.as_str()))
+            .collect();
+        assert_eq!(stranded.len(), 2);
+
+        let extra = plan_stranded(&s, &HashMap::new(), &plan.new_node_claims, &stranded, &opts);
+        assert!(
+            extra.existing_placements.is_empty(),
+            "the planned nodes' room is not offered"
+        );
+        assert_eq!(zones(&extra.new_node_claims), ["zone-c", "zone-c"]);
+
+        let fresh = schedule_on(&mut ClusterState::new(&s), &stranded, &opts);
+        assert_ne!(zones(&fresh.new_node_claims), ["zone-c", "zone-c"]);
     }
 
     proptest! {

@@ -103,7 +103,7 @@ pub fn schedule_shared(snapshot: &Arc<Snapshot>, options: &SchedulingOptions) ->
         }
         _ => schedule_on(&mut state, &pending, options),
     };
-    finish_provisioning(snapshot, &mut state, &mut result, options);
+    finish_provisioning(snapshot, &mut result, options);
     result
 }
 
@@ -118,11 +118,9 @@ fn allowed_shapes<'d>(n: usize, drafts: impl Iterator<Item = &'d Draft>) -> Shap
 
 /// What [`schedule`] does to a provisioning round after planning it: anticipation
 /// ([`anticipate`]), then the scheduler-queue check ([`SchedulingOptions::queue_shuffle`]).
-/// Callers of [`schedule_with`] for provisioning call it themselves, with the state they
-/// planned on.
+/// Callers of [`schedule_with`] for provisioning call it themselves.
 pub fn finish_provisioning(
     snapshot: &Snapshot,
-    state: &mut ClusterState,
     result: &mut SchedulingResult,
     options: &SchedulingOptions,
 ) {
@@ -130,7 +128,7 @@ pub fn finish_provisioning(
     if options.strategy != Strategy::KarpenterBaseline
         && let Some(knobs) = &options.queue_shuffle
     {
-        crate::queue_shuffle::pad(snapshot, state, result, options, knobs);
+        crate::queue_shuffle::pad(snapshot, result, options, knobs);
     }
 }
 

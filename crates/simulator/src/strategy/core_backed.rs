@@ -234,7 +234,7 @@ impl Autoscaler for CoreStrategy {
                     .map(|p| core::Pod::clone(p))
                     .collect();
                 let mut r = core::schedule_with(&mut state, &pending, &self.sched, opt);
-                core::scheduler::finish_provisioning(snap, &mut state, &mut r, &self.sched);
+                core::scheduler::finish_provisioning(snap, &mut r, &self.sched);
                 r
             }
             None => core::schedule(snap, &self.sched),
