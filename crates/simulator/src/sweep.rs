@@ -233,6 +233,15 @@ mod tests {
         }
     }
 
+    /// The table of a sweep of the eviction price over `points`.
+    fn swept(points: Vec<Point>) -> String {
+        table(&SweepReport {
+            path: EVICTION_PRICE.into(),
+            best: best(&points),
+            points,
+        })
+    }
+
     fn point(value: &str, outcomes: Vec<Outcome>) -> Point {
         Point {
             value: value.into(),
@@ -252,12 +261,7 @@ mod tests {
         ];
         assert_eq!(best(&points), Some(2));
         assert_eq!(best(&[]), None);
-        let report = SweepReport {
-            path: EVICTION_PRICE.into(),
-            best: best(&points),
-            points,
-        };
-        let t = table(&report);
+        let t = swept(points);
         assert!(
             t.contains(&format!(
                 "best: {EVICTION_PRICE}=0.5 (goal met on 1 of 2 workloads, mean cost change -9.00%); on the controller: --consolidation-eviction-cost=30m"
@@ -278,12 +282,7 @@ mod tests {
             point("0.5", vec![outcome("a", 99.0, 40)]),
             point("1", vec![outcome("a", 98.0, 30)]),
         ];
-        let report = SweepReport {
-            path: EVICTION_PRICE.into(),
-            best: best(&points),
-            points,
-        };
-        let t = table(&report);
+        let t = swept(points);
         assert!(
             t.contains(&format!(
                 "no value meets the goal on any of the 1 workloads; the cheapest on average: {EVICTION_PRICE}=1 (-2.00%)"
