@@ -21,8 +21,9 @@
 //! Off by default: on Karpenter's benchmark shapes, under a kube-scheduler that does not
 //! follow the plan, the spread cluster waited longer and evicted more, while the
 //! zone-constrained workloads gained on every axis (`docs/simulator.md`, round 44): the lock
-//! above struck other workloads instead. What would fix it is a plan whose zone room for a
-//! spread survives the queue, not where the other nodes go.
+//! above struck other workloads instead. Its cause was the queue check's re-plan of stranded
+//! pods, which did not count the round's other pods (fixed in round 46); re-measured on the
+//! fix, balancing still cost more and evicted more on those shapes.
 
 use std::collections::BTreeMap;
 
