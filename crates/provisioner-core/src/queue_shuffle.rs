@@ -182,10 +182,7 @@ fn plan_stranded(
         .map(|p| (p.namespace.as_str(), p.name.as_str()))
         .collect();
     let mut up = snapshot.clone();
-    let mut on: HashMap<(&str, &str), String> = placed_existing
-        .iter()
-        .map(|(k, n)| (*k, (*n).to_string()))
-        .collect();
+    let mut on: HashMap<(&str, &str), String> = HashMap::new();
     for (pos, claim) in claims.iter().enumerate() {
         let Some(mut node) = node_of(snapshot, claim, pos) else {
             continue;
@@ -203,13 +200,22 @@ fn plan_stranded(
         }
         up.nodes.push(node);
     }
-    for p in up.pods.iter_mut() {
-        if let Some(n) = on.get(&(p.namespace.as_str(), p.name.as_str())) {
-            Arc::make_mut(p).node_name = Some(n.clone());
-        }
-    }
+    bind(&mut up, |key| {
+        on.get(&key)
+            .cloned()
+            .or_else(|| placed_existing.get(&key).map(|n| (*n).to_string()))
+    });
     let mut state = ClusterState::from_shared(Arc::new(up));
     schedule_on(&mut state, stranded, options)
+}
+
+/// Binds each pod of `snapshot` that `node_for` names a node for, by (namespace, name).
+fn bind(snapshot: &mut Snapshot, node_for: impl Fn((&str, &str)) -> Option<String>) {
+    for p in snapshot.pods.iter_mut() {
+        if let Some(n) = node_for((p.namespace.as_str(), p.name.as_str())) {
+            Arc::make_mut(p).node_name = Some(n);
+        }
+    }
 }
 
 /// The `round`-th order of bringing up `k` nodes: the plan's, its reverse, then xorshift
@@ -245,11 +251,9 @@ fn left_over<'p>(
     options: &SchedulingOptions,
 ) -> Vec<&'p Pod> {
     let mut up = snapshot.clone();
-    for p in up.pods.iter_mut() {
-        if let Some(n) = placed_existing.get(&(p.namespace.as_str(), p.name.as_str())) {
-            Arc::make_mut(p).node_name = Some((*n).to_string());
-        }
-    }
+    bind(&mut up, |key| {
+        placed_existing.get(&key).map(|n| (*n).to_string())
+    });
     for (pos, &ci) in order.iter().enumerate() {
         if let Some(node) = node_of(snapshot, &claims[ci], pos) {
             up.nodes.push(node);
@@ -471,13 +475,16 @@ mod tests {
             node_taints_policy: None,
             match_label_keys: Vec::new(),
         };
-        let pods: Vec<Pod> = (0..6)
+        let mut pods: Vec<Pod> = (0..6)
             .map(|i| {
                 let mut p = pod(&format!("web-{i}"), 3000, i).label("app", "web");
                 p.topology_spread = vec![spread.clone()];
                 p
             })
             .collect();
+        // Unconstrained and small enough for the 1 vCPU a planned node has left: stranded
+        // too, it shows whether the planned nodes' room is offered.
+        pods.push(pod("tiny", 500, 10));
         let mut s = snapshot(pods);
         s.instance_types = vec![InstanceType::new(
             "medium",
@@ -505,6 +512,8 @@ mod tests {
             .iter()
             .filter(|c| c.launch.zone == "zone-c")
             .flat_map(|c| c.pods.iter().map(|r| r.name.as_str()))
+            .filter(|n| n.starts_with("web"))
+            .chain(["tiny"])
             .collect();
         let stranded: Vec<&Pod> = s
             .pods
@@ -512,17 +521,25 @@ mod tests {
             .map(|p| &**p)
             .filter(|p| stranded_names.contains(p.name.as_str()))
             .collect();
-        assert_eq!(stranded.len(), 2);
+        assert_eq!(stranded.len(), 3);
 
         let extra = plan_stranded(&s, &HashMap::new(), &plan.new_node_claims, &stranded, &opts);
         assert!(
             extra.existing_placements.is_empty(),
             "the planned nodes' room is not offered"
         );
-        assert_eq!(zones(&extra.new_node_claims), ["zone-c", "zone-c"]);
+        let web = |claims: &[NewNodeClaim]| {
+            let with_web: Vec<NewNodeClaim> = claims
+                .iter()
+                .filter(|c| c.pods.iter().any(|r| r.name.starts_with("web")))
+                .cloned()
+                .collect();
+            zones(&with_web)
+        };
+        assert_eq!(web(&extra.new_node_claims), ["zone-c", "zone-c"]);
 
         let fresh = schedule_on(&mut ClusterState::new(&s), &stranded, &opts);
-        assert_ne!(zones(&fresh.new_node_claims), ["zone-c", "zone-c"]);
+        assert_ne!(web(&fresh.new_node_claims), ["zone-c", "zone-c"]);
     }
 
     proptest! {
