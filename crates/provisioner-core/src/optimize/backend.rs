@@ -138,20 +138,47 @@ pub(crate) struct LinearProgram {
     pub rows: Vec<Row>,
 }
 
-/// Variable values and whether the solver proved optimality.
+/// Variable values, whether the solver proved optimality, and the work it did.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct LpSolution {
     pub values: Vec<f64>,
     pub proven_optimal: bool,
+    /// Simplex pivots (microlp counts them; other backends: rows plus columns, an estimate).
+    pub pivots: u64,
+    /// Branch-and-bound nodes solved (0 for an LP; other backends: 0).
+    pub nodes: u64,
+}
+
+/// What may stop a solve before it proves optimality (MIP only; the LPs here are small).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct SolveLimits {
+    /// Branch-and-bound nodes: the deterministic limit (microlp; other backends ignore it).
+    pub nodes: Option<u64>,
+    /// Wall seconds: the safety net, and the only limit the other backends take.
+    pub seconds: Option<f64>,
+}
+
+impl LpSolution {
+    /// The solve's work in [`super::clock`] units, per row plus column: a MIP's by its
+    /// branch-and-bound nodes (each re-solves the LP), an LP's by its pivots.
+    pub(crate) fn work_units(&self, lp: &LinearProgram) -> u64 {
+        let lines = (lp.rows.len() + lp.vars.len()).max(1) as u64;
+        if lp.vars.iter().any(|v| v.integer) {
+            (self.nodes + 1).saturating_mul(lines * super::clock::MIP_NODE_PER_LINE)
+        } else {
+            self.pivots
+                .saturating_mul(lines * super::clock::PIVOT_PER_LINE)
+        }
+    }
 }
 
 /// Solves `lp` with `backend`. `warm` is a feasible assignment to start from (MIP backends that
-/// take one); `time_limit` in seconds caps the solve (MIP only; LPs here are small).
+/// take one); `limits` cap a MIP.
 pub(crate) fn solve(
     backend: Backend,
     lp: &LinearProgram,
     warm: Option<&[f64]>,
-    time_limit: Option<f64>,
+    limits: SolveLimits,
 ) -> Result<LpSolution, BackendError> {
     if !backend.is_compiled() {
         return Err(BackendError::NotCompiled(backend.name()));
@@ -162,18 +189,92 @@ pub(crate) fn solve(
     }
     match backend {
         #[cfg(feature = "solver-microlp")]
-        Backend::Microlp => imp::microlp(lp, warm, time_limit),
+        Backend::Microlp => direct::microlp(lp, warm, limits),
         #[cfg(feature = "solver-clarabel")]
         Backend::Clarabel => imp::clarabel(lp),
         #[cfg(feature = "solver-highs")]
-        Backend::Highs => imp::highs(lp, warm, time_limit),
+        Backend::Highs => imp::highs(lp, warm, limits.seconds),
         #[cfg(feature = "solver-cbc")]
-        Backend::Cbc => imp::cbc(lp, warm, time_limit),
+        Backend::Cbc => imp::cbc(lp, warm, limits.seconds),
         #[allow(unreachable_patterns)]
         _ => {
-            let _ = (warm, time_limit);
+            let _ = (warm, limits);
             Err(BackendError::NotCompiled(backend.name()))
         }
+    }
+}
+
+/// microlp called directly rather than through good_lp, for what good_lp does not pass on: a
+/// branch-and-bound node limit (deterministic, unlike a time limit) and the work counts.
+#[cfg(feature = "solver-microlp")]
+mod direct {
+    use microlp::{ComparisonOp, OptimizationDirection, Problem, SolveOptions, Variable};
+
+    use super::{BackendError, LinearProgram, LpSolution, SolveLimits};
+
+    fn error(e: impl std::fmt::Display) -> BackendError {
+        BackendError::Solver {
+            backend: "microlp",
+            message: e.to_string(),
+        }
+    }
+
+    pub(super) fn microlp(
+        lp: &LinearProgram,
+        warm: Option<&[f64]>,
+        limits: SolveLimits,
+    ) -> Result<LpSolution, BackendError> {
+        let mut problem = Problem::new(if lp.maximise {
+            OptimizationDirection::Maximize
+        } else {
+            OptimizationDirection::Minimize
+        });
+        let vars: Vec<Variable> = lp
+            .vars
+            .iter()
+            .map(|v| {
+                if v.integer {
+                    let bound = |x: f64| x.clamp(i32::MIN as f64, i32::MAX as f64) as i32;
+                    problem.add_integer_var(v.objective, (bound(v.lo.ceil()), bound(v.hi.floor())))
+                } else {
+                    problem.add_var(v.objective, (v.lo, v.hi))
+                }
+            })
+            .collect();
+        for row in &lp.rows {
+            let terms: Vec<(Variable, f64)> = row
+                .coefs
+                .iter()
+                .filter_map(|(i, c)| vars.get(*i).map(|v| (*v, *c)))
+                .collect();
+            let op = if row.at_least {
+                ComparisonOp::Ge
+            } else {
+                ComparisonOp::Le
+            };
+            problem.add_constraint(terms, op, row.rhs);
+        }
+        let mut options = SolveOptions::default();
+        options.node_limit = limits.nodes;
+        options.time_limit = limits
+            .seconds
+            .map(|s| std::time::Duration::from_secs_f64(s.max(0.001)));
+        options.warm_start = warm.map(|w| vars.iter().copied().zip(w.iter().copied()).collect());
+        let outcome = problem.solve_with(options).map_err(error)?;
+        let proven_optimal = outcome.is_optimal();
+        let Some(sol) = outcome.solution() else {
+            return Err(error(format!(
+                "stopped before any solution ({:?})",
+                outcome.termination_reason()
+            )));
+        };
+        let stats = sol.stats();
+        Ok(LpSolution {
+            values: vars.iter().map(|v| sol.var_value(*v)).collect(),
+            proven_optimal,
+            pivots: stats.lp_iterations,
+            nodes: stats.nodes_solved,
+        })
     }
 }
 
@@ -242,35 +343,13 @@ mod imp {
         Ok(LpSolution {
             values: vars.iter().map(|v| sol.value(*v)).collect(),
             proven_optimal,
+            pivots: vars.len() as u64,
+            nodes: 0,
         })
     }
 
     fn warm_pairs(vars: &[Variable], warm: Option<&[f64]>) -> Option<Vec<(Variable, f64)>> {
         warm.map(|w| vars.iter().copied().zip(w.iter().copied()).collect())
-    }
-
-    #[cfg(feature = "solver-microlp")]
-    pub(super) fn microlp(
-        lp: &LinearProgram,
-        warm: Option<&[f64]>,
-        time_limit: Option<f64>,
-    ) -> Result<LpSolution, BackendError> {
-        use good_lp::{WithInitialSolution, WithTimeLimit};
-        let (pv, vars, obj) = build(lp);
-        let mut model = if lp.maximise {
-            pv.maximise(obj)
-        } else {
-            pv.minimise(obj)
-        }
-        .using(good_lp::microlp);
-        add_rows(&mut model, lp, &vars);
-        if let Some(t) = time_limit {
-            model = model.with_time_limit(t.max(0.001));
-        }
-        if let Some(w) = warm_pairs(&vars, warm) {
-            model = model.with_initial_solution(w);
-        }
-        finish("microlp", model.solve(), &vars)
     }
 
     #[cfg(feature = "solver-clarabel")]

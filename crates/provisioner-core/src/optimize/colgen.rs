@@ -21,7 +21,8 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use super::backend::{self, Backend, LinearProgram, Row, Var};
+use super::backend::{self, Backend, LinearProgram, Row, SolveLimits, Var};
+use super::clock::{Deadline, WorkClock};
 use super::knapsack::{self, KItem};
 use super::pattern::{Pattern, PatternProblem};
 
@@ -40,11 +41,12 @@ pub(crate) enum Sizes {
 
 /// Work limits of one column-generation run.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
+pub(crate) struct Limits<'c> {
     pub max_iterations: u32,
     pub columns_per_iteration: usize,
     pub knapsack_nodes: u64,
-    pub deadline: Instant,
+    pub clock: &'c WorkClock,
+    pub deadline: Deadline,
     /// When column generation stops without converging and time is left, tighten the bound
     /// with [`certify`] before returning. The optimiser leaves it off and certifies after its
     /// integer pass instead, with the time that pass did not need: the plan comes first.
@@ -108,7 +110,12 @@ struct Ranked {
 
 /// Every shape some class with a positive dual fits, best root ratio first: the order both
 /// pricing and [`certify`] search the shapes in.
-fn ranked_shapes(pp: &PatternProblem, duals: &[f64], sizes: Sizes) -> Vec<Ranked> {
+fn ranked_shapes(
+    pp: &PatternProblem,
+    duals: &[f64],
+    sizes: Sizes,
+    clock: &WorkClock,
+) -> Vec<Ranked> {
     let mut ranked: Vec<Ranked> = pp
         .shapes
         .iter()
@@ -119,6 +126,7 @@ fn ranked_shapes(pp: &PatternProblem, duals: &[f64], sizes: Sizes) -> Vec<Ranked
                 return None;
             }
             let tuned = knapsack::tune(&items, &sh.cap);
+            clock.charge(knapsack::tune_work(items.len(), sh.cap.len()));
             // A free shape would make the bound meaningless: its ratio is unbounded.
             let root = if sh.price <= 0.0 {
                 f64::INFINITY
@@ -151,10 +159,11 @@ pub(crate) fn certify(
     pp: &PatternProblem,
     duals: &[f64],
     knapsack_nodes: u64,
-    deadline: Instant,
+    clock: &WorkClock,
+    deadline: Deadline,
 ) -> f64 {
     let group_caps: Vec<u32> = pp.groups.iter().map(|g| g.cap).collect();
-    let shapes = ranked_shapes(pp, duals, Sizes::Hi);
+    let shapes = ranked_shapes(pp, duals, Sizes::Hi, clock);
     let mut rho: f64 = 1.0;
     for Ranked {
         shape,
@@ -166,16 +175,23 @@ pub(crate) fn certify(
         if *root <= rho {
             break;
         }
-        if Instant::now() >= deadline || !root.is_finite() {
+        if clock.past(deadline) || !root.is_finite() {
             return rho.max(*root);
         }
         let Some(sh) = pp.shapes.get(*shape) else {
             continue;
         };
         let r = knapsack::solve_tuned(items, &sh.cap, tuned, &group_caps, knapsack_nodes);
+        clock.charge(r.work);
         let ub = if r.complete {
             r.upper_bound
         } else {
+            clock.charge(knapsack::lagrangian_work(
+                items.len(),
+                sh.cap.len(),
+                LAGRANGIAN_UNITS,
+                LAGRANGIAN_EVALS,
+            ));
             r.upper_bound.min(
                 knapsack::lagrangian_bound(items, &sh.cap, LAGRANGIAN_UNITS, LAGRANGIAN_EVALS)
                     .max(r.value),
@@ -193,9 +209,10 @@ pub(crate) fn certified_bound(
     duals: &[f64],
     lp_value: f64,
     knapsack_nodes: u64,
-    deadline: Instant,
+    clock: &WorkClock,
+    deadline: Deadline,
 ) -> f64 {
-    lp_value / certify(pp, duals, knapsack_nodes, deadline)
+    lp_value / certify(pp, duals, knapsack_nodes, clock, deadline)
 }
 
 /// Prices `duals`: finds improving patterns and bounds the best ratio.
@@ -205,10 +222,11 @@ pub(crate) fn price(
     sizes: Sizes,
     want: usize,
     knapsack_nodes: u64,
-    deadline: Instant,
+    clock: &WorkClock,
+    deadline: Deadline,
 ) -> Priced {
     let group_caps: Vec<u32> = pp.groups.iter().map(|g| g.cap).collect();
-    let per_shape = ranked_shapes(pp, duals, sizes);
+    let per_shape = ranked_shapes(pp, duals, sizes, clock);
 
     let mut columns: Vec<(f64, Pattern)> = Vec::new();
     let mut rho: f64 = 1.0;
@@ -230,7 +248,7 @@ pub(crate) fn price(
             stopped_at = k;
             break;
         }
-        if columns.len() >= want || (k > 0 && Instant::now() >= deadline) {
+        if columns.len() >= want || (k > 0 && clock.past(deadline)) {
             stopped_at = k;
             complete = false;
             break;
@@ -239,6 +257,7 @@ pub(crate) fn price(
             continue;
         };
         let r = knapsack::solve_tuned(items, &sh.cap, tuned, &group_caps, knapsack_nodes);
+        clock.charge(r.work);
         complete &= r.complete;
         let price = sh.price.max(1e-12);
         let ratio = r.value / price;
@@ -269,6 +288,7 @@ pub(crate) fn solve_master_dual(
     pp: &PatternProblem,
     columns: &[Pattern],
     backend: Backend,
+    clock: &WorkClock,
 ) -> Result<(Vec<f64>, f64), backend::BackendError> {
     let n = pp.classes.len();
     let vars = pp
@@ -301,7 +321,8 @@ pub(crate) fn solve_master_dual(
         vars,
         rows,
     };
-    let sol = backend::solve(backend, &lp, None, None)?;
+    let sol = backend::solve(backend, &lp, None, SolveLimits::default())?;
+    clock.charge(sol.work_units(&lp));
     let duals: Vec<f64> = (0..n)
         .map(|i| sol.values.get(i).copied().unwrap_or(0.0).max(0.0))
         .collect();
@@ -346,7 +367,7 @@ pub(crate) fn run(
     pp: &PatternProblem,
     initial: Vec<Pattern>,
     backend: Backend,
-    limits: Limits,
+    limits: Limits<'_>,
 ) -> ColGen {
     let mut seen: HashSet<Pattern> = HashSet::new();
     let mut columns = Vec::new();
@@ -371,13 +392,13 @@ pub(crate) fn run(
             out.stopped = Some(format!("iteration limit {}", limits.max_iterations));
             break;
         }
-        if Instant::now() >= limits.deadline {
+        if limits.clock.past(limits.deadline) {
             out.stopped = Some("time budget".into());
             break;
         }
         out.iterations += 1;
         let t = Instant::now();
-        let lp = solve_master_dual(pp, &columns, backend);
+        let lp = solve_master_dual(pp, &columns, backend, limits.clock);
         out.lp_ms += t.elapsed().as_secs_f64() * 1e3;
         let (duals, value) = match lp {
             Ok(x) => x,
@@ -398,6 +419,7 @@ pub(crate) fn run(
             Sizes::Hi,
             limits.columns_per_iteration,
             quick_nodes,
+            limits.clock,
             limits.deadline,
         );
         if priced.columns.is_empty() {
@@ -408,6 +430,7 @@ pub(crate) fn run(
                 Sizes::Hi,
                 usize::MAX,
                 limits.knapsack_nodes,
+                limits.clock,
                 limits.deadline,
             );
             // Both passes bound the best ratio; the tighter one stands.
@@ -443,12 +466,13 @@ pub(crate) fn run(
             break;
         }
     }
-    if limits.certify && out.certifiable(pp) && Instant::now() < limits.deadline {
+    if limits.certify && out.certifiable(pp) && !limits.clock.past(limits.deadline) {
         let certified = certified_bound(
             pp,
             &out.duals,
             out.lp_value,
             limits.knapsack_nodes,
+            limits.clock,
             limits.deadline,
         );
         out.bound = out.bound.max(certified);
@@ -462,6 +486,7 @@ pub(crate) fn run(
             Sizes::Lo,
             usize::MAX,
             (limits.knapsack_nodes / 100).max(100),
+            limits.clock,
             limits.deadline,
         );
         let value: f64 = out

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use crate::model::Resources;
 use crate::packing::{ItemId, LaunchPlan, PackingProblem, PlannedNode, limit_fits};
 
-use super::backend::{self, Backend, LinearProgram, Row, Var};
+use super::backend::{self, Backend, LinearProgram, Row, SolveLimits, Var};
+use super::clock::{self, Deadline, Until, WorkClock};
 use super::pattern::{Checker, Pattern, PatternProblem};
 
 /// How much of one limited resource a node's capacity uses.
@@ -32,7 +33,8 @@ pub(crate) fn solve(
     columns: &[Pattern],
     warm: &BTreeMap<usize, u32>,
     backend: Backend,
-    time_limit: f64,
+    clock: &WorkClock,
+    deadline: Deadline,
 ) -> Result<IntegerSolution, backend::BackendError> {
     let mut vars = Vec::with_capacity(columns.len());
     for p in columns {
@@ -146,7 +148,16 @@ pub(crate) fn solve(
     let warm_values: Vec<f64> = (0..columns.len())
         .map(|j| warm.get(&j).copied().unwrap_or(0) as f64)
         .collect();
-    let sol = backend::solve(backend, &lp, Some(&warm_values), Some(time_limit))?;
+    // The node limit is the work budget left (deterministic); the wall clock's safety limit
+    // is what a backend without one gets.
+    let lines = (lp.rows.len() + lp.vars.len()).max(1) as f64;
+    let per_node = lines * clock::MIP_NODE_PER_LINE as f64;
+    let limits = SolveLimits {
+        nodes: Some((clock.left(deadline) * clock::UNITS_PER_MS / per_node).floor() as u64),
+        seconds: Some(clock.wall_left_secs()),
+    };
+    let sol = backend::solve(backend, &lp, Some(&warm_values), limits)?;
+    clock.charge(sol.work_units(&lp));
     let counts = sol
         .values
         .iter()
@@ -185,7 +196,7 @@ pub(crate) fn dive(
     columns: &mut Vec<Pattern>,
     duals: &[f64],
     backend: Backend,
-    deadline: std::time::Instant,
+    until: Until<'_>,
     extend: &mut dyn FnMut(&[i64], &mut Vec<Pattern>),
 ) -> Option<Dive> {
     if pp.shapes.iter().any(|s| {
@@ -220,7 +231,7 @@ pub(crate) fn dive(
     // Bounded: every round fixes at least one node.
     let total: i64 = residual.iter().sum();
     for _ in 0..total.max(1) {
-        if residual.iter().all(|r| *r <= 0) || std::time::Instant::now() >= deadline {
+        if residual.iter().all(|r| *r <= 0) || until.past() {
             break;
         }
         // Dive and price: patterns made for the whole round over-cover a small residual; let
@@ -253,17 +264,13 @@ pub(crate) fn dive(
                 rhs: *r as f64,
             })
             .collect();
-        let sol = backend::solve(
-            backend,
-            &LinearProgram {
-                maximise: false,
-                vars,
-                rows,
-            },
-            None,
-            None,
-        )
-        .ok()?;
+        let lp = LinearProgram {
+            maximise: false,
+            vars,
+            rows,
+        };
+        let sol = backend::solve(backend, &lp, None, SolveLimits::default()).ok()?;
+        until.clock.charge(sol.work_units(&lp));
         let floors: Vec<(usize, u32)> = sol
             .values
             .iter()
@@ -480,7 +487,7 @@ pub(crate) fn improve(
     nodes: &mut Vec<PlannedNode>,
     value_of: &dyn Fn(ItemId) -> f64,
     allowed: &dyn Fn(&[PlannedNode]) -> bool,
-    deadline: std::time::Instant,
+    until: Until<'_>,
 ) -> bool {
     let price = |n: &PlannedNode| {
         problem
@@ -503,7 +510,7 @@ pub(crate) fn improve(
         let mut found = false;
         'scan: for k in 2..=IMPROVE_MAX_FREED {
             for start in 0..ranked.len().min(IMPROVE_STARTS) {
-                if std::time::Instant::now() >= deadline {
+                if until.past() {
                     return improved;
                 }
                 let Some(window) = ranked.get(start..start + k) else {
@@ -516,6 +523,7 @@ pub(crate) fn improve(
                     .flat_map(|n| n.items.iter().copied())
                     .collect();
                 let before: f64 = picked.iter().filter_map(|i| nodes.get(*i)).map(price).sum();
+                until.clock.charge(repack_work(problem, freed.len()));
                 let Some(repacked) = pack_rest(problem, &freed) else {
                     continue;
                 };
@@ -541,6 +549,12 @@ pub(crate) fn improve(
             return improved;
         }
     }
+}
+
+/// The work of one [`pack_rest`] of `items` pods in [`super::clock`] units: the heuristic
+/// tries each pod on the launchable shapes.
+pub(crate) fn repack_work(problem: &PackingProblem, items: usize) -> u64 {
+    (items as u64 * problem.shapes.len().max(1) as u64).saturating_mul(clock::REPACK_ITEM_SHAPE)
 }
 
 /// Nodes one large-neighbourhood move frees at most, and how far down the waste ranking its

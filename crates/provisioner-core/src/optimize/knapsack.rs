@@ -35,6 +35,23 @@ pub(crate) struct KResult {
     pub upper_bound: f64,
     /// The search finished: `value` is optimal and equals `upper_bound` (up to rounding).
     pub complete: bool,
+    /// The work done, in [`super::clock`] units: search nodes and the greedy seed's fills.
+    pub work: u64,
+}
+
+/// The work of one [`tune`] in [`super::clock`] units: each candidate weight vector folds and
+/// orders every item (the start vectors, then two rounds of five factors per resource).
+pub(crate) fn tune_work(items: usize, dims: usize) -> u64 {
+    let evals = 1 + dims as u64 * 11;
+    evals * items as u64 * super::clock::RELAXATION_ITEM
+}
+
+/// The work of one [`lagrangian_bound`] in [`super::clock`] units: per kept resource and
+/// multiplier, a dynamic programme over the items and the units.
+pub(crate) fn lagrangian_work(items: usize, dims: usize, max_units: i64, evals: usize) -> u64 {
+    (dims as u64 * evals as u64 * items as u64 * max_units.max(1) as u64)
+        .saturating_mul(super::clock::RELAXATION_ITEM)
+        / 5
 }
 
 /// The surrogate relaxation: all resources folded into one with weights `w >= 0`
@@ -445,11 +462,13 @@ const REFINE_FROM_NODES: u64 = 1_000;
 const REFINE_DROP: u32 = 3;
 
 /// The greedy seed of the search, refined by local search when `refine`: (value, counts).
-fn seed(items: &[KItem], cap: &[i64], group_caps: &[u32], refine: bool) -> (f64, Vec<u32>) {
+/// Also returns how many fills it took (each is work over every item).
+fn seed(items: &[KItem], cap: &[i64], group_caps: &[u32], refine: bool) -> (f64, Vec<u32>, u64) {
     let mut counts = vec![0; items.len()];
     let mut best = fill(items, cap, group_caps, &mut counts);
+    let mut fills = 1;
     if !refine {
-        return (best, counts);
+        return (best, counts, fills);
     }
     // Drop a few pods of one class and refill; keep what improves, until nothing does.
     let mut improved = true;
@@ -464,6 +483,7 @@ fn seed(items: &[KItem], cap: &[i64], group_caps: &[u32], refine: bool) -> (f64,
                 let mut trial = counts.clone();
                 trial[i] = left;
                 let v = fill(items, cap, group_caps, &mut trial);
+                fills += 1;
                 if v > best * (1.0 + 1e-12) + 1e-12 {
                     best = v;
                     counts = trial;
@@ -472,7 +492,7 @@ fn seed(items: &[KItem], cap: &[i64], group_caps: &[u32], refine: bool) -> (f64,
             }
         }
     }
-    (best, counts)
+    (best, counts, fills)
 }
 
 /// Completes `counts` one pod at a time, each time with the class of highest value per share
@@ -585,7 +605,7 @@ pub(crate) fn solve_tuned(
     // for the whole node limit (a memory-heavy 64-core shape: 2.87 in 5,000 nodes where the
     // greedy finds 3.25 and 3.27 exists), and a good incumbent prunes the rest of the tree.
     let refine = node_limit >= REFINE_FROM_NODES;
-    let (seed_value, seed_counts) = seed(items, cap, group_caps, refine);
+    let (seed_value, seed_counts, fills) = seed(items, cap, group_caps, refine);
     if seed_value > s.best_value {
         s.best_value = seed_value;
         s.best_counts = seed_counts;
@@ -609,6 +629,8 @@ pub(crate) fn solve_tuned(
         value: s.best_value,
         upper_bound,
         complete,
+        work: s.nodes * super::clock::KNAPSACK_NODE
+            + fills * items.len() as u64 * super::clock::RELAXATION_ITEM,
     }
 }
 

@@ -41,6 +41,7 @@
 
 mod backend;
 mod bound;
+mod clock;
 mod colgen;
 mod integer;
 mod knapsack;
@@ -51,7 +52,7 @@ mod standalone_bound;
 mod tests;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -61,14 +62,21 @@ pub use standalone_bound::{PackingBound, packing_lower_bound};
 
 use crate::packing::{ItemId, LaunchPlan, LaunchPlanner, PackingProblem, PlannedNode, verify};
 use crate::strategies::cost_aware::CostAwarePlanner;
+use clock::{Deadline, WorkClock};
 use pattern::{Checker, Pattern, PatternProblem};
 
 /// Knobs of the optimiser. The defaults fit well inside the 1 s batch window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct OptimizerConfig {
-    /// Wall-clock budget for the whole pass (bound + integer pass), in milliseconds.
+    /// Budget for the whole pass (bound + integer pass), in milliseconds of work on the
+    /// reference machine ([`clock`]): the plan depends on the input only, and takes about
+    /// this long on a machine like the reference.
     pub time_budget_ms: u64,
+    /// The wall clock stops every phase after this many budgets of wall time (a much slower
+    /// or busier machine than the reference); the plan may then differ between runs
+    /// ([`Stats::wall_clock_hit`]).
+    pub wall_clock_factor: f64,
     /// Share of a component's budget column generation may use before the integer pass.
     pub column_generation_share: f64,
     /// LP backend for column generation; `None` = the best compiled in.
@@ -94,6 +102,7 @@ impl Default for OptimizerConfig {
     fn default() -> Self {
         OptimizerConfig {
             time_budget_ms: 300,
+            wall_clock_factor: 4.0,
             column_generation_share: 0.5,
             lp_backend: None,
             mip_backend: None,
@@ -157,8 +166,13 @@ pub struct Stats {
     pub pricing_ms: f64,
     pub integer_ms: f64,
     pub total_ms: f64,
-    /// The time budget, not a work limit, ended some phase.
+    /// The budget ([`OptimizerConfig::time_budget_ms`], counted as work: [`clock`]), not
+    /// one of the other work limits, ended some phase. The plan is the same on every run.
     pub budget_hit: bool,
+    /// The wall clock's safety net (several budgets of wall time) ended some phase: the
+    /// machine was much slower than the reference, and the plan may differ between runs.
+    #[serde(default)]
+    pub wall_clock_hit: bool,
     pub lp_backend: String,
     pub mip_backend: String,
 }
@@ -262,7 +276,8 @@ impl Optimizer {
     /// reports cost, bound and gap.
     pub fn optimize(&self, problem: &PackingProblem, warm_start: Option<&LaunchPlan>) -> Optimized {
         let start = Instant::now();
-        let deadline = start + Duration::from_millis(self.config.time_budget_ms);
+        let clock = WorkClock::new(self.config.time_budget_ms, self.config.wall_clock_factor);
+        let deadline = Deadline(self.config.time_budget_ms as f64);
         let lp_backend = self.config.lp_backend.unwrap_or_else(Backend::default_lp);
         let mip_backend = self.config.mip_backend.or_else(Backend::default_mip);
         let mut notes = Vec::new();
@@ -390,11 +405,9 @@ impl Optimizer {
         let mut remaining_classes = total_classes;
         let mut parts = Vec::with_capacity(comps.len());
         for (k, comp) in comps.iter().enumerate() {
-            let now = Instant::now();
-            let left = deadline.saturating_duration_since(now);
             let share = comp.len() as f64 / remaining_classes.max(1) as f64;
             remaining_classes = remaining_classes.saturating_sub(comp.len());
-            let comp_deadline = now + left.mul_f64(share.clamp(0.0, 1.0));
+            let comp_deadline = clock.share_of(deadline, share);
             let items: Vec<(ItemId, u32)> = comp
                 .iter()
                 .filter_map(|c| pp.classes.get(*c))
@@ -407,9 +420,12 @@ impl Optimizer {
                 PatternProblem::build(problem, &items, steps.as_deref(), None)
             };
             let nodes = heur_nodes.get(k).cloned().unwrap_or_default();
-            let mut part =
-                self.solve_part(problem, &sub, nodes, comp_deadline, lp_backend, mip_backend);
-            self.certify(&sub, &mut part, comp_deadline);
+            let until = clock::Until {
+                clock: &clock,
+                deadline: comp_deadline,
+            };
+            let mut part = self.solve_part(problem, &sub, nodes, until, lp_backend, mip_backend);
+            self.certify(&sub, &mut part, &clock, comp_deadline);
             parts.push(part);
         }
 
@@ -428,6 +444,7 @@ impl Optimizer {
         stats.columns = parts.iter().map(|p| p.columns).sum();
         stats.integer_columns = parts.iter().map(|p| p.integer_columns).sum();
         stats.budget_hit = parts.iter().any(|p| p.budget_hit);
+        stats.wall_clock_hit = clock.wall_hit();
         stats.shapes = parts.iter().map(|p| p.shapes).sum();
         stats.shapes_kept = parts.iter().map(|p| p.shapes_kept).sum();
         stats.bound_ms = parts.iter().map(|p| p.bound_ms).sum();
@@ -499,14 +516,20 @@ impl Optimizer {
     /// With the time the integer pass left (at least the share kept back for it), a tighter
     /// bound for a component whose column generation stopped without converging
     /// ([`colgen::certify`]).
-    fn certify(&self, pp: &PatternProblem, part: &mut Part, deadline: Instant) {
+    fn certify(&self, pp: &PatternProblem, part: &mut Part, clock: &WorkClock, deadline: Deadline) {
         if let Some((duals, value)) = part.uncertified.take()
             && !part.proven_optimal
-            && Instant::now() < deadline
+            && !clock.past(deadline)
         {
             let start = Instant::now();
-            let certified =
-                colgen::certified_bound(pp, &duals, value, self.config.knapsack_nodes, deadline);
+            let certified = colgen::certified_bound(
+                pp,
+                &duals,
+                value,
+                self.config.knapsack_nodes,
+                clock,
+                deadline,
+            );
             part.bound = part.bound.max(certified);
             part.bound_ms += start.elapsed().as_secs_f64() * 1e3;
         }
@@ -518,11 +541,14 @@ impl Optimizer {
         problem: &PackingProblem,
         pp: &PatternProblem,
         heur_nodes: Vec<PlannedNode>,
-        deadline: Instant,
+        until: clock::Until<'_>,
         lp_backend: Backend,
         mip_backend: Option<Backend>,
     ) -> Part {
+        let clock::Until { clock, deadline } = until;
         let start = Instant::now();
+        let begun = clock.now();
+        let span = (deadline.0 - begun.0).max(0.0);
         let heuristic_cost = integer::cost(problem, &heur_nodes);
         let mut part = Part {
             nodes: heur_nodes.clone(),
@@ -595,14 +621,13 @@ impl Optimizer {
             }
         }
 
-        let cg_deadline = start
-            + deadline
-                .saturating_duration_since(start)
-                .mul_f64(self.config.column_generation_share.clamp(0.05, 0.95));
+        let cg_deadline =
+            Deadline(begun.0 + span * self.config.column_generation_share.clamp(0.05, 0.95));
         let limits = colgen::Limits {
             max_iterations: self.config.max_iterations,
             columns_per_iteration: self.config.columns_per_iteration,
             knapsack_nodes: self.config.knapsack_nodes,
+            clock,
             deadline: cg_deadline,
             certify: false,
         };
@@ -618,10 +643,7 @@ impl Optimizer {
         }
         // Time kept back from the integer pass for certifying the bound afterwards.
         let deadline = if part.uncertified.is_some() {
-            deadline
-                - deadline
-                    .saturating_duration_since(start)
-                    .mul_f64(self.config.certify_share.clamp(0.0, 0.5))
+            Deadline(deadline.0 - span * self.config.certify_share.clamp(0.0, 0.5))
         } else {
             deadline
         };
@@ -748,10 +770,7 @@ impl Optimizer {
         };
         // LP diving first (up to half the time left): cheap, and a better start for the
         // integer solve.
-        let dive_deadline = Instant::now()
-            + deadline
-                .saturating_duration_since(Instant::now())
-                .mul_f64(0.5);
+        let dive_deadline = clock.share_of(deadline, 0.5);
         let mut extend = |residual: &[i64], cols: &mut Vec<Pattern>| {
             // The residual as its own pattern problem (same classes, fewer pods each).
             let mut rpp = pp.clone();
@@ -762,6 +781,7 @@ impl Optimizer {
                 max_iterations: 10,
                 columns_per_iteration: self.config.columns_per_iteration,
                 knapsack_nodes: self.config.knapsack_nodes,
+                clock,
                 deadline: dive_deadline,
                 certify: false,
             };
@@ -778,7 +798,10 @@ impl Optimizer {
             &mut cols,
             &cg.duals,
             lp_backend,
-            dive_deadline,
+            clock::Until {
+                clock,
+                deadline: dive_deadline,
+            },
             &mut extend,
         ) {
             let price_of = |cols: &[Pattern], counts: &BTreeMap<usize, u32>| -> f64 {
@@ -805,7 +828,10 @@ impl Optimizer {
             let fixed: Vec<(usize, u32)> = dive.fixed.iter().map(|(j, n)| (*j, *n)).collect();
             if let Ok((mut nodes, left)) = integer::to_nodes_partial(problem, pp, &cols, &fixed)
                 && !left.is_empty()
-                && let Some(rest) = integer::pack_rest(problem, &left)
+                && let Some(rest) = {
+                    clock.charge(integer::repack_work(problem, left.len()));
+                    integer::pack_rest(problem, &left)
+                }
             {
                 nodes.extend(rest);
                 // As a warm start too, when its nodes are patterns the integer pass accepts.
@@ -842,10 +868,7 @@ impl Optimizer {
         // Repack the best plan's most wasteful nodes with the heuristic, for part of what is
         // left; the integer pass gets the rest.
         if best_cost > part.bound * (1.0 + 1e-9) {
-            let until = Instant::now()
-                + deadline
-                    .saturating_duration_since(Instant::now())
-                    .mul_f64(0.3);
+            let until = clock.share_of(deadline, 0.3);
             let value_of = |id: ItemId| -> f64 {
                 class_of
                     .get(&id)
@@ -857,6 +880,10 @@ impl Optimizer {
             let allowed = |n: &[PlannedNode]| {
                 integer::within_pool_limits(problem, n) && within_ranks(pp, &class_of, n)
             };
+            let until = clock::Until {
+                clock,
+                deadline: until,
+            };
             if integer::improve(problem, &mut nodes, &value_of, &allowed, until) {
                 adopt(problem, &mut part, nodes, false, &mut best_cost);
             }
@@ -866,10 +893,7 @@ impl Optimizer {
             part.integer_ms = int_start.elapsed().as_secs_f64() * 1e3;
             return part;
         }
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .as_secs_f64();
-        if left <= 0.002 {
+        if clock.left(deadline) <= 2.0 || clock.wall_out() {
             part.budget_hit = true;
             if !part.optimised {
                 part.note = Some("no time left for the integer pass".into());
@@ -877,11 +901,11 @@ impl Optimizer {
             part.integer_ms = int_start.elapsed().as_secs_f64() * 1e3;
             return part;
         }
-        let sol = integer::solve(problem, pp, &cols, &warm, mip_backend, left);
+        let sol = integer::solve(problem, pp, &cols, &warm, mip_backend, clock, deadline);
         part.integer_ms = int_start.elapsed().as_secs_f64() * 1e3;
         match sol {
             Ok(sol) => {
-                if !sol.proven_optimal && Instant::now() >= deadline {
+                if !sol.proven_optimal {
                     part.budget_hit = true;
                 }
                 if !consider(

@@ -13,8 +13,8 @@
 //! and prices smoothed duals (Wentges: halfway between the master's and the best so far), which
 //! damps the oscillation behind column generation's slow tail.
 
+use super::clock::{Deadline, WorkClock};
 use std::collections::HashSet;
-use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -54,8 +54,8 @@ pub struct PackingBound {
 /// stops at the iteration limit or once the bound is within 0.5% of the restricted master's
 /// LP value (reported as `converged`).
 pub fn packing_lower_bound(problem: &PackingProblem, config: &OptimizerConfig) -> PackingBound {
-    let start = Instant::now();
-    let deadline = start + Duration::from_millis(config.time_budget_ms);
+    let clock = WorkClock::new(config.time_budget_ms, config.wall_clock_factor);
+    let deadline = Deadline(config.time_budget_ms as f64);
     let lp_backend = config.lp_backend.unwrap_or_else(Backend::default_lp);
     let mut out = PackingBound {
         bound: 0.0,
@@ -126,6 +126,7 @@ pub fn packing_lower_bound(problem: &PackingProblem, config: &OptimizerConfig) -
         max_iterations: config.max_iterations,
         columns_per_iteration: config.columns_per_iteration,
         knapsack_nodes: config.knapsack_nodes,
+        clock: &clock,
         deadline,
         certify: true,
     };
@@ -167,25 +168,29 @@ fn coarsened_bound(
     pp: &PatternProblem,
     initial: Vec<Pattern>,
     backend: Backend,
-    limits: colgen::Limits,
+    limits: colgen::Limits<'_>,
 ) -> Outcome {
     let cg = colgen::run(pp, initial, backend, limits);
     let mut budget_hit = cg.stopped.as_deref() == Some("time budget");
     if cg.iterations == 0 {
         return (0.0, Vec::new(), false, 0, budget_hit);
     }
-    let price_deadline = limits
-        .deadline
-        .max(Instant::now() + Duration::from_millis(1));
+    let clock = limits.clock;
+    let price_deadline = if clock.past(limits.deadline) {
+        clock.after(1.0)
+    } else {
+        limits.deadline
+    };
     let priced = colgen::price(
         pp,
         &cg.duals,
         Sizes::Lo,
         usize::MAX,
         limits.knapsack_nodes,
+        clock,
         price_deadline,
     );
-    budget_hit |= Instant::now() >= price_deadline;
+    budget_hit |= clock.past(price_deadline);
     let rho = priced.rho.max(1.0);
     let prices: Vec<f64> = cg.duals.iter().map(|d| (d / rho).max(0.0)).collect();
     (cg.bound, prices, cg.converged, cg.iterations, budget_hit)
@@ -213,7 +218,7 @@ fn smoothed_bound(
     pp: &PatternProblem,
     initial: Vec<Pattern>,
     backend: Backend,
-    limits: colgen::Limits,
+    limits: colgen::Limits<'_>,
 ) -> Outcome {
     let value_of = |d: &[f64]| -> f64 {
         d.iter()
@@ -236,12 +241,13 @@ fn smoothed_bound(
     let mut budget_hit = false;
     let quick_nodes = (limits.knapsack_nodes / 50).max(100);
     while iterations < limits.max_iterations {
-        if Instant::now() >= limits.deadline {
+        if limits.clock.past(limits.deadline) {
             budget_hit = true;
             break;
         }
         iterations += 1;
-        let Ok((duals, lp_value)) = colgen::solve_master_dual(pp, &columns, backend) else {
+        let Ok((duals, lp_value)) = colgen::solve_master_dual(pp, &columns, backend, limits.clock)
+        else {
             break;
         };
         if best >= lp_value * (1.0 - GAP_TOLERANCE) {
@@ -262,6 +268,7 @@ fn smoothed_bound(
                 Sizes::Hi,
                 limits.columns_per_iteration,
                 quick_nodes,
+                limits.clock,
                 limits.deadline,
             );
             if priced.columns.is_empty() {
@@ -271,6 +278,7 @@ fn smoothed_bound(
                     Sizes::Hi,
                     usize::MAX,
                     limits.knapsack_nodes,
+                    limits.clock,
                     limits.deadline,
                 );
             }

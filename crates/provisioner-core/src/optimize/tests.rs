@@ -223,7 +223,8 @@ proptest! {
         let problem = &round.problem;
         let start = KarpenterPlanner.plan(problem, None);
         let mut nodes = start.nodes.clone();
-        let far = Instant::now() + Duration::from_secs(5);
+        let clock = super::clock::WorkClock::new(5_000, 4.0);
+        let far = super::clock::Until { clock: &clock, deadline: super::clock::Deadline(5_000.0) };
         let within = |n: &[crate::packing::PlannedNode]| super::integer::within_pool_limits(problem, n);
         let improved = super::integer::improve(problem, &mut nodes, &|_| 0.0, &within, far);
         let plan = LaunchPlan::from_nodes(problem, nodes, start.unplaced.clone());
@@ -290,8 +291,8 @@ proptest! {
             .map(|c| raw_duals[c % raw_duals.len()] as f64 / 100.0 * max_price)
             .collect();
         let caps: Vec<u32> = pp.groups.iter().map(|g| g.cap).collect();
-        let far = Instant::now() + Duration::from_secs(60);
-        let certified = colgen::certify(&pp, &duals, 1, far);
+        let clock = super::clock::WorkClock::new(60_000, 4.0);
+        let certified = colgen::certify(&pp, &duals, 1, &clock, super::clock::Deadline(60_000.0));
         let mut best_ratio: f64 = 1.0;
         let mut relaxed: f64 = 1.0;
         for (s, sh) in pp.shapes.iter().enumerate() {
@@ -353,6 +354,67 @@ fn time_budget_is_respected() {
         took < Duration::from_millis(budget) + Duration::from_secs(5),
         "took {took:?}"
     );
+}
+
+/// The plan is the same when the budget cuts the search, however busy the machine: the budget
+/// is counted in work, not in wall time. A second run shares the machine with threads that
+/// keep both cores busy; a wall-clock budget gave it fewer column-generation iterations and a
+/// different plan.
+#[test]
+fn deterministic_when_the_budget_binds() {
+    let mut shapes = Vec::new();
+    for i in 1..=40i64 {
+        let cpu = 2 + i * 3;
+        let gib = cpu * (1 + i % 8);
+        shapes.push(Shape::for_test(
+            0,
+            Resources::with_pods(cpu * 1000, gib * GIB, 110),
+            cpu as f64 * 0.04 + gib as f64 * 0.005 + (i % 7) as f64 * 0.01,
+        ));
+    }
+    let items: Vec<PackItem> = (0..1500i64)
+        .map(|i| {
+            PackItem::for_test(
+                Resources::new((1 + i % 9) * 250, ((1 + (i * 7) % 11) * 512) << 20),
+                &[],
+            )
+        })
+        .collect();
+    let p = PackingProblem::new(shapes, vec![PackPool::unlimited("default")], items);
+    let cfg = OptimizerConfig {
+        time_budget_ms: 60,
+        // Far from the budget: the safety net must not be what stops the busy run.
+        wall_clock_factor: 1_000.0,
+        max_iterations: 10_000,
+        knapsack_nodes: 1_000_000,
+        ..OptimizerConfig::default()
+    };
+    let quiet = Optimizer::new(cfg.clone()).optimize(&p, None);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let burners: Vec<_> = (0..3)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            })
+        })
+        .collect();
+    let busy = Optimizer::new(cfg).optimize(&p, None);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for b in burners {
+        b.join().expect("burner thread");
+    }
+    assert!(
+        quiet.stats.budget_hit,
+        "the budget must be what ends the search"
+    );
+    assert!(!quiet.stats.wall_clock_hit && !busy.stats.wall_clock_hit);
+    assert_eq!(quiet.stats.iterations, busy.stats.iterations);
+    assert_eq!(quiet.plan, busy.plan);
+    assert_eq!(quiet.lower_bound, busy.lower_bound);
 }
 
 /// The result is the same on repeated runs when the work limits, not the budget, end the search.
