@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 /// Work units in one reference millisecond. A unit is about a nanosecond of the reference
 /// machine's time; the per-operation costs below are in units.
-pub(crate) const UNITS_PER_MS: f64 = 1_000_000.0;
+pub(crate) const UNITS_PER_MS: f64 = 1_200_000.0;
 
 /// One node of a pricing knapsack's branch and bound.
 pub(crate) const KNAPSACK_NODE: u64 = 85;
