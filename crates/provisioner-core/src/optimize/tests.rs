@@ -310,20 +310,27 @@ proptest! {
     }
 }
 
+/// `n` shapes of growing size and mixed CPU-to-memory ratios, priced with a little noise so
+/// that no two are interchangeable: a round over them keeps the optimiser busy.
+fn shape_ladder(n: i64) -> Vec<Shape> {
+    (1..=n)
+        .map(|i| {
+            let cpu = 2 + i * 3;
+            let gib = cpu * (1 + i % 8);
+            Shape::for_test(
+                0,
+                Resources::with_pods(cpu * 1000, gib * GIB, 110),
+                cpu as f64 * 0.04 + gib as f64 * 0.005 + (i % 7) as f64 * 0.01,
+            )
+        })
+        .collect()
+}
+
 /// The time budget holds, measured with a generous margin (not a speed assertion).
 #[test]
 fn time_budget_is_respected() {
     // A round large enough that the work limits would take longer than the budget.
-    let mut shapes = Vec::new();
-    for i in 1..=60i64 {
-        let cpu = 2 + i * 3;
-        let gib = cpu * (1 + i % 8);
-        shapes.push(Shape::for_test(
-            0,
-            Resources::with_pods(cpu * 1000, gib * GIB, 110),
-            cpu as f64 * 0.04 + gib as f64 * 0.005 + (i % 7) as f64 * 0.01,
-        ));
-    }
+    let shapes = shape_ladder(60);
     let items: Vec<PackItem> = (0..3000i64)
         .map(|i| {
             PackItem::for_test(
@@ -362,16 +369,7 @@ fn time_budget_is_respected() {
 /// different plan.
 #[test]
 fn deterministic_when_the_budget_binds() {
-    let mut shapes = Vec::new();
-    for i in 1..=40i64 {
-        let cpu = 2 + i * 3;
-        let gib = cpu * (1 + i % 8);
-        shapes.push(Shape::for_test(
-            0,
-            Resources::with_pods(cpu * 1000, gib * GIB, 110),
-            cpu as f64 * 0.04 + gib as f64 * 0.005 + (i % 7) as f64 * 0.01,
-        ));
-    }
+    let shapes = shape_ladder(40);
     let items: Vec<PackItem> = (0..1500i64)
         .map(|i| {
             PackItem::for_test(
