@@ -85,8 +85,9 @@ struct Cli {
     #[arg(long)]
     optimize: bool,
     /// Plan provisioning rounds that launch 5 or more nodes in at most 250 request classes
-    /// with the optimiser, from the heuristic's plan (up to 1 s more per such round; never
-    /// a dearer plan). false: the heuristic alone.
+    /// with the optimiser, from the heuristic's plan (about 1 s more per such round on a
+    /// 2-core machine: its budget is counted in work, so a round replays to the same plan; at
+    /// most 4 s wall on a slower one; never a dearer plan). false: the heuristic alone.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     optimize_large_rounds: bool,
     /// The kube-scheduler does not follow a round's plan: the first new node up takes the
