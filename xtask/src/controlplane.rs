@@ -75,6 +75,27 @@ impl Children {
         Some(matches!(child.try_wait(), Ok(None)))
     }
 
+    /// The first of the started processes (etcd, then kube-apiserver) that has exited, with
+    /// how it ended and its log's last lines: tests that lose their control plane hang on
+    /// timeouts and then fail far from the cause (etcd's "no space left on device" when the
+    /// disk filled up mid-run), so the supervisor says so when it happens.
+    pub fn first_exit(&mut self, instance: &Instance) -> Option<String> {
+        let names = [
+            ("etcd", "etcd.log"),
+            ("kube-apiserver", "kube-apiserver.log"),
+        ];
+        for ((name, log), child) in names.into_iter().zip(self.children.iter_mut()) {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(format!(
+                    "{name} exited during the tests ({}); last log lines:\n{}",
+                    crate::e2e::procs::describe(status),
+                    tail(&instance.dir.join(log), 20)
+                ));
+            }
+        }
+        None
+    }
+
     /// How a started process ended, if it did (for error messages: an empty log with
     /// "killed by signal 9" points at the OOM killer, not at the program).
     fn exit_of(&mut self, pid: u32) -> Option<String> {
@@ -285,6 +306,25 @@ impl Instance {
             }
         }
         install_crds(&client).await
+    }
+
+    /// Copies the instance's logs to a directory of their own under the cache (the instance
+    /// directory goes when the run ends) and returns it.
+    pub fn keep_logs(&self) -> Result<PathBuf> {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let to = testenv::cache_dir()
+            .join("control-plane-deaths")
+            .join(stamp.to_string());
+        std::fs::create_dir_all(&to)?;
+        for log in ["etcd.log", "kube-apiserver.log"] {
+            let from = self.dir.join(log);
+            if from.exists() {
+                std::fs::copy(&from, to.join(log))?;
+            }
+        }
+        Ok(to)
     }
 
     /// Stops the processes recorded in the state (started by any earlier `up`) and reaps

@@ -66,8 +66,9 @@ pub async fn run(fresh: bool, args: Vec<String>) -> Result<ExitCode> {
         };
 
     // The chart tests render with helm (built once per machine, like the control plane).
+    let mut started = started;
     let result = match crate::helm::ensure() {
-        Ok(helm) => run_cargo_test(&kubeconfig, &helm, &args).await,
+        Ok(helm) => run_cargo_test(&kubeconfig, &helm, &args, started.as_mut()).await,
         Err(e) => Err(e),
     };
     if let Some((instance, children)) = started {
@@ -92,6 +93,7 @@ async fn run_cargo_test(
     kubeconfig: &std::path::Path,
     helm: &std::path::Path,
     args: &[String],
+    mut started: Option<&mut (Instance, Children)>,
 ) -> Result<(bool, Totals)> {
     let mut child = crate::cargo_command()
         // Every test binary runs even after a failure, so one run reports everything.
@@ -106,8 +108,24 @@ async fn run_cargo_test(
     let mut lines = BufReader::new(stdout).lines();
     let mut totals = Totals::default();
     let mut interrupted = false;
+    // The control plane this run started, checked every few seconds: if etcd or the
+    // kube-apiserver dies, say how and keep their logs now, not after the tests time out.
+    let mut watch = tokio::time::interval(std::time::Duration::from_secs(2));
+    let mut died = false;
     loop {
         tokio::select! {
+            _ = watch.tick(), if !died && started.is_some() => {
+                if let Some((instance, children)) = started.as_deref_mut()
+                    && let Some(why) = children.first_exit(instance)
+                {
+                    died = true;
+                    eprintln!("xtask: the test control plane failed: {why}");
+                    match instance.keep_logs() {
+                        Ok(dir) => eprintln!("xtask: its logs are kept in {}", dir.display()),
+                        Err(e) => eprintln!("xtask: could not keep its logs: {e}"),
+                    }
+                }
+            }
             line = lines.next_line() => match line? {
                 Some(line) => {
                     println!("{line}");
@@ -123,7 +141,7 @@ async fn run_cargo_test(
         }
     }
     let status = child.wait().await?;
-    Ok((status.success() && !interrupted, totals))
+    Ok((status.success() && !interrupted && !died, totals))
 }
 
 #[cfg(test)]

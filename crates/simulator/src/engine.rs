@@ -251,6 +251,10 @@ pub struct Summary {
     pub rounds_with_bound: u32,
     pub round_cost_with_bound: f64,
     pub round_lower_bound: f64,
+    /// Provisioning rounds the optimiser's wall-clock safety net cut short (a machine much
+    /// slower than the reference): when above zero, another run may differ.
+    #[serde(default)]
+    pub wall_clock_cuts: u32,
 }
 
 /// Wall-clock figures (not deterministic; kept out of [`Summary`]).
@@ -1081,6 +1085,7 @@ impl<'w> Sim<'w> {
 
     fn apply_provision(&mut self, p: Provision) {
         self.summary.round_cost += p.round_cost;
+        self.summary.wall_clock_cuts += u32::from(p.wall_clock_cut);
         if let Some(lb) = p.round_lower_bound {
             self.summary.rounds_with_bound += 1;
             self.summary.round_cost_with_bound += p.round_cost;
@@ -2255,6 +2260,41 @@ workload:
 
         fn validation_delay(&self, _settings: &crate::scenario::Settings) -> i64 {
             0
+        }
+    }
+
+    /// A node per pending pod, each round's plan flagged as cut by the optimiser's wall clock
+    /// when `cut`.
+    struct WallClockCut {
+        cut: bool,
+    }
+
+    impl Autoscaler for WallClockCut {
+        fn provision(&mut self, snap: &core::Snapshot) -> Provision {
+            let p = a_small_node_each(pending_refs(snap));
+            Provision {
+                wall_clock_cut: self.cut && !p.launches.is_empty(),
+                ..p
+            }
+        }
+
+        fn disrupt(&mut self, _snap: &core::Snapshot) -> Option<Command> {
+            None
+        }
+    }
+
+    #[test]
+    fn rounds_cut_by_the_optimisers_wall_clock_are_counted() {
+        // The one way a run can differ from another: the summary says how often it happened.
+        let w = move_world("wall-clock");
+        for cut in [false, true] {
+            let out = Sim::new(&w).run(&mut WallClockCut { cut }, "cut", 0, None);
+            assert!(out.summary.nodes_launched >= 3, "{:?}", out.summary);
+            if cut {
+                assert!(out.summary.wall_clock_cuts >= 1, "{:?}", out.summary);
+            } else {
+                assert_eq!(out.summary.wall_clock_cuts, 0);
+            }
         }
     }
 

@@ -287,6 +287,13 @@ pub fn table(r: &Report) -> String {
             gap
         );
     }
+    for run in r.runs.iter().filter(|x| x.summary.wall_clock_cuts > 0) {
+        let _ = writeln!(
+            out,
+            "{} (seed {}): the optimiser's wall-clock safety net cut {} provisioning round(s) short on this machine; another run may differ (docs/simulator.md, round 47)",
+            run.strategy, run.seed, run.summary.wall_clock_cuts
+        );
+    }
     if rows.iter().any(|x| x.job_work_lost_pod_hours > 0.0) {
         let lost: Vec<String> = rows
             .iter()

@@ -65,6 +65,10 @@ use crate::strategies::cost_aware::CostAwarePlanner;
 use clock::{Deadline, WorkClock};
 use pattern::{Checker, Pattern, PatternProblem};
 
+/// How a plan's notes say the wall clock's safety net, not the work budget, stopped the
+/// optimiser ([`Stats::wall_clock_hit`]): the one case where a plan may differ between runs.
+pub const WALL_CLOCK_NOTE: &str = "optimiser stopped by the wall clock";
+
 /// Knobs of the optimiser. The defaults fit well inside the 1 s batch window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -227,6 +231,13 @@ impl LaunchPlanner for Optimizer {
             Method::Optimised { .. } => "optimised".to_string(),
             Method::Heuristic { reason } => format!("heuristic kept: {reason}"),
         });
+        if optimized.stats.wall_clock_hit {
+            plan.notes.push(format!(
+                "{WALL_CLOCK_NOTE} after {} budgets (a machine much slower than the reference): \
+                 this plan may differ between runs",
+                self.config.wall_clock_factor
+            ));
+        }
         let d = &optimized.decomposition;
         if d.coarsened {
             plan.notes.push(format!(

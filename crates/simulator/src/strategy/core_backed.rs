@@ -245,6 +245,10 @@ impl Autoscaler for CoreStrategy {
             unschedulable: result.unschedulable.clone(),
             round_cost: result.new_node_cost_per_hour,
             round_lower_bound: result.cost_lower_bound,
+            wall_clock_cut: result
+                .planner_notes
+                .iter()
+                .any(|n| n.starts_with(core::optimize::WALL_CLOCK_NOTE)),
         }
     }
 

@@ -34,6 +34,9 @@ pub struct Provision {
     /// planner proves one (the optimiser does).
     pub round_cost: f64,
     pub round_lower_bound: Option<f64>,
+    /// The optimiser's wall-clock safety net, not its work budget, ended this round's plan
+    /// (`optimize::WALL_CLOCK_NOTE`): the run may differ from another run of the scenario.
+    pub wall_clock_cut: bool,
 }
 
 /// Remove some nodes, maybe launching replacements first.
