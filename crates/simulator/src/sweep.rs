@@ -195,7 +195,7 @@ pub fn table(r: &SweepReport) -> String {
     }
     let _ = writeln!(
         s,
-        "(pods disrupted and again <30m: {} / {}; one run per workload and value, so a value's lead of a workload or two is within a run's noise)",
+        "(pods disrupted and again <30m: {} / {}; one run per workload and value; runs repeat exactly, but a small change moves single workloads either way, so a lead of a workload or two is within that)",
         c.strategy, c.baseline
     );
     s
