@@ -416,8 +416,13 @@ pub(crate) fn to_nodes_partial(
 /// Packs `items` with the cost-aware heuristic on their own, against the same shapes and
 /// pools: what the dive leaves when its time runs out. The heuristic is close on a small
 /// remainder and, unlike a cover by the round's columns (made for the whole round), sizes its
-/// nodes to what is left. `None` when it cannot place them all.
-pub(crate) fn pack_rest(problem: &PackingProblem, items: &[ItemId]) -> Option<Vec<PlannedNode>> {
+/// nodes to what is left. `None` when it cannot place them all. Charges `clock` its work.
+pub(crate) fn pack_rest(
+    problem: &PackingProblem,
+    items: &[ItemId],
+    clock: &WorkClock,
+) -> Option<Vec<PlannedNode>> {
+    clock.charge(repack_work(problem, items.len()));
     // Field by field: `..problem.clone()` would copy the round's every item only to drop them,
     // which was a third of a call in the large-neighbourhood search's windows of a few pods.
     let sub = PackingProblem {
@@ -523,8 +528,7 @@ pub(crate) fn improve(
                     .flat_map(|n| n.items.iter().copied())
                     .collect();
                 let before: f64 = picked.iter().filter_map(|i| nodes.get(*i)).map(price).sum();
-                until.clock.charge(repack_work(problem, freed.len()));
-                let Some(repacked) = pack_rest(problem, &freed) else {
+                let Some(repacked) = pack_rest(problem, &freed, until.clock) else {
                     continue;
                 };
                 let after: f64 = repacked.iter().map(price).sum();
@@ -553,7 +557,7 @@ pub(crate) fn improve(
 
 /// The work of one [`pack_rest`] of `items` pods in [`super::clock`] units: the heuristic
 /// tries each pod on the launchable shapes.
-pub(crate) fn repack_work(problem: &PackingProblem, items: usize) -> u64 {
+fn repack_work(problem: &PackingProblem, items: usize) -> u64 {
     (items as u64 * problem.shapes.len().max(1) as u64).saturating_mul(clock::REPACK_ITEM_SHAPE)
 }
 

@@ -839,10 +839,7 @@ impl Optimizer {
             let fixed: Vec<(usize, u32)> = dive.fixed.iter().map(|(j, n)| (*j, *n)).collect();
             if let Ok((mut nodes, left)) = integer::to_nodes_partial(problem, pp, &cols, &fixed)
                 && !left.is_empty()
-                && let Some(rest) = {
-                    clock.charge(integer::repack_work(problem, left.len()));
-                    integer::pack_rest(problem, &left)
-                }
+                && let Some(rest) = integer::pack_rest(problem, &left, clock)
             {
                 nodes.extend(rest);
                 // As a warm start too, when its nodes are patterns the integer pass accepts.

@@ -202,7 +202,8 @@ proptest! {
     fn the_rest_packs_exactly_the_items_left(round in round_strategy(40), stride in 1usize..4) {
         let problem = &round.problem;
         let left: Vec<ItemId> = (0..problem.items.len() as ItemId).step_by(stride).collect();
-        if let Some(nodes) = super::integer::pack_rest(problem, &left) {
+        let clock = super::clock::WorkClock::new(5_000, 4.0);
+        if let Some(nodes) = super::integer::pack_rest(problem, &left, &clock) {
             let mut placed: Vec<ItemId> = nodes.iter().flat_map(|n| n.items.clone()).collect();
             placed.sort_unstable();
             prop_assert_eq!(&placed, &left);
@@ -413,6 +414,42 @@ fn deterministic_when_the_budget_binds() {
     assert_eq!(quiet.stats.iterations, busy.stats.iterations);
     assert_eq!(quiet.plan, busy.plan);
     assert_eq!(quiet.lower_bound, busy.lower_bound);
+}
+
+/// When the wall clock's safety net is what stops the search (here one budget of wall time
+/// for a 1 ms budget, which building the round's classes alone outlasts), the result and the
+/// plan's notes say so: the one case where a plan may differ between runs.
+#[test]
+fn a_plan_the_wall_clock_cut_says_so() {
+    let items: Vec<PackItem> = (0..3000i64)
+        .map(|i| {
+            PackItem::for_test(
+                Resources::new((1 + i % 13) * 150, ((1 + i % 17) * 256) << 20),
+                &[],
+            )
+        })
+        .collect();
+    let p = PackingProblem::new(
+        shape_ladder(60),
+        vec![PackPool::unlimited("default")],
+        items,
+    );
+    let cfg = OptimizerConfig {
+        time_budget_ms: 1,
+        wall_clock_factor: 1.0,
+        ..OptimizerConfig::default()
+    };
+    let out = Optimizer::new(cfg.clone()).optimize(&p, None);
+    assert!(out.stats.wall_clock_hit, "{:?}", out.stats);
+    assert!(verify(&p, &out.plan).is_ok());
+    let plan = Optimizer::new(cfg).plan(&p, None);
+    assert!(
+        plan.notes
+            .iter()
+            .any(|n| n.starts_with(super::WALL_CLOCK_NOTE)),
+        "{:?}",
+        plan.notes
+    );
 }
 
 /// The result is the same on repeated runs when the work limits, not the budget, end the search.
