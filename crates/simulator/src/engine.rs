@@ -18,6 +18,7 @@ use provisioner_core::resources::pod_requests;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog;
+use crate::command_log::{CandidateRecord, CommandRecord};
 use crate::error::Result;
 use crate::predicates::{self, NodeView, PodFilter, PodMark};
 use crate::scenario::{EvictedPodPlacement, PendingPodPlacement, SchedulerScoring};
@@ -126,6 +127,8 @@ struct PendingCommand {
     /// replacements and any launching node its placements move pods to.
     waiting_on: BTreeSet<usize>,
     replacement_nodes: Vec<usize>,
+    /// When it passed validation (`None` while it waits for it).
+    accepted_at: Option<i64>,
 }
 
 /// One sample of the time series.
@@ -282,6 +285,10 @@ pub struct RunResult {
     /// reports written before it existed.
     #[serde(default)]
     pub node_usage: Vec<NodeUsage>,
+    /// The disruption commands carried out, in the order their candidates drained
+    /// ([`crate::command_log`]). Absent in reports written before it existed.
+    #[serde(default)]
+    pub commands: Vec<CommandRecord>,
 }
 
 /// How the lower bound in reports is computed ([`crate::bound`] has the why).
@@ -356,6 +363,8 @@ struct Sim<'w> {
     /// Evictions of the last [`EVICTIONS_KEPT_SECONDS`], oldest first: the snapshot's
     /// `recent_evictions` when evicted pods are seen as recreated.
     evictions: std::collections::VecDeque<core::Eviction>,
+    /// Commands whose candidates drained, for the report.
+    command_log: Vec<CommandRecord>,
 }
 
 /// How long evictions stay in the snapshot: as long as the controller keeps them.
@@ -447,6 +456,7 @@ impl<'w> Sim<'w> {
             ended: std::collections::VecDeque::new(),
             observed_since: 0,
             evictions: std::collections::VecDeque::new(),
+            command_log: Vec::new(),
         }
     }
 
@@ -1192,6 +1202,7 @@ impl<'w> Sim<'w> {
                     pods_at_proposal,
                     waiting_on: BTreeSet::new(),
                     replacement_nodes: Vec::new(),
+                    accepted_at: None,
                 });
                 self.changed();
                 let delay = a.validation_delay(&self.w.settings);
@@ -1251,6 +1262,7 @@ impl<'w> Sim<'w> {
         }
         self.changed();
         self.summary.disruption_commands += 1;
+        self.commands[ci].accepted_at = Some(self.now);
         *self
             .summary
             .commands_by_reason
@@ -1372,6 +1384,7 @@ impl<'w> Sim<'w> {
 
     fn drain_and_delete(&mut self, ci: usize) {
         let nodes = self.commands[ci].nodes.clone();
+        self.log_command(ci);
         let mut evicted = Vec::new();
         for &n in &nodes {
             let bound: Vec<usize> = self.meta[n].bound.iter().copied().collect();
@@ -1402,6 +1415,34 @@ impl<'w> Sim<'w> {
                 self.make_pending(pi);
             }
         }
+    }
+}
+
+impl Sim<'_> {
+    /// Records command `ci` as its candidates drain (before their pods are evicted).
+    fn log_command(&mut self, ci: usize) {
+        let c = &self.commands[ci];
+        let candidates: Vec<CandidateRecord> = c
+            .nodes
+            .iter()
+            .map(|&n| {
+                let m = &self.meta[n];
+                CandidateRecord {
+                    instance_type: m.instance_type.clone(),
+                    zone: m.zone.clone(),
+                    price: m.price,
+                    pods: m.bound.len() as u32,
+                    age_seconds: self.now - m.created_at,
+                }
+            })
+            .collect();
+        let record = CommandRecord::new(
+            &c.cmd,
+            c.accepted_at.unwrap_or(self.now),
+            self.now,
+            candidates,
+        );
+        self.command_log.push(record);
     }
 }
 
@@ -1704,6 +1745,7 @@ impl Sim<'_> {
             },
             unschedulable_reasons: self.reasons.into_iter().collect(),
             node_usage: self.usage.into_values().collect(),
+            commands: self.command_log,
         }
     }
 }
@@ -1887,6 +1929,24 @@ mod tests {
         );
         let last = r.series.last().map(|x| x.evicted_pods);
         assert_eq!(last, Some(r.summary.pods_disrupted));
+        // The command log accounts for every eviction and no more commands than were run.
+        let logged: u32 = r.commands.iter().map(|c| c.pods_evicted).sum();
+        assert_eq!(logged, r.summary.pods_disrupted);
+        assert!(r.commands.len() as u32 <= r.summary.disruption_commands);
+        assert!(r.commands.iter().any(|c| c.pods_evicted > 0));
+        assert!(r.commands.iter().all(|c| {
+            !c.candidates.is_empty()
+                && c.accepted_at <= c.drained_at
+                && c.pods_evicted == c.candidates.iter().map(|n| n.pods).sum::<u32>()
+                && c.candidates
+                    .iter()
+                    .all(|n| n.age_seconds >= 0 && n.price > 0.0)
+        }));
+        assert!(
+            r.commands
+                .windows(2)
+                .all(|p| p[0].drained_at <= p[1].drained_at)
+        );
         assert!(
             r.series
                 .windows(2)

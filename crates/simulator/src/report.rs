@@ -683,6 +683,7 @@ mod tests {
                     cost: 0.2,
                 },
             ],
+            commands: Vec::new(),
         }
     }
 
