@@ -1382,6 +1382,32 @@ impl<'w> Sim<'w> {
         self.evictions.push_back(e);
     }
 
+    /// Records command `ci` as its candidates drain (before their pods are evicted).
+    fn log_command(&mut self, ci: usize) {
+        let c = &self.commands[ci];
+        let candidates: Vec<CandidateRecord> = c
+            .nodes
+            .iter()
+            .map(|&n| {
+                let m = &self.meta[n];
+                CandidateRecord {
+                    instance_type: m.instance_type.clone(),
+                    zone: m.zone.clone(),
+                    price: m.price,
+                    pods: m.bound.len() as u32,
+                    age_seconds: self.now - m.created_at,
+                }
+            })
+            .collect();
+        let record = CommandRecord::new(
+            &c.cmd,
+            c.accepted_at.unwrap_or(self.now),
+            self.now,
+            candidates,
+        );
+        self.command_log.push(record);
+    }
+
     fn drain_and_delete(&mut self, ci: usize) {
         let nodes = self.commands[ci].nodes.clone();
         self.log_command(ci);
@@ -1415,34 +1441,6 @@ impl<'w> Sim<'w> {
                 self.make_pending(pi);
             }
         }
-    }
-}
-
-impl Sim<'_> {
-    /// Records command `ci` as its candidates drain (before their pods are evicted).
-    fn log_command(&mut self, ci: usize) {
-        let c = &self.commands[ci];
-        let candidates: Vec<CandidateRecord> = c
-            .nodes
-            .iter()
-            .map(|&n| {
-                let m = &self.meta[n];
-                CandidateRecord {
-                    instance_type: m.instance_type.clone(),
-                    zone: m.zone.clone(),
-                    price: m.price,
-                    pods: m.bound.len() as u32,
-                    age_seconds: self.now - m.created_at,
-                }
-            })
-            .collect();
-        let record = CommandRecord::new(
-            &c.cmd,
-            c.accepted_at.unwrap_or(self.now),
-            self.now,
-            candidates,
-        );
-        self.command_log.push(record);
     }
 }
 

@@ -5,10 +5,10 @@
 //! Map: [`scenario`] (the file format) -> [`world`] (compiled into core model values, with
 //! [`convert`], [`catalog`], [`importers`], [`generators`]) -> [`engine`] (discrete-event
 //! simulation driving a [`strategy`], logging its disruption commands in [`command_log`]) ->
-//! [`metrics`] -> [`report`] (JSON, terminal table,
-//! HTML with SVG plots), with [`bound`] (the lower bound over time, once per world). [`run`]
-//! ties them together across strategies and seeds with rayon; [`compare`] judges one strategy
-//! against a baseline over many workloads, and [`sweep`] does so once per value of one knob.
+//! [`metrics`] -> [`report`] (JSON, terminal table, HTML with SVG plots), with [`bound`] (the
+//! lower bound over time, once per world). [`run`] ties them together across strategies and
+//! seeds with rayon; [`compare`] judges one strategy against a baseline over many workloads,
+//! and [`sweep`] does so once per value of one knob.
 
 pub mod bound;
 pub mod catalog;
