@@ -93,6 +93,16 @@ pub fn render(live: &Live, cluster_file: &str) -> Result<SnapshotFiles, Error> {
         v["kind"] = json!("Node");
         items.push(v);
     }
+    // Budgets shape what consolidation may do; the simulator recomputes their status.
+    for b in &live.pdbs {
+        let mut b = b.clone();
+        b.metadata = clean_meta(&b.metadata);
+        b.status = None;
+        let mut v = serde_json::to_value(&b)?;
+        v["apiVersion"] = json!("policy/v1");
+        v["kind"] = json!("PodDisruptionBudget");
+        items.push(v);
+    }
     let cluster =
         serde_saphyr::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items}))
             .map_err(|e| Error::Invalid(format!("cannot write the cluster file: {e}")))?;

@@ -10,6 +10,7 @@ mod support;
 use capi_adapter::keys;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use karpenter_api::{ClusterAPINodeClass, NodePool};
 use karpenter_capi_admin::explain::{self, Decision};
 use karpenter_capi_admin::live::{self, Live};
@@ -46,6 +47,8 @@ fn pod(ns: &str, name: &str, cpu: &str, node: Option<&str>) -> serde_json::Value
 /// whose NodePools and pods must not change this test's answers).
 fn only_ours(mut l: Live, ns: &str, node: &str) -> Live {
     l.pods
+        .retain(|p| p.metadata.namespace.as_deref() == Some(ns));
+    l.pdbs
         .retain(|p| p.metadata.namespace.as_deref() == Some(ns));
     l.nodes.retain(|n| n.metadata.name.as_deref() == Some(node));
     l.nodepools
@@ -145,6 +148,13 @@ async fn snapshot_explain_and_status_on_a_live_cluster() {
     create::<Pod>(&pods, pod(&ns, "web", "500m", Some(&node_name))).await;
     create::<Pod>(&pods, pod(&ns, "big", "1500m", None)).await;
     create::<Pod>(&pods, pod(&ns, "huge", "64", None)).await;
+    create::<PodDisruptionBudget>(
+        &Api::namespaced(client.clone(), &ns),
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": "web", "namespace": ns},
+               "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}}),
+    )
+    .await;
     create::<Event>(
         &Api::namespaced(client.clone(), &ns),
         json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
@@ -255,6 +265,16 @@ async fn snapshot_explain_and_status_on_a_live_cluster() {
     let loaded = karpenter_capi_simulator::scenario::load(&dir.join("scenario.yaml")).unwrap();
     assert_eq!(loaded.scenario.catalog.types[0].name, shape);
     assert_eq!(loaded.scenario.node_pools.len(), 1);
+    // The budget comes along and selects the bound pod only.
+    let world = karpenter_capi_simulator::world::compile(&loaded, 0).unwrap();
+    assert_eq!(world.pdbs.len(), 1, "{}", files.cluster);
+    let selected: Vec<&str> = world
+        .arrivals
+        .iter()
+        .filter(|a| world.pdbs[0].selects(&a.pod))
+        .map(|a| a.pod.name.as_str())
+        .collect();
+    assert_eq!(selected, vec!["web"]);
     let report = run(
         &loaded,
         &RunOptions {

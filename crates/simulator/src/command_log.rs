@@ -14,13 +14,18 @@ use crate::strategy::Command;
 pub struct CommandRecord {
     /// When the command passed validation and its replacements were launched.
     pub accepted_at: i64,
-    /// When its candidates drained (their pods evicted) and were deleted.
+    /// When its candidates began to drain (their first pods evicted).
     pub drained_at: i64,
+    /// Seconds from `drained_at` until the last candidate was deleted: 0 unless a
+    /// PodDisruptionBudget held evictions back; absent when the run ended mid-drain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_seconds: Option<i64>,
     /// `Empty`, `Underutilized (delete)`, ... as in the summary's `commands_by_reason`.
     pub reason: String,
     pub candidates: Vec<CandidateRecord>,
     pub replacements: Vec<ReplacementRecord>,
-    /// Pods evicted when the candidates drained: what the command cost in disruption.
+    /// Pods the drain evicted: what the command cost in disruption (pods that ended on
+    /// their own while a budget held the drain back were not evicted).
     pub pods_evicted: u32,
     /// Hourly price the strategy expected to save.
     pub saving_per_hour: f64,
@@ -41,6 +46,7 @@ impl CommandRecord {
         CommandRecord {
             accepted_at,
             drained_at,
+            drain_seconds: None,
             reason: cmd.reason.clone(),
             pods_evicted: candidates.iter().map(|r| r.pods).sum(),
             candidates,

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::catalog;
 use crate::command_log::{CandidateRecord, CommandRecord};
 use crate::error::Result;
+use crate::pdb::Census;
 use crate::predicates::{self, NodeView, PodFilter, PodMark};
 use crate::scenario::{EvictedPodPlacement, PendingPodPlacement, SchedulerScoring};
 use crate::strategy::{self, Autoscaler, Command, LaunchRequest, Provision, Trigger};
@@ -34,6 +35,8 @@ enum Ev {
     Tick(u64),
     Scan(u64),
     Validate(usize),
+    /// A command's drain tries the evictions its pods' budgets refused again.
+    Drain(usize),
     /// Pods a decision placed did not bind: decide again (see [`RETRY_SECONDS`]).
     Retry,
 }
@@ -45,6 +48,9 @@ enum Ev {
 /// (`provisioning::RETRY`). Without this the simulator left such pods pending until
 /// something else happened (an hour on `examples/karpenter-benchmark.yaml`).
 pub const RETRY_SECONDS: i64 = 10;
+/// How long a drain waits before trying evictions a PodDisruptionBudget refused again:
+/// Karpenter's termination controller requeues refused evictions with a backoff of up to 10 s.
+pub const EVICTION_RETRY_SECONDS: i64 = 5;
 /// A node removed younger than this counts in [`Summary::nodes_removed_young`]: half an hour,
 /// long enough for a launch (90 s) and a few consolidation rounds, short against any
 /// node's payback.
@@ -97,6 +103,8 @@ struct PodState {
     /// When its pending [`Ev::Leave`] is due; an event at any other time is stale. A Job's
     /// pod has none until it runs, and loses it when evicted (its work starts over).
     leave_at: Option<i64>,
+    /// A budget refused its eviction in the drain under way (counted once per drain).
+    held_by_pdb: bool,
 }
 
 #[derive(Debug)]
@@ -129,6 +137,8 @@ struct PendingCommand {
     replacement_nodes: Vec<usize>,
     /// When it passed validation (`None` while it waits for it).
     accepted_at: Option<i64>,
+    /// Its record in the command log, once its candidates began to drain.
+    log_index: Option<usize>,
 }
 
 /// One sample of the time series.
@@ -238,6 +248,15 @@ pub struct Summary {
     /// its replacement runs again (and the run pays for again). 0 without Jobs.
     #[serde(default)]
     pub job_work_lost_pod_hours: f64,
+    /// Evictions a PodDisruptionBudget held back at least once: the drain waited for the
+    /// budget's other pods to be ready again (each pod counted once per drain). 0 without
+    /// budgets.
+    #[serde(default)]
+    pub evictions_held_by_pdb: u32,
+    /// Node-hours that nodes spent draining, from the drain's first eviction to their
+    /// deletion: what budgets that hold drains back cost (0 when every drain is instant).
+    #[serde(default)]
+    pub draining_node_hours: f64,
     /// Commands dropped at validation (cluster changed meanwhile).
     pub commands_invalidated: u32,
     /// Why, as the strategy's re-validation said (digits masked), with counts.
@@ -365,6 +384,13 @@ struct Sim<'w> {
     evictions: std::collections::VecDeque<core::Eviction>,
     /// Commands whose candidates drained, for the report.
     command_log: Vec<CommandRecord>,
+    /// For each pod (arrival), the budgets ([`World::pdbs`]) that select it.
+    pod_pdbs: Vec<Vec<usize>>,
+    /// For each budget, the pods it selects.
+    pdb_members: Vec<Vec<usize>>,
+    /// Nodes whose drain has begun and that are not deleted yet, and their integral.
+    draining_nodes: usize,
+    draining_node_secs: f64,
 }
 
 /// How long evictions stay in the snapshot: as long as the controller keeps them.
@@ -457,6 +483,26 @@ impl<'w> Sim<'w> {
             observed_since: 0,
             evictions: std::collections::VecDeque::new(),
             command_log: Vec::new(),
+            pod_pdbs: w
+                .arrivals
+                .iter()
+                .map(|a| {
+                    (0..w.pdbs.len())
+                        .filter(|&k| w.pdbs[k].selects(&a.pod))
+                        .collect()
+                })
+                .collect(),
+            pdb_members: w
+                .pdbs
+                .iter()
+                .map(|b| {
+                    (0..w.arrivals.len())
+                        .filter(|&i| b.selects(&w.arrivals[i].pod))
+                        .collect()
+                })
+                .collect(),
+            draining_nodes: 0,
+            draining_node_secs: 0.0,
         }
     }
 
@@ -488,6 +534,7 @@ impl<'w> Sim<'w> {
         self.mem_alloc_int += self.ready_alloc.memory as f64 * dt;
         self.pending_pod_secs += self.pending.len() as f64 * dt;
         self.evicted_pending_pod_secs += self.evicted_pending as f64 * dt;
+        self.draining_node_secs += self.draining_nodes as f64 * dt;
         self.now = t;
     }
 
@@ -735,7 +782,7 @@ impl<'w> Sim<'w> {
             }
         }
         for ci in ready_commands {
-            self.drain_and_delete(ci);
+            self.start_drain(ci);
         }
     }
 
@@ -1050,7 +1097,9 @@ impl<'w> Sim<'w> {
             daemonsets: self.w.daemonsets.clone(),
             nodepools: self.w.nodepools.clone(),
             instance_types: self.w.instance_types.clone(),
-            pdbs: Vec::new(),
+            pdbs: (0..self.w.pdbs.len())
+                .map(|k| self.w.pdbs[k].to_core(self.census(k)))
+                .collect(),
             namespaces: self.namespaces.clone(),
             ended_pods: self.ended.iter().cloned().collect(),
             observed_since: Some(self.observed_since),
@@ -1203,6 +1252,7 @@ impl<'w> Sim<'w> {
                     waiting_on: BTreeSet::new(),
                     replacement_nodes: Vec::new(),
                     accepted_at: None,
+                    log_index: None,
                 });
                 self.changed();
                 let delay = a.validation_delay(&self.w.settings);
@@ -1310,7 +1360,7 @@ impl<'w> Sim<'w> {
         let drain_now = waiting_on.is_empty();
         self.commands[ci].waiting_on = waiting_on;
         if drain_now {
-            self.drain_and_delete(ci);
+            self.start_drain(ci);
         }
     }
 
@@ -1382,7 +1432,8 @@ impl<'w> Sim<'w> {
         self.evictions.push_back(e);
     }
 
-    /// Records command `ci` as its candidates drain (before their pods are evicted).
+    /// Records command `ci` as its candidates begin to drain (before their pods are evicted);
+    /// the drain adds its evictions to the record as they happen.
     fn log_command(&mut self, ci: usize) {
         let c = &self.commands[ci];
         let candidates: Vec<CandidateRecord> = c
@@ -1399,31 +1450,122 @@ impl<'w> Sim<'w> {
                 }
             })
             .collect();
-        let record = CommandRecord::new(
+        let mut record = CommandRecord::new(
             &c.cmd,
             c.accepted_at.unwrap_or(self.now),
             self.now,
             candidates,
         );
+        record.pods_evicted = 0;
+        self.commands[ci].log_index = Some(self.command_log.len());
         self.command_log.push(record);
     }
 
-    fn drain_and_delete(&mut self, ci: usize) {
-        let nodes = self.commands[ci].nodes.clone();
+    /// Pods present and healthy under budget `k` now: present = pending or bound (the
+    /// replicas their owners want), healthy = bound for at least `podReadySeconds`.
+    fn census(&self, k: usize) -> Census {
+        let ready_by = self.now - self.w.settings.pod_ready_seconds.max(0);
+        let mut c = Census::default();
+        for &pi in &self.pdb_members[k] {
+            match self.pods[pi].phase {
+                PodPhase::Pending => c.expected += 1,
+                PodPhase::Bound(_) => {
+                    c.expected += 1;
+                    if self.pods[pi].started_at.is_some_and(|t| t <= ready_by) {
+                        c.healthy += 1;
+                    }
+                }
+                PodPhase::NotYet | PodPhase::Gone => {}
+            }
+        }
+        c
+    }
+
+    /// Whether the Eviction API lets `pi` go now; `allowance` holds each budget's
+    /// `disruptionsAllowed` left in this pass and whether it is whole (no fewer healthy pods
+    /// than it wants). A pod under two budgets never goes (the API refuses it); a pod not yet
+    /// ready goes while its budget is whole, without using it (policy/v1's default
+    /// `IfHealthyBudget`); a ready pod takes one from every budget selecting it.
+    fn may_evict(&self, pi: usize, allowance: &mut BTreeMap<usize, (i64, bool)>) -> bool {
+        let budgets = &self.pod_pdbs[pi];
+        let Some(&k) = budgets.first() else {
+            return true;
+        };
+        if budgets.len() > 1 {
+            return false;
+        }
+        let (left, whole) = *allowance.entry(k).or_insert_with(|| {
+            let c = self.census(k);
+            let b = &self.w.pdbs[k];
+            (b.disruptions_allowed(c), c.healthy >= b.desired_healthy(c))
+        });
+        let ready_by = self.now - self.w.settings.pod_ready_seconds.max(0);
+        let ready = self.pods[pi].started_at.is_some_and(|t| t <= ready_by);
+        if !ready {
+            return whole;
+        }
+        if left <= 0 {
+            return false;
+        }
+        allowance.insert(k, (left - 1, whole));
+        true
+    }
+
+    /// Begins the drain of command `ci`'s candidates (see [`Self::drain_step`]).
+    fn start_drain(&mut self, ci: usize) {
         self.log_command(ci);
+        self.draining_nodes += self.commands[ci].nodes.len();
+        self.drain_step(ci);
+    }
+
+    /// Evicts what the candidates' pods' budgets allow now and deletes each candidate once it
+    /// runs no pod; while pods are held back, comes back after [`EVICTION_RETRY_SECONDS`]
+    /// (the node, and its price, stay until then). Without budgets a drain is one step.
+    fn drain_step(&mut self, ci: usize) {
+        let nodes = self.commands[ci].nodes.clone();
+        let mut allowance = BTreeMap::new();
         let mut evicted = Vec::new();
+        let mut held = false;
         for &n in &nodes {
+            if self.meta[n].phase == Phase::Deleted {
+                continue;
+            }
             let bound: Vec<usize> = self.meta[n].bound.iter().copied().collect();
             for pi in bound {
+                if !self.may_evict(pi, &mut allowance) {
+                    held = true;
+                    if !std::mem::replace(&mut self.pods[pi].held_by_pdb, true) {
+                        self.summary.evictions_held_by_pdb += 1;
+                    }
+                    continue;
+                }
+                self.pods[pi].held_by_pdb = false;
                 self.unbind(pi);
                 self.note_eviction(pi);
                 if self.pods[pi].evicted_at.replace(self.now).is_none() {
                     self.evicted_pending += 1;
                 }
                 self.summary.pods_disrupted += 1;
+                if let Some(r) = self.commands[ci]
+                    .log_index
+                    .and_then(|i| self.command_log.get_mut(i))
+                {
+                    r.pods_evicted += 1;
+                }
                 evicted.push(pi);
             }
-            self.delete_node(n);
+            if self.meta[n].bound.is_empty() {
+                self.delete_node(n);
+                self.draining_nodes = self.draining_nodes.saturating_sub(1);
+            }
+        }
+        if held {
+            self.push(self.now + EVICTION_RETRY_SECONDS, Ev::Drain(ci));
+        } else if let Some(r) = self.commands[ci]
+            .log_index
+            .and_then(|i| self.command_log.get_mut(i))
+        {
+            r.drain_seconds = Some(self.now - r.drained_at);
         }
         let follow_plan = self.w.settings.evicted_pod_placement == EvictedPodPlacement::Planned;
         for pi in evicted {
@@ -1506,6 +1648,7 @@ impl Sim<'_> {
                 continues_since: None,
                 evicted_at: None,
                 started_at: None,
+                held_by_pdb: false,
                 leave_at: a
                     .leave
                     .filter(|_| a.work_seconds.is_none())
@@ -1653,6 +1796,7 @@ impl Sim<'_> {
                     self.validating = self.validating.saturating_sub(1);
                     self.validate(ci, a);
                 }
+                Ev::Drain(ci) => self.drain_step(ci),
             }
             // Keep the disruption loop alive while anything may change.
             if consolidation && (self.version != before || self.tick_at.is_none()) {
@@ -1726,6 +1870,7 @@ impl Sim<'_> {
         s.evicted_wait_p95_seconds = percentile(&self.evicted_waits, 0.95);
         s.pending_pod_hours = self.pending_pod_secs / 3600.0;
         s.evicted_pending_pod_hours = self.evicted_pending_pod_secs / 3600.0;
+        s.draining_node_hours = self.draining_node_secs / 3600.0;
         s.pods_scheduled = waits.len() as u32;
         s.pods_never_scheduled = s.pods_total - s.pods_scheduled - s.pods_left_pending;
         let wall = start.elapsed().as_secs_f64();
@@ -2672,5 +2817,111 @@ workload:
             out.summary
         );
         assert_eq!(out.summary.pods_never_scheduled, 0);
+    }
+
+    /// Puts every pending pod on one `small` node; once, at 600 s or later, moves the node
+    /// holding `web-0` (all its pods) onto a fresh `small` node.
+    #[derive(Default)]
+    struct Evacuate {
+        done: bool,
+    }
+
+    impl Autoscaler for Evacuate {
+        fn provision(&mut self, snap: &core::Snapshot) -> Provision {
+            let pods = pending_refs(snap);
+            if pods.is_empty() {
+                return Provision::default();
+            }
+            Provision {
+                launches: vec![small_launch(pods)],
+                ..Provision::default()
+            }
+        }
+
+        fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
+            if self.done || snap.now < 600 {
+                return None;
+            }
+            let node = node_of(snap, "web-0")?;
+            let moved: Vec<core::PodRef> = snap
+                .pods
+                .iter()
+                .filter(|p| p.node_name.as_deref() == Some(node.as_str()))
+                .filter(|p| !p.is_daemonset_pod())
+                .map(|p| core::PodRef {
+                    namespace: p.namespace.clone(),
+                    name: p.name.clone(),
+                })
+                .collect();
+            self.done = true;
+            Some(Command {
+                reason: "test".into(),
+                candidates: vec![node],
+                replacements: vec![small_launch(moved)],
+                placements: Vec::new(),
+                savings: 0.0,
+                core: None,
+            })
+        }
+
+        fn validation_delay(&self, _settings: &crate::scenario::Settings) -> i64 {
+            0
+        }
+    }
+
+    /// Three `web` pods on one node, under `budget` (none: no PDB), evacuated at 600 s.
+    fn run_evacuation(budget: &str) -> RunResult {
+        let w = one_zone_world(
+            "evacuate",
+            "    - {name: small, vcpu: 8, memoryMib: 16384, price: 0.10}",
+            &format!(
+                r#"    - {{name: web, count: 3, requests: {{cpu: "1", memory: 1Gi}}{budget}}}
+    # Wakes the disruption loop at 600 s.
+    - {{name: tick, count: 1, arriveAt: 600, durationSeconds: 30, requests: {{cpu: 10m}}}}"#
+            ),
+        );
+        let mut a = Evacuate::default();
+        let mut sim = Sim::new(&w);
+        sim.trigger = a.trigger();
+        let out = sim.run(&mut a, "evacuate", 0, None);
+        assert!(a.done, "the command was never proposed: {:?}", out.summary);
+        out
+    }
+
+    #[test]
+    fn a_pdb_holds_a_drain_back_one_ready_pod_at_a_time() {
+        let free = run_evacuation("");
+        assert_eq!(free.summary.pods_disrupted, 3, "{:?}", free.summary);
+        assert_eq!(free.summary.evictions_held_by_pdb, 0);
+        assert_eq!(free.commands[0].drain_seconds, Some(0));
+        assert_eq!(free.summary.draining_node_hours, 0.0);
+
+        // maxUnavailable 1: the second pod goes once the first runs again and has been ready
+        // for `podReadySeconds` (10 s), the third after the second; the retries come every 5 s.
+        let held = run_evacuation(", disruptionBudget: {maxUnavailable: 1}");
+        let s = &held.summary;
+        assert_eq!(s.pods_disrupted, 3, "{s:?}");
+        assert_eq!(s.evictions_held_by_pdb, 2, "{s:?}");
+        let c = &held.commands[0];
+        assert_eq!(c.pods_evicted, 3);
+        let drain = c.drain_seconds.expect("the drain finished");
+        assert!((20..=30).contains(&drain), "drain took {drain} s");
+        assert!(
+            (s.draining_node_hours * 3600.0 - drain as f64).abs() < 1e-6,
+            "the node drained for {drain} s: {s:?}"
+        );
+        assert_eq!(s.pods_never_scheduled, 0);
+        assert!(
+            held.summary.total_cost > free.summary.total_cost,
+            "the draining node costs"
+        );
+
+        // A minimum of every pod: the Eviction API never lets one go, so the node stays.
+        let stuck = run_evacuation(", disruptionBudget: {minAvailable: 3}");
+        let s = &stuck.summary;
+        assert_eq!(s.pods_disrupted, 0, "{s:?}");
+        assert_eq!(s.evictions_held_by_pdb, 3, "{s:?}");
+        assert_eq!(stuck.commands[0].drain_seconds, None);
+        assert_eq!(stuck.commands[0].pods_evicted, 0);
     }
 }

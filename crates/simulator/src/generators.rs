@@ -124,6 +124,7 @@ fn group(name: &str, count: u32, requests: BTreeMap<String, String>) -> PodGroup
         affinity: None,
         topology_spread_constraints: Vec::new(),
         priority: 0,
+        disruption_budget: None,
     }
 }
 
@@ -222,6 +223,7 @@ pub fn karpenter_benchmark(seed: u64, pods: usize) -> Scenario {
         node_pools: vec![default_nodepool()],
         daemon_sets: Vec::new(),
         existing_nodes: Vec::new(),
+        pod_disruption_budgets: Vec::new(),
         workload: Workload {
             pods: groups,
             ..Default::default()
@@ -322,6 +324,7 @@ fn sample_cluster(
             tolerations: Vec::new(),
         }],
         existing_nodes: Vec::new(),
+        pod_disruption_budgets: Vec::new(),
         workload: Workload {
             pods: groups,
             ..Default::default()

@@ -47,6 +47,10 @@ pub struct Scenario {
     /// Nodes present at time 0.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub existing_nodes: Vec<ExistingNodes>,
+    /// `policy/v1` PodDisruptionBudgets, pasted as they are; their status is computed as the
+    /// run goes (`crate::pdb`). A pod group's own budget is shorter: `disruptionBudget`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pod_disruption_budgets: Vec<k8s_openapi::api::policy::v1::PodDisruptionBudget>,
     pub workload: Workload,
     /// Strategies to compare. Empty means every available one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -129,6 +133,10 @@ pub struct Settings {
     /// one launch come up in no fixed order. 0 (the default): every node of a round is ready
     /// at the same instant, in launch order.
     pub ready_jitter_seconds: i64,
+    /// From binding until a pod is Ready (its containers started and its readiness probe
+    /// passed): until then it does not count as healthy for PodDisruptionBudgets, so a drain
+    /// a budget holds back waits this long per pod it moves. Only budgets read it.
+    pub pod_ready_seconds: i64,
     /// Disruption (consolidation) loop period (Karpenter: 10 s).
     pub disruption_period_seconds: i64,
     /// Wait between choosing a disruption command and re-validating it (Karpenter: 15 s).
@@ -410,6 +418,7 @@ impl Default for Settings {
             launch_delay_seconds: 60,
             registration_delay_seconds: 30,
             ready_jitter_seconds: 0,
+            pod_ready_seconds: 10,
             disruption_period_seconds: 10,
             validation_delay_seconds: 15,
             consolidation: true,
@@ -634,11 +643,15 @@ pub struct Workload {
     /// A built-in generator.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generate: Option<GenerateSpec>,
-    /// A live-cluster snapshot (`kubectl get pods,nodes,nodepools,machinedeployments -A -o
-    /// yaml`): its pods arrive at time 0, its nodes exist, its NodePools and
-    /// MachineDeployments add to the scenario's.
+    /// A live-cluster snapshot (`kubectl get pods,nodes,nodepools,machinedeployments,pdb -A
+    /// -o yaml`): its pods arrive at time 0, its nodes exist, its NodePools,
+    /// MachineDeployments and PodDisruptionBudgets add to the scenario's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kubectl: Option<KubectlSpec>,
+    /// A PodDisruptionBudget for every pod group (`pods` and `generate`) that has none of
+    /// its own, e.g. `{maxUnavailable: 1}`: what most production Deployments carry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disruption_budget: Option<crate::pdb::GroupBudget>,
 }
 
 /// `count` identical pods.
@@ -683,6 +696,10 @@ pub struct PodGroup {
     pub topology_spread_constraints: Vec<TopologySpreadConstraint>,
     #[serde(default)]
     pub priority: i32,
+    /// A PodDisruptionBudget selecting exactly this group's pods, e.g. `{maxUnavailable: 1}`
+    /// or `{minAvailable: "50%"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disruption_budget: Option<crate::pdb::GroupBudget>,
 }
 
 /// The controller that owns a pod group's pods ([`PodGroup::owner_kind`]).

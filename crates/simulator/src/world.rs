@@ -10,6 +10,7 @@ use crate::convert;
 use crate::error::{Result, SimError};
 use crate::generators;
 use crate::importers::{self, Arrival};
+use crate::pdb::{self, GroupBudget, SimPdb};
 use crate::scenario::{LoadedScenario, OwnerKind, Settings};
 
 #[derive(Debug, Clone)]
@@ -24,6 +25,8 @@ pub struct World {
     pub arrivals: Vec<Arrival>,
     /// Importer notes (objects left out and why).
     pub problems: Vec<String>,
+    /// PodDisruptionBudgets: the scenario's, its pod groups' and a kubectl snapshot's.
+    pub pdbs: Vec<SimPdb>,
 }
 
 impl World {
@@ -74,15 +77,19 @@ fn relocate(ls: &LoadedScenario, e: SimError) -> SimError {
     }
 }
 
-/// Expand pod groups into arrivals.
+/// Expand pod groups into arrivals, and their budgets (each group's own, else
+/// `default_budget`) into `pdbs`.
 pub fn pod_group_arrivals(
     ls: &LoadedScenario,
     groups: &[crate::scenario::PodGroup],
     field_prefix: &str,
+    default_budget: Option<&GroupBudget>,
+    pdbs: &mut Vec<SimPdb>,
 ) -> Result<Vec<Arrival>> {
     let mut out = Vec::new();
     for (gi, g) in groups.iter().enumerate() {
         let field = format!("{field_prefix}[{gi}]");
+        let budget = g.disruption_budget.as_ref().or(default_budget);
         let req = convert::resources(&g.requests, &format!("{field}.requests"))
             .map_err(|e| relocate(ls, e))?;
         if req.cpu_milli == 0 && req.memory == 0 && req.extended.is_empty() {
@@ -99,6 +106,17 @@ pub fn pod_group_arrivals(
         }
         let mut labels = g.labels.clone();
         labels.entry("app".into()).or_insert_with(|| g.name.clone());
+        if let Some(b) = budget {
+            let field = if g.disruption_budget.is_some() {
+                format!("{field}.disruptionBudget")
+            } else {
+                "workload.disruptionBudget".into()
+            };
+            pdbs.push(
+                SimPdb::for_group(&g.name, &g.namespace, b).map_err(|e| ls.invalid(&field, e))?,
+            );
+            labels.insert(pdb::GROUP_LABEL.into(), g.name.clone());
+        }
         let mut template = core::Pod {
             namespace: g.namespace.clone(),
             labels: labels.into_iter().collect(),
@@ -263,7 +281,21 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
             });
         }
     }
-    let mut arrivals = pod_group_arrivals(ls, &s.workload.pods, "workload.pods")?;
+    let mut pdbs = Vec::new();
+    for (i, k) in s.pod_disruption_budgets.iter().enumerate() {
+        pdbs.push(
+            SimPdb::from_k8s(k)
+                .map_err(|e| ls.invalid(&format!("podDisruptionBudgets[{i}]"), e))?,
+        );
+    }
+    let default_budget = s.workload.disruption_budget.as_ref();
+    let mut arrivals = pod_group_arrivals(
+        ls,
+        &s.workload.pods,
+        "workload.pods",
+        default_budget,
+        &mut pdbs,
+    )?;
     if let Some(g) = &s.workload.generate {
         let generated = generators::generate(&g.kind, g.seed.wrapping_add(seed), g.pods)
             .map_err(|e| ls.invalid("workload.generate.kind", e.to_string()))?;
@@ -271,6 +303,8 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
             ls,
             &generated.workload.pods,
             "workload.generate",
+            default_budget,
+            &mut pdbs,
         )?);
     }
     if let Some(o) = &s.workload.openb {
@@ -312,6 +346,7 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
             existing_nodes.push(n);
         }
         arrivals.extend(snap.arrivals);
+        pdbs.extend(snap.pdbs);
     }
     // Unique pod names: the engine and the core address pods by namespace/name.
     let mut seen = BTreeMap::new();
@@ -354,6 +389,7 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
         existing_nodes,
         arrivals,
         problems,
+        pdbs,
     })
 }
 

@@ -108,7 +108,11 @@ pub struct DisruptionOptions {
     pub evict_uncontrolled_pods: bool,
     /// Count a command's evictions against each PDB's `disruptionsAllowed` across all its
     /// candidates (on: a command never plans more evictions than PDBs allow right now).
-    /// Off: only per node, as Karpenter does (the drain then waits on the Eviction API).
+    /// Off (the default): a candidate only needs every PDB over its pods to allow a
+    /// disruption now, as Karpenter checks; the drain then waits on the Eviction API, one
+    /// pod ready elsewhere at a time. On, a node running two replicas of a
+    /// `maxUnavailable: 1` Deployment could never be consolidated, and that is most
+    /// production clusters (docs/simulator.md, round 52).
     pub pdb_per_command: bool,
     /// Upper bound on the simulations the multi-node consolidation search runs (a
     /// deterministic work bound instead of Karpenter's wall-clock timeouts).
@@ -158,7 +162,7 @@ impl Default for DisruptionOptions {
             max_replacements: None,
             spot_to_spot: false,
             evict_uncontrolled_pods: false,
-            pdb_per_command: true,
+            pdb_per_command: false,
             max_simulations: 20_000,
             greedy_patience: 32,
             parallel: true,

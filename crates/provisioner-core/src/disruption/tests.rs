@@ -640,16 +640,20 @@ fn pdbs_are_counted_across_the_command() {
         selector: LabelSelector::from_labels([("app", "web")]),
         disruptions_allowed: 1,
     });
+    let strict = DisruptionOptions {
+        pdb_per_command: true,
+        ..DisruptionOptions::default()
+    };
+    let cmd = disrupt(&s, &strict).command.expect("a command");
+    assert_eq!(cmd.candidates.len(), 1, "the PDB allows one eviction");
     let cmd = disrupt(&s, &DisruptionOptions::default())
         .command
         .expect("a command");
-    assert_eq!(cmd.candidates.len(), 1, "the PDB allows one eviction");
-    let opts = DisruptionOptions {
-        pdb_per_command: false,
-        ..DisruptionOptions::default()
-    };
-    let cmd = disrupt(&s, &opts).command.expect("a command");
-    assert_eq!(cmd.candidates.len(), 2, "per node only, as Karpenter does");
+    assert_eq!(
+        cmd.candidates.len(),
+        2,
+        "by default per node only, as Karpenter does"
+    );
 }
 
 #[test]
@@ -1371,7 +1375,7 @@ proptest! {
     #[test]
     fn commands_respect_every_rule(seed in any::<u64>()) {
         let s = random_cluster(seed);
-        for opts in [DisruptionOptions::default(), DisruptionOptions { spot_to_spot: true, pdb_per_command: false, ..DisruptionOptions::default() }] {
+        for opts in [DisruptionOptions::default(), DisruptionOptions { spot_to_spot: true, pdb_per_command: true, ..DisruptionOptions::default() }] {
             let d = disrupt(&s, &opts);
             if let Some(cmd) = &d.command {
                 if let Err(e) = check_command(&s, cmd, &opts) {
@@ -1396,7 +1400,7 @@ proptest! {
     #[test]
     fn baseline_commands_respect_the_rules_too(seed in any::<u64>()) {
         let s = random_cluster(seed);
-        let opts = DisruptionOptions { pdb_per_command: false, ..DisruptionOptions::default() };
+        let opts = DisruptionOptions::default();
         let b = karpenter_consolidation(&s, &opts);
         if let Some(cmd) = &b.command {
             // Karpenter's price filter uses the cheapest offering, so only the expected saving

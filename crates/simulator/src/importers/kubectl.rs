@@ -1,6 +1,6 @@
-//! A live cluster's snapshot from `kubectl get pods,nodes,nodepools,machinedeployments -A -o
+//! A live cluster's snapshot from `kubectl get pods,nodes,nodepools,machinedeployments,pdb -A -o
 //! yaml` (a `List`, or `---`-separated objects, in one or more files): its pods, nodes,
-//! NodePools and MachineDeployments become the simulation's starting point. The admin CLI
+//! NodePools, MachineDeployments and PodDisruptionBudgets become the simulation's starting point. The admin CLI
 //! will reuse this to answer "what would it do with my cluster now".
 //!
 //! Reading never fails as a whole for one bad object: problems are collected and reported,
@@ -30,6 +30,8 @@ pub struct KubectlSnapshot {
     pub nodepools: Vec<NodePoolV1>,
     pub daemonsets: Vec<core::DaemonSet>,
     pub instance_types: Vec<InstanceTypeSpec>,
+    /// PodDisruptionBudgets (their status is recomputed as the simulation runs).
+    pub pdbs: Vec<crate::pdb::SimPdb>,
     /// Objects left out, and why.
     pub problems: Vec<String>,
 }
@@ -67,6 +69,10 @@ pub fn parse(text: &str, file: &str, out: &mut KubectlSnapshot) -> Result<()> {
                 .map(|np| out.nodepools.push(np))
                 .map_err(|e| e.to_string()),
             "MachineDeployment" | "MachineSet" => machine_deployment(&obj, out),
+            "PodDisruptionBudget" => serde_json::from_value(obj)
+                .map_err(|e| e.to_string())
+                .and_then(|k| crate::pdb::SimPdb::from_k8s(&k))
+                .map(|b| out.pdbs.push(b)),
             _ => Err(format!("kind `{kind}` is not used by the simulator")),
         };
         if let Err(e) = res {
@@ -296,6 +302,15 @@ items:
     kind: MachineDeployment
     metadata: {name: md-unpriced, namespace: default}
     spec: {}
+  - apiVersion: policy/v1
+    kind: PodDisruptionBudget
+    metadata: {name: web, namespace: shop}
+    spec: {maxUnavailable: 1, selector: {matchLabels: {app: web}}}
+    status: {disruptionsAllowed: 0, currentHealthy: 0, desiredHealthy: 0, expectedPods: 0}
+  - apiVersion: policy/v1
+    kind: PodDisruptionBudget
+    metadata: {name: both, namespace: shop}
+    spec: {maxUnavailable: 1, minAvailable: 1, selector: {}}
 "#;
 
     #[test]
@@ -312,8 +327,19 @@ items:
         assert_eq!(s.instance_types.len(), 1);
         assert_eq!(s.instance_types[0].name, "small");
         assert_eq!(s.instance_types[0].zones, Some(vec!["zone-a".to_string()]));
-        assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
+        assert_eq!(s.problems.len(), 2, "{:?}", s.problems);
         assert!(s.problems[0].contains("md-unpriced"));
+        // A budget's status is the simulation's to compute; a budget with both fields set
+        // (the API server refuses it) is left out with the reason.
+        assert_eq!(s.pdbs.len(), 1);
+        assert_eq!(s.pdbs[0].name, "web");
+        assert!(s.pdbs[0].selects(&s.arrivals[0].pod));
+        assert!(!s.pdbs[0].selects(&s.arrivals[1].pod));
+        assert!(
+            s.problems[1].contains("PodDisruptionBudget both"),
+            "{:?}",
+            s.problems
+        );
         Ok(())
     }
 }

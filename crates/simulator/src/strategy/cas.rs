@@ -519,6 +519,11 @@ impl Autoscaler for ClusterAutoscaler {
             if pods.iter().any(|&pi| snap.pods[pi].owner_kind.is_none()) {
                 continue;
             }
+            // CAS's drainability rule: a pod whose PDB allows no disruption now blocks the
+            // node's removal ("not enough pod disruption budget").
+            if pods.iter().any(|&pi| pdb_blocks(snap, &snap.pods[pi])) {
+                continue;
+            }
             // Can every pod move to another ready node? Simulated in place on `nodes` and
             // undone afterwards (CAS forks its snapshot the same way), rather than on a copy
             // of the whole cluster per candidate.
@@ -617,6 +622,13 @@ impl Autoscaler for ClusterAutoscaler {
             core: None,
         })
     }
+}
+
+/// Whether a PDB selecting `pod` allows no disruption now.
+fn pdb_blocks(snap: &core::Snapshot, pod: &core::Pod) -> bool {
+    snap.pdbs.iter().any(|b| {
+        b.disruptions_allowed < 1 && b.namespace == pod.namespace && b.selector.matches(&pod.labels)
+    })
 }
 
 #[cfg(test)]
