@@ -210,6 +210,10 @@ pub struct CoreDisruptionSettings {
     /// is not a consolidation candidate (the core's `DisruptionOptions::settle_seconds`); 0
     /// turns it off.
     pub settle_seconds: i64,
+    /// Count a command's evictions against each PodDisruptionBudget across all its nodes
+    /// (the core's `DisruptionOptions::pdb_per_command`); off by default: per node, as
+    /// Karpenter checks, the drain waiting on the Eviction API for the rest (round 52).
+    pub pdb_per_command: bool,
 }
 
 /// The core's `anticipate::Anticipation`, as a scenario writes it.
@@ -406,6 +410,7 @@ impl Default for CoreDisruptionSettings {
             move_onto_empty_nodes: d.move_onto_empty_nodes,
             staged_merge_followers: d.staged_merge_followers,
             settle_seconds: d.settle_seconds,
+            pdb_per_command: d.pdb_per_command,
         }
     }
 }

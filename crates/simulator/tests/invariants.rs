@@ -13,7 +13,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use karpenter_capi_simulator::convert::NodePoolV1;
+use karpenter_capi_simulator::pdb::GroupBudget;
 use karpenter_capi_simulator::scenario::{
     CapacityTypeName, EvictedPodPlacement, PendingPodPlacement, SchedulerScoring,
 };
@@ -61,9 +63,17 @@ enum Variant {
     /// Pending pods too go wherever the kube-scheduler's queue and scoring put them, not to
     /// the nodes they were nominated to.
     AllPlacedByScoring,
+    /// Every group under a PodDisruptionBudget of `maxUnavailable: 1`, evicted pods placed by
+    /// the scheduler's scoring: drains wait on the Eviction API (round 52).
+    Budgets,
 }
 
-const VARIANTS: [Variant; 7] = [
+/// A drain that started this long before the run's end must have finished: with one
+/// unavailable pod per group allowed, it waits for each moved pod to be ready elsewhere, and
+/// at worst for a pending replica of the group to get its node (the wait bound above).
+const MAX_DRAIN_SECONDS: i64 = 1800;
+
+const VARIANTS: [Variant; 8] = [
     Variant::AsGenerated,
     Variant::Spot,
     Variant::TaintedPreferredPool,
@@ -71,6 +81,7 @@ const VARIANTS: [Variant; 7] = [
     Variant::LimitedPreferredPoolMinValues,
     Variant::EvictedByScoring,
     Variant::AllPlacedByScoring,
+    Variant::Budgets,
 ];
 
 fn scenario_for(kind: &str, seed: u64, pods: usize, variant: Variant) -> scenario::LoadedScenario {
@@ -107,6 +118,13 @@ fn scenario_for(kind: &str, seed: u64, pods: usize, variant: Variant) -> scenari
         Variant::AllPlacedByScoring => {
             s.settings.evicted_pod_placement = EvictedPodPlacement::Scheduler;
             s.settings.pending_pod_placement = PendingPodPlacement::Scheduler;
+        }
+        Variant::Budgets => {
+            s.settings.evicted_pod_placement = EvictedPodPlacement::Scheduler;
+            s.workload.disruption_budget = Some(GroupBudget {
+                min_available: None,
+                max_unavailable: Some(IntOrString::Int(1)),
+            });
         }
     }
     // Short runs: arrivals, departures and consolidation all happen within three hours, and
@@ -155,6 +173,20 @@ fn check(kind: &str, seed: u64, pods: usize, variant: Variant) -> Result<(), Tes
             s.evicted_wait_max_seconds
         );
         prop_assert!(s.total_cost.is_finite() && s.total_cost >= 0.0, "{}", who);
+        let end = ls.scenario.settings.end_seconds.unwrap_or(i64::MAX);
+        for c in &r.commands {
+            let finished_in_time = c.drain_seconds.is_some_and(|d| d <= MAX_DRAIN_SECONDS);
+            prop_assert!(
+                finished_in_time || end - c.drained_at < MAX_DRAIN_SECONDS,
+                "{}: a drain begun at {} took {:?} s",
+                who,
+                c.drained_at,
+                c.drain_seconds
+            );
+        }
+        if !matches!(variant, Variant::Budgets) {
+            prop_assert_eq!(s.evictions_held_by_pdb, 0, "{}: no budgets", who);
+        }
         prop_assert!(s.nodes_terminated <= s.nodes_launched, "{}", who);
         prop_assert!(s.nodes_removed_young <= s.nodes_terminated, "{}", who);
         // The variant took effect: Karpenter-shaped strategies launch the cheapest offering.

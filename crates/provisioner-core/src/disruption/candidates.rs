@@ -1,11 +1,14 @@
 //! Which nodes may be disrupted at all, and for which reasons.
 //!
-//! A node is a candidate (Karpenter's `NewCandidate` plus our stricter PDB accounting) when:
+//! A node is a candidate (Karpenter's `NewCandidate`) when:
 //! it is owned by a NodePool that exists, is initialized, not in flight, not nominated for
 //! pending pods, not marked for deletion; neither it nor any of its pods carries an active
 //! `karpenter.sh/do-not-disrupt`; and no pod on it is selected by a PDB that allows zero
 //! disruptions, or by more than one PDB (the Eviction API refuses such pods, so the node could
-//! never drain). Static pods (owned by the node) die with it and are not checked.
+//! never drain). A PDB that allows one disruption lets a node with several of its pods go: the
+//! drain evicts them as the Eviction API allows, each once the one before runs again
+//! elsewhere (`DisruptionOptions::pdb_per_command` counts them against the allowance instead).
+//! Static pods (owned by the node) die with it and are not checked.
 //!
 //! Every rejected node is reported with the first reason that rejected it, so a person can
 //! see why a node is never consolidated. Per-method gates come on top of this:

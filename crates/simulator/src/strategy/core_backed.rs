@@ -149,6 +149,7 @@ impl CoreStrategy {
                     _ => cd.staged_merge_followers,
                 },
                 settle_seconds: cd.settle_seconds,
+                pdb_per_command: cd.pdb_per_command,
                 ..disruption
             },
         };
