@@ -916,6 +916,11 @@ impl<'w> Sim<'w> {
         p.phase = PodPhase::Bound(ni);
         p.nominated = None;
         p.started_at = Some(self.now);
+        // Once ready it may let its budget allow a disruption again: look then.
+        if !self.pod_pdbs[pi].is_empty() {
+            let ready = self.now + self.w.settings.pod_ready_seconds.max(0);
+            self.quiet_until = self.quiet_until.min(ready);
+        }
         if p.first_bound.is_none() {
             p.first_bound = Some(self.now);
         }
@@ -1224,7 +1229,8 @@ impl<'w> Sim<'w> {
         match cmd {
             None => {
                 self.idle_version = Some(self.version);
-                self.quiet_until = next_gate(&snap, self.w, a.wake_at().unwrap_or(i64::MAX));
+                self.quiet_until = next_gate(&snap, self.w, a.wake_at().unwrap_or(i64::MAX))
+                    .min(self.next_budget_ready());
             }
             Some(cmd) => {
                 self.idle_version = None;
@@ -1479,6 +1485,23 @@ impl<'w> Sim<'w> {
             }
         }
         c
+    }
+
+    /// When the next pod under a PodDisruptionBudget becomes ready: its budget may then allow
+    /// a disruption it refused, with no other change to the cluster (a controller looks every
+    /// 10 s and would see it). `i64::MAX` when none is waiting.
+    fn next_budget_ready(&self) -> i64 {
+        let ready = self.w.settings.pod_ready_seconds.max(0);
+        self.pdb_members
+            .iter()
+            .flatten()
+            .filter_map(|&pi| match self.pods[pi].phase {
+                PodPhase::Bound(_) => self.pods[pi].started_at.map(|t| t + ready),
+                _ => None,
+            })
+            .filter(|&t| t > self.now)
+            .min()
+            .unwrap_or(i64::MAX)
     }
 
     /// Whether the Eviction API lets `pi` go now; `allowance` holds each budget's
@@ -2824,6 +2847,8 @@ workload:
     #[derive(Default)]
     struct Evacuate {
         done: bool,
+        /// Propose only while every budget allows a disruption (as a candidate check does).
+        wait_for_budgets: bool,
     }
 
     impl Autoscaler for Evacuate {
@@ -2839,7 +2864,10 @@ workload:
         }
 
         fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
-            if self.done || snap.now < 600 {
+            if self.done
+                || snap.now < 600
+                || (self.wait_for_budgets && snap.pdbs.iter().any(|b| b.disruptions_allowed < 1))
+            {
                 return None;
             }
             let node = node_of(snap, "web-0")?;
@@ -2886,6 +2914,32 @@ workload:
         let out = sim.run(&mut a, "evacuate", 0, None);
         assert!(a.done, "the command was never proposed: {:?}", out.summary);
         out
+    }
+
+    #[test]
+    fn a_budget_that_allows_again_wakes_the_disruption_loop() {
+        // web-1 arrives at 600 and runs at once beside web-0; until it has been ready for 10 s
+        // its budget allows nothing, and nothing else happens afterwards. The loop must look
+        // again once the budget allows (a controller looks every 10 s).
+        let w = one_zone_world(
+            "budget-wakes",
+            "    - {name: small, vcpu: 8, memoryMib: 16384, price: 0.10}",
+            r#"    - {name: web, count: 2, arriveEverySeconds: 600, requests: {cpu: "1", memory: 1Gi}, disruptionBudget: {maxUnavailable: 1}}"#,
+        );
+        let mut a = Evacuate {
+            wait_for_budgets: true,
+            ..Evacuate::default()
+        };
+        let mut sim = Sim::new(&w);
+        sim.trigger = a.trigger();
+        let out = sim.run(&mut a, "budget-wakes", 0, None);
+        assert!(a.done, "never proposed: {:?}", out.summary);
+        let accepted = out.commands[0].accepted_at;
+        assert!(
+            (610..=620).contains(&accepted),
+            "accepted at {accepted}: {:?}",
+            out.summary
+        );
     }
 
     #[test]
