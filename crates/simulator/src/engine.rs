@@ -1215,7 +1215,10 @@ impl<'w> Sim<'w> {
     }
 
     fn run_disruption(&mut self, a: &mut dyn Autoscaler) {
+        // A strategy that waits for drains (ours, as the controller does) decides nothing
+        // while one is under way; only a budget holds one. The deletion wakes the loop.
         if self.validating > 0
+            || (self.draining_nodes > 0 && a.waits_for_drains())
             || (self.idle_version == Some(self.version) && self.now < self.quiet_until)
         {
             return;

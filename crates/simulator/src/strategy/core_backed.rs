@@ -300,6 +300,12 @@ impl Autoscaler for CoreStrategy {
         self.wake
     }
 
+    /// Our controller's disruption loop is busy while a NodeClaim terminates; Karpenter's is
+    /// not.
+    fn waits_for_drains(&self) -> bool {
+        self.kind != Kind::Karpenter
+    }
+
     fn revalidate(&mut self, snap: &core::Snapshot, cmd: &Command) -> Result<(), String> {
         match &cmd.core {
             Some(c) => {

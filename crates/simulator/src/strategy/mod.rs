@@ -100,6 +100,11 @@ pub trait Autoscaler: Send {
     fn disruption_period(&self, settings: &Settings) -> i64 {
         settings.disruption_period_seconds
     }
+    /// Whether no disruption is decided while a drain is under way: our controller is "busy"
+    /// while any NodeClaim terminates; Karpenter (v1.14) decides on, within its budgets.
+    fn waits_for_drains(&self) -> bool {
+        false
+    }
 }
 
 /// A strategy the simulator can run, with an honest account of which code decides.
