@@ -134,6 +134,10 @@ struct Cli {
     /// How long a disruption command waits before re-validation.
     #[arg(long, default_value = "15s", value_parser = duration)]
     validation_delay: Duration,
+    /// How long a terminating NodeClaim keeps the disruption loop from deciding anything
+    /// else; a drain a PodDisruptionBudget holds longer is decided around.
+    #[arg(long, default_value = "10m", value_parser = duration)]
+    disruption_busy_while_terminating: Duration,
     /// Turn consolidation, drift and expiration off.
     #[arg(long)]
     disable_disruption: bool,
@@ -377,6 +381,7 @@ async fn main() -> Result<()> {
         drift_check_interval: cli.drift_check_interval,
         disruption_interval: cli.disruption_interval,
         validation_delay: cli.validation_delay,
+        busy_while_terminating: cli.disruption_busy_while_terminating,
         disruption: !cli.disable_disruption,
         consolidation_payback: cli.consolidation_payback,
         consolidation_headroom: cli.consolidation_headroom,

@@ -5,8 +5,9 @@
 //! the replacements, wait until they are initialized, delete the candidates' NodeClaims
 //! (termination drains them). A validation failure drops the command; a replacement that
 //! does not initialize in time rolls it back (candidates untainted, replacements deleted).
-//! One command at a time: while one is executing, or a NodeClaim is still terminating, the
-//! loop decides nothing.
+//! One command at a time: while one is executing, or a NodeClaim is still terminating (for
+//! at most `busy_while_terminating`: a drain a PodDisruptionBudget holds for good must not
+//! stop every other decision), the loop decides nothing.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -77,6 +78,18 @@ pub async fn run(ctx: Arc<Context>) {
     }
 }
 
+/// Whether `claim` is terminating and began less than `limit` before `now` (seconds since
+/// the epoch): such a drain keeps the loop from deciding anything else. Past the limit it is
+/// decided around: its node is marked for deletion, so it is no candidate and counts
+/// against its NodePool's budget.
+fn holds_the_loop(claim: &NodeClaim, now: i64, limit: Duration) -> bool {
+    claim
+        .meta()
+        .deletion_timestamp
+        .as_ref()
+        .is_some_and(|t| now - t.0.as_second() < i64::try_from(limit.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// The core's options from the controller's flags.
 fn disruption_options(opts: &crate::options::Options) -> DisruptionOptions {
     let defaults = DisruptionOptions::default();
@@ -144,10 +157,11 @@ pub async fn tick(ctx: &Arc<Context>) -> Result<Outcome> {
     if !ctx.state.synced() {
         return Err(Error::NotSynced);
     }
+    let now = Context::now();
     if let Some(c) = ctx
         .nodeclaims()
         .iter()
-        .find(|c| c.meta().deletion_timestamp.is_some())
+        .find(|c| holds_the_loop(c, now, ctx.options.busy_while_terminating))
     {
         return Ok(Outcome::Busy(format!(
             "nodeclaim {} is terminating",
@@ -517,6 +531,40 @@ async fn clear_condition(ctx: &Context, claim: &NodeClaim, type_: &str) -> Resul
 mod tests {
     use super::*;
     use crate::options::Options;
+
+    #[test]
+    fn a_terminating_claim_holds_the_loop_for_a_while_only() {
+        let claim = || -> NodeClaim {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "karpenter.sh/v1",
+                "kind": "NodeClaim",
+                "metadata": {"name": "c"},
+                "spec": {
+                    "nodeClassRef": {"group": "karpenter.cluster.x-k8s.io", "kind": "ClusterAPINodeClass", "name": "default"},
+                    "requirements": [],
+                }
+            }))
+            .expect("claim")
+        };
+        let at = |secs: i64| -> NodeClaim {
+            let mut c = claim();
+            c.meta_mut().deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::from_second(secs).expect("a valid time"),
+                ));
+            c
+        };
+        let limit = Duration::from_secs(600);
+        assert!(holds_the_loop(&at(1_000), 1_000, limit));
+        assert!(holds_the_loop(&at(1_000), 1_599, limit));
+        assert!(
+            !holds_the_loop(&at(1_000), 1_600, limit),
+            "a drain held for 10 minutes is decided around"
+        );
+        let live = claim();
+        assert!(!holds_the_loop(&live, 1_000, limit), "not terminating");
+        assert_eq!(Options::default().busy_while_terminating, limit);
+    }
 
     #[test]
     fn the_payback_flags_reach_the_core() {

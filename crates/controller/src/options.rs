@@ -40,6 +40,10 @@ pub struct Options {
     pub validation_delay: Duration,
     /// How long a command waits for its replacements to initialize before rolling back.
     pub replacement_timeout: Duration,
+    /// How long a terminating NodeClaim holds the disruption loop: while one drains, nothing
+    /// else is decided (one command at a time). A drain a PodDisruptionBudget holds for
+    /// longer no longer stops every other decision; budgets still count its node.
+    pub busy_while_terminating: Duration,
     /// How often NodeClaims whose Machine vanished are collected.
     pub gc_interval: Duration,
     /// A Node of a managed resource that still has `karpenter.sh/unregistered` this long after
@@ -141,6 +145,7 @@ impl Default for Options {
             disruption_interval: Duration::from_secs(10),
             validation_delay: Duration::from_secs(15),
             replacement_timeout: Duration::from_secs(10 * 60),
+            busy_while_terminating: Duration::from_secs(10 * 60),
             unclaimed_node_grace: Duration::from_secs(120),
             drift_check_interval: Duration::from_secs(300),
             consolidation_payback: true,

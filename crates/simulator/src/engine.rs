@@ -51,6 +51,9 @@ pub const RETRY_SECONDS: i64 = 10;
 /// How long a drain waits before trying evictions a PodDisruptionBudget refused again:
 /// Karpenter's termination controller requeues refused evictions with a backoff of up to 10 s.
 pub const EVICTION_RETRY_SECONDS: i64 = 5;
+/// How long a drain under way keeps a strategy that waits for drains from deciding: the
+/// controller's `--disruption-busy-while-terminating` default.
+pub const BUSY_WHILE_DRAINING_SECONDS: i64 = 600;
 /// A node removed younger than this counts in [`Summary::nodes_removed_young`]: half an hour,
 /// long enough for a launch (90 s) and a few consolidation rounds, short against any
 /// node's payback.
@@ -390,6 +393,8 @@ struct Sim<'w> {
     pdb_members: Vec<Vec<usize>>,
     /// Nodes whose drain has begun and that are not deleted yet, and their integral.
     draining_nodes: usize,
+    /// Commands whose drain is under way, and when each began.
+    drains: BTreeMap<usize, i64>,
     draining_node_secs: f64,
 }
 
@@ -502,6 +507,7 @@ impl<'w> Sim<'w> {
                 })
                 .collect(),
             draining_nodes: 0,
+            drains: BTreeMap::new(),
             draining_node_secs: 0.0,
         }
     }
@@ -1216,9 +1222,19 @@ impl<'w> Sim<'w> {
 
     fn run_disruption(&mut self, a: &mut dyn Autoscaler) {
         // A strategy that waits for drains (ours, as the controller does) decides nothing
-        // while one is under way; only a budget holds one. The deletion wakes the loop.
+        // while one is under way, for at most `BUSY_WHILE_DRAINING_SECONDS`; only a budget
+        // holds one. The drain's end wakes the loop.
+        if a.waits_for_drains() && self.busy_draining() {
+            // Look again when the oldest drain stops holding the loop, if nothing else comes.
+            let until = self
+                .drains
+                .values()
+                .min()
+                .map_or(i64::MAX, |t| t + BUSY_WHILE_DRAINING_SECONDS);
+            self.quiet_until = self.quiet_until.min(until);
+            return;
+        }
         if self.validating > 0
-            || (self.draining_nodes > 0 && a.waits_for_drains())
             || (self.idle_version == Some(self.version) && self.now < self.quiet_until)
         {
             return;
@@ -1490,6 +1506,13 @@ impl<'w> Sim<'w> {
         c
     }
 
+    /// Whether a drain under way began less than [`BUSY_WHILE_DRAINING_SECONDS`] ago.
+    fn busy_draining(&self) -> bool {
+        self.drains
+            .values()
+            .any(|&t| self.now - t < BUSY_WHILE_DRAINING_SECONDS)
+    }
+
     /// When the next pod under a PodDisruptionBudget becomes ready: its budget may then allow
     /// a disruption it refused, with no other change to the cluster (a controller looks every
     /// 10 s and would see it). `i64::MAX` when none is waiting.
@@ -1541,6 +1564,7 @@ impl<'w> Sim<'w> {
     fn start_drain(&mut self, ci: usize) {
         self.log_command(ci);
         self.draining_nodes += self.commands[ci].nodes.len();
+        self.drains.insert(ci, self.now);
         self.drain_step(ci);
     }
 
@@ -1587,12 +1611,22 @@ impl<'w> Sim<'w> {
         }
         if held {
             self.push(self.now + EVICTION_RETRY_SECONDS, Ev::Drain(ci));
-        } else if let Some(r) = self.commands[ci]
+            return self.place_evicted(evicted);
+        }
+        // Its candidates' deletion wakes a loop that waited for the drain.
+        self.drains.remove(&ci);
+        if let Some(r) = self.commands[ci]
             .log_index
             .and_then(|i| self.command_log.get_mut(i))
         {
             r.drain_seconds = Some(self.now - r.drained_at);
         }
+        self.place_evicted(evicted);
+    }
+
+    /// Binds pods a drain evicted where the command planned them (when the model follows the
+    /// plan) or where the scheduler puts them; the rest wait.
+    fn place_evicted(&mut self, evicted: Vec<usize>) {
         let follow_plan = self.w.settings.evicted_pod_placement == EvictedPodPlacement::Planned;
         for pi in evicted {
             self.pods[pi].phase = PodPhase::Pending;
@@ -2852,6 +2886,10 @@ workload:
         done: bool,
         /// Propose only while every budget allows a disruption (as a candidate check does).
         wait_for_budgets: bool,
+        /// Decide nothing while a drain is under way (as our controller).
+        waits: bool,
+        /// When the loop asked.
+        calls: Vec<i64>,
     }
 
     impl Autoscaler for Evacuate {
@@ -2867,6 +2905,7 @@ workload:
         }
 
         fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
+            self.calls.push(snap.now);
             if self.done
                 || snap.now < 600
                 || (self.wait_for_budgets && snap.pdbs.iter().any(|b| b.disruptions_allowed < 1))
@@ -2898,10 +2937,19 @@ workload:
         fn validation_delay(&self, _settings: &crate::scenario::Settings) -> i64 {
             0
         }
+
+        fn waits_for_drains(&self) -> bool {
+            self.waits
+        }
     }
 
     /// Three `web` pods on one node, under `budget` (none: no PDB), evacuated at 600 s.
     fn run_evacuation(budget: &str) -> RunResult {
+        run_evacuation_with(budget, Evacuate::default()).0
+    }
+
+    /// [`run_evacuation`] with `a`, which is returned as the run left it.
+    fn run_evacuation_with(budget: &str, mut a: Evacuate) -> (RunResult, Evacuate) {
         let w = one_zone_world(
             "evacuate",
             "    - {name: small, vcpu: 8, memoryMib: 16384, price: 0.10}",
@@ -2911,12 +2959,42 @@ workload:
     - {{name: tick, count: 1, arriveAt: 600, durationSeconds: 30, requests: {{cpu: 10m}}}}"#
             ),
         );
-        let mut a = Evacuate::default();
         let mut sim = Sim::new(&w);
         sim.trigger = a.trigger();
         let out = sim.run(&mut a, "evacuate", 0, None);
         assert!(a.done, "the command was never proposed: {:?}", out.summary);
-        out
+        (out, a)
+    }
+
+    #[test]
+    fn a_strategy_that_waits_for_drains_decides_nothing_during_one() {
+        let budget = ", disruptionBudget: {maxUnavailable: 1}";
+        for waits in [false, true] {
+            let (out, a) = run_evacuation_with(
+                budget,
+                Evacuate {
+                    waits,
+                    ..Evacuate::default()
+                },
+            );
+            let c = &out.commands[0];
+            let end = c.drained_at + c.drain_seconds.expect("the drain finished");
+            let during = a
+                .calls
+                .iter()
+                .filter(|&&t| t > c.drained_at && t < end)
+                .count();
+            if waits {
+                assert_eq!(during, 0, "asked during the drain: {:?}", a.calls);
+                assert!(
+                    a.calls.iter().any(|&t| t >= end),
+                    "never asked again after the drain: {:?}",
+                    a.calls
+                );
+            } else {
+                assert!(during > 0, "{:?} ({}..{end})", a.calls, c.drained_at);
+            }
+        }
     }
 
     #[test]
