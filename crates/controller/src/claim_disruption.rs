@@ -451,7 +451,7 @@ async fn stamp_nodepool(ctx: &Context, np: &NodePool) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Taint;
     use karpenter_api::NodeClaimStatus;
@@ -540,7 +540,8 @@ mod tests {
         );
     }
 
-    fn claim(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> NodeClaim {
+    /// A NodeClaim `c` with these labels and annotations (other modules' tests use it too).
+    pub(crate) fn claim(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> NodeClaim {
         let mut c: NodeClaim = serde_json::from_value(json!({
             "apiVersion": "karpenter.sh/v1",
             "kind": "NodeClaim",

@@ -534,18 +534,7 @@ mod tests {
 
     #[test]
     fn a_terminating_claim_holds_the_loop_for_a_while_only() {
-        let claim = || -> NodeClaim {
-            serde_json::from_value(serde_json::json!({
-                "apiVersion": "karpenter.sh/v1",
-                "kind": "NodeClaim",
-                "metadata": {"name": "c"},
-                "spec": {
-                    "nodeClassRef": {"group": "karpenter.cluster.x-k8s.io", "kind": "ClusterAPINodeClass", "name": "default"},
-                    "requirements": [],
-                }
-            }))
-            .expect("claim")
-        };
+        let claim = || crate::claim_disruption::tests::claim(&[], &[]);
         let at = |secs: i64| -> NodeClaim {
             let mut c = claim();
             c.meta_mut().deletion_timestamp =

@@ -2388,14 +2388,7 @@ workload:
 
     impl Autoscaler for Shuttle {
         fn provision(&mut self, snap: &core::Snapshot) -> Provision {
-            let pods = pending_refs(snap);
-            if pods.is_empty() {
-                return Provision::default();
-            }
-            Provision {
-                launches: vec![small_launch(pods)],
-                ..Provision::default()
-            }
+            one_small_node_for_the_pending(snap)
         }
 
         fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
@@ -2427,6 +2420,18 @@ workload:
 
         fn validation_delay(&self, _settings: &crate::scenario::Settings) -> i64 {
             0
+        }
+    }
+
+    /// One `small` node for every pending pod, or nothing when none is pending.
+    fn one_small_node_for_the_pending(snap: &core::Snapshot) -> Provision {
+        let pods = pending_refs(snap);
+        if pods.is_empty() {
+            return Provision::default();
+        }
+        Provision {
+            launches: vec![small_launch(pods)],
+            ..Provision::default()
         }
     }
 
@@ -2894,14 +2899,7 @@ workload:
 
     impl Autoscaler for Evacuate {
         fn provision(&mut self, snap: &core::Snapshot) -> Provision {
-            let pods = pending_refs(snap);
-            if pods.is_empty() {
-                return Provision::default();
-            }
-            Provision {
-                launches: vec![small_launch(pods)],
-                ..Provision::default()
-            }
+            one_small_node_for_the_pending(snap)
         }
 
         fn disrupt(&mut self, snap: &core::Snapshot) -> Option<Command> {
