@@ -92,6 +92,9 @@ pub struct Row {
     pub pending_pod_hours: f64,
     pub evicted_pending_pod_hours: f64,
     pub job_work_lost_pod_hours: f64,
+    /// PodDisruptionBudgets: evictions one held back, and node-hours spent draining.
+    pub held_by_pdb: f64,
+    pub draining_node_hours: f64,
     pub decisions_per_s: f64,
     pub wall: f64,
 }
@@ -137,6 +140,8 @@ pub fn rows(r: &Report) -> Vec<Row> {
                 pending_pod_hours: avg(&|r| r.summary.pending_pod_hours),
                 evicted_pending_pod_hours: avg(&|r| r.summary.evicted_pending_pod_hours),
                 job_work_lost_pod_hours: avg(&|r| r.summary.job_work_lost_pod_hours),
+                held_by_pdb: avg(&|r| r.summary.evictions_held_by_pdb as f64),
+                draining_node_hours: avg(&|r| r.summary.draining_node_hours),
                 decisions_per_s: avg(&|r| r.timing.decisions_per_second),
                 wall: avg(&|r| r.timing.wall_seconds),
             }
@@ -303,6 +308,22 @@ pub fn table(r: &Report) -> String {
             out,
             "Job work lost to evictions, run again (pod-hours): {}",
             lost.join(", ")
+        );
+    }
+    if rows.iter().any(|x| x.held_by_pdb > 0.0) {
+        let held: Vec<String> = rows
+            .iter()
+            .map(|x| {
+                format!(
+                    "{} {:.0} held, {:.2} node-h draining",
+                    x.strategy, x.held_by_pdb, x.draining_node_hours
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "PodDisruptionBudgets: evictions a budget held back, and node-hours spent draining: {}",
+            held.join(", ")
         );
     }
     for s in &r.strategies {
@@ -720,5 +741,32 @@ mod tests {
         assert!(h.contains("Pods evicted by disruption"));
         assert_eq!(plots(&r)?.len(), 4);
         Ok(())
+    }
+
+    /// The table says what budgets held back, only when they held something.
+    #[test]
+    fn the_table_reports_drains_budgets_held_back() {
+        let mut held = run("cost-aware", Vec::new());
+        held.summary.evictions_held_by_pdb = 3;
+        held.summary.draining_node_hours = 0.25;
+        let mut r = Report {
+            schema_version: SCHEMA_VERSION,
+            scenario: "s".into(),
+            generator: String::new(),
+            lower_bound_kind: String::new(),
+            strategies: Vec::new(),
+            seeds: vec![0],
+            pods: 1,
+            instance_types: 1,
+            horizon_seconds: 240,
+            problems: Vec::new(),
+            wall_seconds: 0.0,
+            lower_bounds: Vec::new(),
+            runs: vec![run("karpenter", Vec::new())],
+        };
+        assert!(!table(&r).contains("PodDisruptionBudgets"));
+        r.runs = vec![held];
+        let t = table(&r);
+        assert!(t.contains("cost-aware 3 held, 0.25 node-h draining"), "{t}");
     }
 }
