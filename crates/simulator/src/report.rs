@@ -708,11 +708,9 @@ mod tests {
         }
     }
 
-    /// The HTML shows what was only in the JSON before: instance types and zones used,
-    /// evictions over time, unschedulable reasons; and a plot per figure.
-    #[test]
-    fn html_shows_usage_evictions_and_reasons() -> Result<()> {
-        let r = Report {
+    /// A one-seed report of `runs` on a 240 s scenario.
+    fn report_of(runs: Vec<RunResult>) -> Report {
+        Report {
             schema_version: SCHEMA_VERSION,
             scenario: "s".into(),
             generator: String::new(),
@@ -725,11 +723,18 @@ mod tests {
             problems: Vec::new(),
             wall_seconds: 0.0,
             lower_bounds: Vec::new(),
-            runs: vec![
-                run("cost-aware", Vec::new()),
-                run("cas", vec!["pod default/big: no node group <fits>".into()]),
-            ],
-        };
+            runs,
+        }
+    }
+
+    /// The HTML shows what was only in the JSON before: instance types and zones used,
+    /// evictions over time, unschedulable reasons; and a plot per figure.
+    #[test]
+    fn html_shows_usage_evictions_and_reasons() -> Result<()> {
+        let r = report_of(vec![
+            run("cost-aware", Vec::new()),
+            run("cas", vec!["pod default/big: no node group <fits>".into()]),
+        ]);
         let h = html(&r)?;
         // Folded by type: both zones' nodes under one row; and one row per zone.
         assert!(
@@ -749,21 +754,7 @@ mod tests {
         let mut held = run("cost-aware", Vec::new());
         held.summary.evictions_held_by_pdb = 3;
         held.summary.draining_node_hours = 0.25;
-        let mut r = Report {
-            schema_version: SCHEMA_VERSION,
-            scenario: "s".into(),
-            generator: String::new(),
-            lower_bound_kind: String::new(),
-            strategies: Vec::new(),
-            seeds: vec![0],
-            pods: 1,
-            instance_types: 1,
-            horizon_seconds: 240,
-            problems: Vec::new(),
-            wall_seconds: 0.0,
-            lower_bounds: Vec::new(),
-            runs: vec![run("karpenter", Vec::new())],
-        };
+        let mut r = report_of(vec![run("karpenter", Vec::new())]);
         assert!(!table(&r).contains("PodDisruptionBudgets"));
         r.runs = vec![held];
         let t = table(&r);
