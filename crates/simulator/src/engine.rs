@@ -391,10 +391,9 @@ struct Sim<'w> {
     pod_pdbs: Vec<Vec<usize>>,
     /// For each budget, the pods it selects.
     pdb_members: Vec<Vec<usize>>,
-    /// Nodes whose drain has begun and that are not deleted yet, and their integral.
-    draining_nodes: usize,
     /// Commands whose drain is under way, and when each began.
     drains: BTreeMap<usize, i64>,
+    /// Node-seconds spent by nodes whose drain has begun and that are not deleted yet.
     draining_node_secs: f64,
 }
 
@@ -430,6 +429,21 @@ pub fn sample_step(w: &World) -> i64 {
 impl<'w> Sim<'w> {
     fn new(w: &'w World) -> Self {
         let step = sample_step(w);
+        let pod_pdbs: Vec<Vec<usize>> = w
+            .arrivals
+            .iter()
+            .map(|a| {
+                (0..w.pdbs.len())
+                    .filter(|&k| w.pdbs[k].selects(&a.pod))
+                    .collect()
+            })
+            .collect();
+        let mut pdb_members = vec![Vec::new(); w.pdbs.len()];
+        for (pi, ks) in pod_pdbs.iter().enumerate() {
+            for &k in ks {
+                pdb_members[k].push(pi);
+            }
+        }
         Sim {
             w,
             now: 0,
@@ -488,25 +502,8 @@ impl<'w> Sim<'w> {
             observed_since: 0,
             evictions: std::collections::VecDeque::new(),
             command_log: Vec::new(),
-            pod_pdbs: w
-                .arrivals
-                .iter()
-                .map(|a| {
-                    (0..w.pdbs.len())
-                        .filter(|&k| w.pdbs[k].selects(&a.pod))
-                        .collect()
-                })
-                .collect(),
-            pdb_members: w
-                .pdbs
-                .iter()
-                .map(|b| {
-                    (0..w.arrivals.len())
-                        .filter(|&i| b.selects(&w.arrivals[i].pod))
-                        .collect()
-                })
-                .collect(),
-            draining_nodes: 0,
+            pod_pdbs,
+            pdb_members,
             drains: BTreeMap::new(),
             draining_node_secs: 0.0,
         }
@@ -540,7 +537,9 @@ impl<'w> Sim<'w> {
         self.mem_alloc_int += self.ready_alloc.memory as f64 * dt;
         self.pending_pod_secs += self.pending.len() as f64 * dt;
         self.evicted_pending_pod_secs += self.evicted_pending as f64 * dt;
-        self.draining_node_secs += self.draining_nodes as f64 * dt;
+        if !self.drains.is_empty() {
+            self.draining_node_secs += self.draining_nodes() as f64 * dt;
+        }
         self.now = t;
     }
 
@@ -1486,21 +1485,35 @@ impl<'w> Sim<'w> {
         self.command_log.push(record);
     }
 
+    /// When pod `pi`, bound now, is (or was) ready: `podReadySeconds` after it started.
+    fn ready_at(&self, pi: usize) -> Option<i64> {
+        match self.pods[pi].phase {
+            PodPhase::Bound(_) => self.pods[pi]
+                .started_at
+                .map(|t| t + self.w.settings.pod_ready_seconds.max(0)),
+            _ => None,
+        }
+    }
+
+    /// Nodes of drains under way that are not deleted yet.
+    fn draining_nodes(&self) -> usize {
+        self.drains
+            .keys()
+            .flat_map(|&ci| &self.commands[ci].nodes)
+            .filter(|&&n| self.meta[n].phase != Phase::Deleted)
+            .count()
+    }
+
     /// Pods present and healthy under budget `k` now: present = pending or bound (the
-    /// replicas their owners want), healthy = bound for at least `podReadySeconds`.
+    /// replicas their owners want), healthy = bound and ready.
     fn census(&self, k: usize) -> Census {
-        let ready_by = self.now - self.w.settings.pod_ready_seconds.max(0);
         let mut c = Census::default();
         for &pi in &self.pdb_members[k] {
-            match self.pods[pi].phase {
-                PodPhase::Pending => c.expected += 1,
-                PodPhase::Bound(_) => {
-                    c.expected += 1;
-                    if self.pods[pi].started_at.is_some_and(|t| t <= ready_by) {
-                        c.healthy += 1;
-                    }
-                }
-                PodPhase::NotYet | PodPhase::Gone => {}
+            if matches!(self.pods[pi].phase, PodPhase::Pending | PodPhase::Bound(_)) {
+                c.expected += 1;
+            }
+            if self.ready_at(pi).is_some_and(|t| t <= self.now) {
+                c.healthy += 1;
             }
         }
         c
@@ -1517,14 +1530,10 @@ impl<'w> Sim<'w> {
     /// a disruption it refused, with no other change to the cluster (a controller looks every
     /// 10 s and would see it). `i64::MAX` when none is waiting.
     fn next_budget_ready(&self) -> i64 {
-        let ready = self.w.settings.pod_ready_seconds.max(0);
         self.pdb_members
             .iter()
             .flatten()
-            .filter_map(|&pi| match self.pods[pi].phase {
-                PodPhase::Bound(_) => self.pods[pi].started_at.map(|t| t + ready),
-                _ => None,
-            })
+            .filter_map(|&pi| self.ready_at(pi))
             .filter(|&t| t > self.now)
             .min()
             .unwrap_or(i64::MAX)
@@ -1534,7 +1543,7 @@ impl<'w> Sim<'w> {
     /// `disruptionsAllowed` left in this pass and whether it is whole (no fewer healthy pods
     /// than it wants). A pod under two budgets never goes (the API refuses it); a pod not yet
     /// ready goes while its budget is whole, without using it (policy/v1's default
-    /// `IfHealthyBudget`); a ready pod takes one from every budget selecting it.
+    /// `IfHealthyBudget`); a ready pod takes one from its budget's allowance.
     fn may_evict(&self, pi: usize, allowance: &mut BTreeMap<usize, (i64, bool)>) -> bool {
         let budgets = &self.pod_pdbs[pi];
         let Some(&k) = budgets.first() else {
@@ -1548,9 +1557,7 @@ impl<'w> Sim<'w> {
             let b = &self.w.pdbs[k];
             (b.disruptions_allowed(c), c.healthy >= b.desired_healthy(c))
         });
-        let ready_by = self.now - self.w.settings.pod_ready_seconds.max(0);
-        let ready = self.pods[pi].started_at.is_some_and(|t| t <= ready_by);
-        if !ready {
+        if self.ready_at(pi).is_none_or(|t| t > self.now) {
             return whole;
         }
         if left <= 0 {
@@ -1563,7 +1570,6 @@ impl<'w> Sim<'w> {
     /// Begins the drain of command `ci`'s candidates (see [`Self::drain_step`]).
     fn start_drain(&mut self, ci: usize) {
         self.log_command(ci);
-        self.draining_nodes += self.commands[ci].nodes.len();
         self.drains.insert(ci, self.now);
         self.drain_step(ci);
     }
@@ -1606,7 +1612,6 @@ impl<'w> Sim<'w> {
             }
             if self.meta[n].bound.is_empty() {
                 self.delete_node(n);
-                self.draining_nodes = self.draining_nodes.saturating_sub(1);
             }
         }
         if held {

@@ -497,6 +497,7 @@ impl Autoscaler for ClusterAutoscaler {
             }
         }
         let draining = snap.nodes.iter().any(|n| n.marked_for_deletion);
+        let pdbs = core::disruption::protect::PdbIndex::new(&snap.pdbs);
         let ctx = Context {
             namespaces: &snap.namespaces,
             potential: &[],
@@ -521,7 +522,11 @@ impl Autoscaler for ClusterAutoscaler {
             }
             // CAS's drainability rule: a pod whose PDB allows no disruption now blocks the
             // node's removal ("not enough pod disruption budget").
-            if pods.iter().any(|&pi| pdb_blocks(snap, &snap.pods[pi])) {
+            if pods.iter().any(|&pi| {
+                pdbs.matching(&snap.pods[pi])
+                    .into_iter()
+                    .any(|k| snap.pdbs[k].disruptions_allowed < 1)
+            }) {
                 continue;
             }
             // Can every pod move to another ready node? Simulated in place on `nodes` and
@@ -622,13 +627,6 @@ impl Autoscaler for ClusterAutoscaler {
             core: None,
         })
     }
-}
-
-/// Whether a PDB selecting `pod` allows no disruption now.
-fn pdb_blocks(snap: &core::Snapshot, pod: &core::Pod) -> bool {
-    snap.pdbs.iter().any(|b| {
-        b.disruptions_allowed < 1 && b.namespace == pod.namespace && b.selector.matches(&pod.labels)
-    })
 }
 
 #[cfg(test)]
