@@ -1220,10 +1220,15 @@ impl<'w> Sim<'w> {
     }
 
     fn run_disruption(&mut self, a: &mut dyn Autoscaler) {
-        // A strategy that waits for drains (ours, as the controller does) decides nothing
-        // while one is under way, for at most `BUSY_WHILE_DRAINING_SECONDS`; only a budget
-        // holds one. The drain's end wakes the loop.
-        if a.waits_for_drains() && self.busy_draining() {
+        // A strategy that waits for commands (ours, as the controller does) decides nothing
+        // while a command's candidates wait for their replacements (the controller's tick
+        // waits for them to initialize; a node becoming ready wakes the loop), nor while a
+        // drain is under way, for at most `BUSY_WHILE_DRAINING_SECONDS` (only a budget holds
+        // one; the drain's end wakes the loop).
+        if a.waits_for_commands() && self.awaiting_launches() {
+            return;
+        }
+        if a.waits_for_commands() && self.busy_draining() {
             // Look again when the oldest drain stops holding the loop, if nothing else comes.
             let until = self
                 .drains
@@ -1517,6 +1522,14 @@ impl<'w> Sim<'w> {
             }
         }
         c
+    }
+
+    /// Whether an accepted command's candidates still wait for the nodes their pods move to
+    /// (its replacements) to initialize. A node becoming ready wakes the loop.
+    fn awaiting_launches(&self) -> bool {
+        self.commands
+            .iter()
+            .any(|c| c.accepted_at.is_some() && !c.waiting_on.is_empty())
     }
 
     /// Whether a drain under way began less than [`BUSY_WHILE_DRAINING_SECONDS`] ago.
@@ -2896,7 +2909,7 @@ workload:
         done: bool,
         /// Propose only while every budget allows a disruption (as a candidate check does).
         wait_for_budgets: bool,
-        /// Decide nothing while a drain is under way (as our controller).
+        /// Decide nothing while a command launches or drains (as our controller).
         waits: bool,
         /// When the loop asked.
         calls: Vec<i64>,
@@ -2941,7 +2954,7 @@ workload:
             0
         }
 
-        fn waits_for_drains(&self) -> bool {
+        fn waits_for_commands(&self) -> bool {
             self.waits
         }
     }
@@ -2970,7 +2983,7 @@ workload:
     }
 
     #[test]
-    fn a_strategy_that_waits_for_drains_decides_nothing_during_one() {
+    fn a_strategy_that_waits_decides_nothing_while_a_command_launches_or_drains() {
         let budget = ", disruptionBudget: {maxUnavailable: 1}";
         for waits in [false, true] {
             let (out, a) = run_evacuation_with(
@@ -2982,12 +2995,20 @@ workload:
             );
             let c = &out.commands[0];
             let end = c.drained_at + c.drain_seconds.expect("the drain finished");
+            // The replacement launches from acceptance until the drain begins.
+            assert!(c.drained_at - c.accepted_at >= 30, "{c:?}");
+            let launching = a
+                .calls
+                .iter()
+                .filter(|&&t| t > c.accepted_at && t < c.drained_at)
+                .count();
             let during = a
                 .calls
                 .iter()
                 .filter(|&&t| t > c.drained_at && t < end)
                 .count();
             if waits {
+                assert_eq!(launching, 0, "asked while it launched: {:?}", a.calls);
                 assert_eq!(during, 0, "asked during the drain: {:?}", a.calls);
                 assert!(
                     a.calls.iter().any(|&t| t >= end),
@@ -2995,6 +3016,13 @@ workload:
                     a.calls
                 );
             } else {
+                assert!(
+                    launching > 0,
+                    "{:?} ({}..{})",
+                    a.calls,
+                    c.accepted_at,
+                    c.drained_at
+                );
                 assert!(during > 0, "{:?} ({}..{end})", a.calls, c.drained_at);
             }
         }

@@ -300,9 +300,9 @@ impl Autoscaler for CoreStrategy {
         self.wake
     }
 
-    /// Our controller's disruption loop is busy while a NodeClaim terminates; Karpenter's is
-    /// not.
-    fn waits_for_drains(&self) -> bool {
+    /// Our controller's disruption loop waits for a command's replacements and is busy while
+    /// a NodeClaim terminates; Karpenter's is not.
+    fn waits_for_commands(&self) -> bool {
         self.kind != Kind::Karpenter
     }
 

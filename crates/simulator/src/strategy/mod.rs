@@ -100,9 +100,11 @@ pub trait Autoscaler: Send {
     fn disruption_period(&self, settings: &Settings) -> i64 {
         settings.disruption_period_seconds
     }
-    /// Whether no disruption is decided while a drain is under way: our controller is "busy"
-    /// while any NodeClaim terminates; Karpenter (v1.14) decides on, within its budgets.
-    fn waits_for_drains(&self) -> bool {
+    /// Whether no disruption is decided while a command is under way, its replacements
+    /// launching or its candidates draining: our controller's tick waits for the replacements
+    /// and it is "busy" while any NodeClaim terminates; Karpenter (v1.14) hands commands to an
+    /// asynchronous queue and decides on, within its budgets.
+    fn waits_for_commands(&self) -> bool {
         false
     }
 }
