@@ -39,6 +39,10 @@ enum Ev {
     Drain(usize),
     /// Pods a decision placed did not bind: decide again (see [`RETRY_SECONDS`]).
     Retry,
+    /// A launch an outage fails is seen failed ([`crate::outages`]).
+    LaunchFailed(usize),
+    /// An offering's launch-failure back-off ends: pending pods may fit it again.
+    BackoffEnds,
 }
 
 /// How long pods that a decision placed but that did not bind wait for the next decision.
@@ -260,6 +264,12 @@ pub struct Summary {
     /// deletion: what budgets that hold drains back cost (0 when every drain is instant).
     #[serde(default)]
     pub draining_node_hours: f64,
+    /// Launches a capacity outage failed ([`crate::outages`]; 0 without outages).
+    #[serde(default)]
+    pub launch_failures: u32,
+    /// Commands rolled back because a replacement's launch failed: the candidates stay.
+    #[serde(default)]
+    pub commands_rolled_back: u32,
     /// Commands dropped at validation (cluster changed meanwhile).
     pub commands_invalidated: u32,
     /// Why, as the strategy's re-validation said (digits masked), with counts.
@@ -395,6 +405,8 @@ struct Sim<'w> {
     drains: BTreeMap<usize, i64>,
     /// Node-seconds spent by nodes whose drain has begun and that are not deleted yet.
     draining_node_secs: f64,
+    /// Offerings this run's autoscaler saw fail, skipped until their back-off ends.
+    backoff: crate::outages::Backoff,
 }
 
 /// How long evictions stay in the snapshot: as long as the controller keeps them.
@@ -506,6 +518,7 @@ impl<'w> Sim<'w> {
             pdb_members,
             drains: BTreeMap::new(),
             draining_node_secs: 0.0,
+            backoff: crate::outages::Backoff::default(),
         }
     }
 
@@ -703,12 +716,23 @@ impl<'w> Sim<'w> {
         let id = self.add_node(node, Phase::Launching);
         self.summary.nodes_launched += 1;
         self.note_usage(id, true);
-        let delay =
-            self.w.settings.launch_delay_seconds + self.w.settings.registration_delay_seconds;
-        self.push(
-            self.now + delay.max(0) + self.ready_jitter(id),
-            Ev::NodeReady(id),
-        );
+        let fails = self
+            .w
+            .settings
+            .capacity_outages
+            .iter()
+            .any(|o| o.covers(&it.name, &l.zone, l.capacity_type, self.now));
+        if fails {
+            let at = self.now + self.w.settings.launch_failure_seconds;
+            self.push(at, Ev::LaunchFailed(id));
+        } else {
+            let delay =
+                self.w.settings.launch_delay_seconds + self.w.settings.registration_delay_seconds;
+            self.push(
+                self.now + delay.max(0) + self.ready_jitter(id),
+                Ev::NodeReady(id),
+            );
+        }
         for p in &l.pods {
             if let Some(&pi) = self.pod_index.get(&(p.namespace.clone(), p.name.clone())) {
                 self.pods[pi].nominated = Some(id);
@@ -868,6 +892,19 @@ impl<'w> Sim<'w> {
     }
 
     fn delete_node(&mut self, id: usize) {
+        if self.meta[id].phase == Phase::Deleted {
+            return;
+        }
+        self.summary.nodes_terminated += 1;
+        if self.now - self.meta[id].created_at < YOUNG_NODE_SECONDS {
+            self.summary.nodes_removed_young += 1;
+        }
+        self.remove_node(id);
+    }
+
+    /// Takes node `id` out of the cluster and stops its cost (a deletion, or a launch that
+    /// failed: that one costs from its request until the failure is seen).
+    fn remove_node(&mut self, id: usize) {
         let m = &mut self.meta[id];
         if m.phase == Phase::Deleted {
             return;
@@ -878,10 +915,6 @@ impl<'w> Sim<'w> {
         self.note_usage(id, false);
         self.cost_rate -= price;
         self.node_count -= 1;
-        self.summary.nodes_terminated += 1;
-        if self.now - self.meta[id].created_at < YOUNG_NODE_SECONDS {
-            self.summary.nodes_removed_young += 1;
-        }
         if was_ready {
             let alloc = self.views[id].allocatable.clone();
             self.ready_alloc = self.ready_alloc.sub(&alloc);
@@ -1106,7 +1139,11 @@ impl<'w> Sim<'w> {
             pods: core::Snapshot::shared_pods(pods),
             daemonsets: self.w.daemonsets.clone(),
             nodepools: self.w.nodepools.clone(),
-            instance_types: self.w.instance_types.clone(),
+            instance_types: {
+                let mut types = self.w.instance_types.clone();
+                self.backoff.apply(self.now, &mut types);
+                types
+            },
             pdbs: (0..self.w.pdbs.len())
                 .map(|k| self.w.pdbs[k].to_core(self.census(k)))
                 .collect(),
@@ -1581,6 +1618,53 @@ impl<'w> Sim<'w> {
     }
 
     /// Begins the drain of command `ci`'s candidates (see [`Self::drain_step`]).
+    /// Launch `id` failed: its node goes (it never ran a pod), the pods nominated to it are
+    /// pending again, the autoscaler skips the offering for `backoff` seconds, and a command
+    /// waiting for it is rolled back, as the controller does: candidates kept, replacements
+    /// not yet initialized deleted.
+    fn launch_failed(&mut self, id: usize, backoff: i64) {
+        if self.meta[id].phase != Phase::Launching {
+            return;
+        }
+        self.summary.launch_failures += 1;
+        let until = self.now + backoff.max(0);
+        let m = &self.meta[id];
+        self.backoff
+            .record(&m.instance_type, &m.zone, &m.capacity_type, until);
+        self.push(until, Ev::BackoffEnds);
+        let mut gone = vec![id];
+        let waiting: Vec<usize> = (0..self.commands.len())
+            .filter(|&ci| self.commands[ci].waiting_on.contains(&id))
+            .collect();
+        for ci in waiting {
+            self.summary.commands_rolled_back += 1;
+            let c = &mut self.commands[ci];
+            c.waiting_on.clear();
+            gone.extend(c.replacement_nodes.iter().copied());
+            let nodes = c.nodes.clone();
+            for n in nodes {
+                if self.meta[n].phase == Phase::Draining {
+                    self.meta[n].phase = Phase::Ready;
+                    self.views[n].schedulable = true;
+                }
+            }
+        }
+        for n in gone {
+            if self.meta[n].phase != Phase::Launching {
+                continue;
+            }
+            for pi in 0..self.pods.len() {
+                if self.pods[pi].nominated == Some(n) {
+                    self.pods[pi].nominated = None;
+                }
+            }
+            self.remove_node(n);
+        }
+        if self.unresolved() {
+            self.kick_provisioning();
+        }
+    }
+
     fn start_drain(&mut self, ci: usize) {
         self.log_command(ci);
         self.drains.insert(ci, self.now);
@@ -1875,6 +1959,13 @@ impl Sim<'_> {
                     self.validate(ci, a);
                 }
                 Ev::Drain(ci) => self.drain_step(ci),
+                Ev::LaunchFailed(id) => self.launch_failed(id, a.launch_backoff_seconds()),
+                Ev::BackoffEnds => {
+                    self.changed();
+                    if self.unresolved() {
+                        self.kick_provisioning();
+                    }
+                }
             }
             // Keep the disruption loop alive while anything may change.
             if consolidation && (self.version != before || self.tick_at.is_none()) {

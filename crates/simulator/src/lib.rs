@@ -20,6 +20,7 @@ pub mod engine;
 pub mod error;
 pub mod generators;
 pub mod importers;
+pub mod outages;
 pub mod pdb;
 pub mod plots;
 pub mod predicates;

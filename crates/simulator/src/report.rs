@@ -95,6 +95,9 @@ pub struct Row {
     /// PodDisruptionBudgets: evictions one held back, and node-hours spent draining.
     pub held_by_pdb: f64,
     pub draining_node_hours: f64,
+    /// Capacity outages: launches that failed, and commands rolled back for it.
+    pub launch_failures: f64,
+    pub rolled_back: f64,
     pub decisions_per_s: f64,
     pub wall: f64,
 }
@@ -138,6 +141,8 @@ pub fn rows(r: &Report) -> Vec<Row> {
                 evicted_p50: avg(&|r| r.summary.evicted_wait_p50_seconds),
                 evicted_p95: avg(&|r| r.summary.evicted_wait_p95_seconds),
                 pending_pod_hours: avg(&|r| r.summary.pending_pod_hours),
+                launch_failures: avg(&|r| r.summary.launch_failures as f64),
+                rolled_back: avg(&|r| r.summary.commands_rolled_back as f64),
                 evicted_pending_pod_hours: avg(&|r| r.summary.evicted_pending_pod_hours),
                 job_work_lost_pod_hours: avg(&|r| r.summary.job_work_lost_pod_hours),
                 held_by_pdb: avg(&|r| r.summary.evictions_held_by_pdb as f64),
@@ -324,6 +329,22 @@ pub fn table(r: &Report) -> String {
             out,
             "PodDisruptionBudgets: evictions a budget held back, and node-hours spent draining: {}",
             held.join(", ")
+        );
+    }
+    if rows.iter().any(|x| x.launch_failures > 0.0) {
+        let failed: Vec<String> = rows
+            .iter()
+            .map(|x| {
+                format!(
+                    "{} {:.0} failed, {:.0} rolled back",
+                    x.strategy, x.launch_failures, x.rolled_back
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "Capacity outages: launches that failed (counted in nodes up), and commands rolled back for it (counted in cmd): {}",
+            failed.join(", ")
         );
     }
     for s in &r.strategies {
@@ -759,5 +780,17 @@ mod tests {
         r.runs = vec![held];
         let t = table(&r);
         assert!(t.contains("cost-aware 3 held, 0.25 node-h draining"), "{t}");
+    }
+
+    #[test]
+    fn the_table_reports_failed_launches() {
+        let mut failed = run("cost-aware", Vec::new());
+        failed.summary.launch_failures = 4;
+        failed.summary.commands_rolled_back = 1;
+        let mut r = report_of(vec![run("karpenter", Vec::new())]);
+        assert!(!table(&r).contains("Capacity outages"));
+        r.runs = vec![failed];
+        let t = table(&r);
+        assert!(t.contains("cost-aware 4 failed, 1 rolled back"), "{t}");
     }
 }

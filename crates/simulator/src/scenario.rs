@@ -173,6 +173,15 @@ pub struct Settings {
     /// Knobs of the core's own disruption decision (`cost-aware`, `cost-aware+opt`); the
     /// Karpenter baseline has none, like Karpenter.
     pub core_disruption: CoreDisruptionSettings,
+    /// Windows in which launches of some offerings fail (a cloud out of capacity for a type
+    /// in a zone). Empty (the default): every launch succeeds.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub capacity_outages: Vec<crate::outages::CapacityOutage>,
+    /// From the launch request until a launch an outage fails is seen failed: its node is
+    /// gone, its pods pending again, and the autoscaler backs the offering off (60 s: a
+    /// Machine marked failed soon after the request; a provider that only retries shows as
+    /// the controller's providerID timeout, 600 s).
+    pub launch_failure_seconds: i64,
 }
 
 /// The core's `DisruptionOptions` that users tune; defaults are the core's.
@@ -436,6 +445,8 @@ impl Default for Settings {
             balance_zones: false,
             cas: CasSettings::default(),
             core_disruption: CoreDisruptionSettings::default(),
+            capacity_outages: Vec::new(),
+            launch_failure_seconds: 60,
         }
     }
 }

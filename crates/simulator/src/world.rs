@@ -375,6 +375,14 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
             "the workload is empty: add `pods`, `openb`, `generate` or `kubectl`",
         ));
     }
+    for (i, o) in s.settings.capacity_outages.iter().enumerate() {
+        o.check(&instance_types).map_err(|(field, message)| {
+            ls.invalid(&format!("settings.capacityOutages[{i}].{field}"), message)
+        })?;
+    }
+    if s.settings.launch_failure_seconds < 0 {
+        return Err(ls.invalid("settings.launchFailureSeconds", "must not be negative"));
+    }
     problems.extend(unoffered_resources(
         &arrivals,
         &instance_types,

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use karpenter_capi_simulator::convert::NodePoolV1;
+use karpenter_capi_simulator::outages::CapacityOutage;
 use karpenter_capi_simulator::pdb::GroupBudget;
 use karpenter_capi_simulator::scenario::{
     CapacityTypeName, EvictedPodPlacement, PendingPodPlacement, SchedulerScoring,
@@ -66,14 +67,21 @@ enum Variant {
     /// Every group under a PodDisruptionBudget of `maxUnavailable: 1`, evicted pods placed by
     /// the scheduler's scoring: drains wait on the Eviction API (round 52).
     Budgets,
+    /// Every launch in the first zone fails during the first [`OUTAGE_SECONDS`] (a zonal
+    /// capacity outage, round 54): strategies back off and launch elsewhere; pods that need
+    /// that zone wait for its end.
+    ZoneOutage,
 }
+
+/// How long [`Variant::ZoneOutage`] lasts from the run's start.
+const OUTAGE_SECONDS: i64 = 1200;
 
 /// A drain that started this long before the run's end must have finished: with one
 /// unavailable pod per group allowed, it waits for each moved pod to be ready elsewhere, and
 /// at worst for a pending replica of the group to get its node (the wait bound above).
 const MAX_DRAIN_SECONDS: i64 = 1800;
 
-const VARIANTS: [Variant; 8] = [
+const VARIANTS: [Variant; 9] = [
     Variant::AsGenerated,
     Variant::Spot,
     Variant::TaintedPreferredPool,
@@ -82,6 +90,7 @@ const VARIANTS: [Variant; 8] = [
     Variant::EvictedByScoring,
     Variant::AllPlacedByScoring,
     Variant::Budgets,
+    Variant::ZoneOutage,
 ];
 
 fn scenario_for(kind: &str, seed: u64, pods: usize, variant: Variant) -> scenario::LoadedScenario {
@@ -126,6 +135,15 @@ fn scenario_for(kind: &str, seed: u64, pods: usize, variant: Variant) -> scenari
                 max_unavailable: Some(IntOrString::Int(1)),
             });
         }
+        Variant::ZoneOutage => {
+            s.settings.capacity_outages = vec![CapacityOutage {
+                instance_type: None,
+                zone: s.zones.first().cloned(),
+                capacity_type: None,
+                from_seconds: 0,
+                until_seconds: Some(OUTAGE_SECONDS),
+            }];
+        }
     }
     // Short runs: arrivals, departures and consolidation all happen within three hours, and
     // every pod has half an hour after the last arrival to be placed.
@@ -148,6 +166,12 @@ fn check(kind: &str, seed: u64, pods: usize, variant: Variant) -> Result<(), Tes
     };
     let report = run::run(&ls, &opts).map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert_eq!(report.runs.len(), 3);
+    // A pod that needs the zone out waits for the outage's end, a back-off (at most 300 s)
+    // and a launch.
+    let max_wait = match variant {
+        Variant::ZoneOutage => MAX_WAIT_SECONDS + (OUTAGE_SECONDS + 300) as f64,
+        _ => MAX_WAIT_SECONDS,
+    };
     for r in &report.runs {
         let s = &r.summary;
         let who = format!("{kind} seed {seed} pods {pods} {variant:?}, {}", r.strategy);
@@ -160,14 +184,14 @@ fn check(kind: &str, seed: u64, pods: usize, variant: Variant) -> Result<(), Tes
             r.unschedulable_reasons
         );
         prop_assert!(
-            s.pending_max_seconds <= MAX_WAIT_SECONDS,
+            s.pending_max_seconds <= max_wait,
             "{}: a pod waited {} s for its first node: {:?}",
             who,
             s.pending_max_seconds,
             r.unschedulable_reasons
         );
         prop_assert!(
-            s.evicted_wait_max_seconds <= MAX_WAIT_SECONDS,
+            s.evicted_wait_max_seconds <= max_wait,
             "{}: an evicted pod waited {} s",
             who,
             s.evicted_wait_max_seconds
@@ -187,6 +211,11 @@ fn check(kind: &str, seed: u64, pods: usize, variant: Variant) -> Result<(), Tes
         if !matches!(variant, Variant::Budgets) {
             prop_assert_eq!(s.evictions_held_by_pdb, 0, "{}: no budgets", who);
         }
+        if !matches!(variant, Variant::ZoneOutage) {
+            prop_assert_eq!(s.launch_failures, 0, "{}: no outage", who);
+        }
+        // Only a failed replacement rolls a command back.
+        prop_assert!(s.commands_rolled_back <= s.launch_failures, "{}", who);
         prop_assert!(s.nodes_terminated <= s.nodes_launched, "{}", who);
         prop_assert!(s.nodes_removed_young <= s.nodes_terminated, "{}", who);
         // The variant took effect: Karpenter-shaped strategies launch the cheapest offering.

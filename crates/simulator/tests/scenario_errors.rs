@@ -137,6 +137,26 @@ workload:
 }
 
 #[test]
+fn a_capacity_outage_of_an_unknown_type_names_its_line_and_field() {
+    let text = "catalog: {builtin: ec2-sample}
+settings:
+  capacityOutages:
+    - {capacityType: spot}
+    - instanceType: m5.huge
+workload:
+  pods:
+    - {name: w, requests: {cpu: 1}}
+";
+    let msg = err_of(text).to_string();
+    assert!(
+        msg.contains("settings.capacityOutages[1].instanceType"),
+        "{msg}"
+    );
+    assert!(msg.contains("bad.yaml:5"), "{msg}");
+    assert!(msg.contains("m5.huge"), "{msg}");
+}
+
+#[test]
 fn empty_workload_and_catalog() {
     let msg = err_of("catalog: {builtin: ec2-sample}\nworkload: {}\n").to_string();
     assert!(msg.contains("workload"), "{msg}");

@@ -306,6 +306,16 @@ impl Autoscaler for CoreStrategy {
         self.kind != Kind::Karpenter
     }
 
+    /// Karpenter's unavailable-offerings cache keeps an offering whose launch failed for
+    /// 3 minutes; our controller backs off for 5.
+    fn launch_backoff_seconds(&self) -> i64 {
+        if self.kind == Kind::Karpenter {
+            180
+        } else {
+            300
+        }
+    }
+
     fn revalidate(&mut self, snap: &core::Snapshot, cmd: &Command) -> Result<(), String> {
         match &cmd.core {
             Some(c) => {

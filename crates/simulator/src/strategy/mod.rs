@@ -107,6 +107,11 @@ pub trait Autoscaler: Send {
     fn waits_for_commands(&self) -> bool {
         false
     }
+    /// How long an offering whose launch failed is skipped: our controller's launch-failure
+    /// back-off and the Cluster Autoscaler's initial node-group back-off are 5 minutes.
+    fn launch_backoff_seconds(&self) -> i64 {
+        300
+    }
 }
 
 /// A strategy the simulator can run, with an honest account of which code decides.

@@ -1,0 +1,154 @@
+//! Capacity outages: launches of an offering fail for a while; every strategy must get its
+//! pods running elsewhere, learn from the failure (no launch storm), use the offering again
+//! once the outage is over, and roll a command back when its replacement fails.
+
+use karpenter_capi_simulator::report::Report;
+use karpenter_capi_simulator::{run, scenario};
+
+fn run_all(yaml: &str, name: &str, strategies: &[&str]) -> Report {
+    let sc = scenario::parse(yaml, name).expect("valid scenario");
+    let ls = scenario::from_value(sc, name);
+    run::run(
+        &ls,
+        &run::RunOptions {
+            strategies: strategies.iter().map(|s| s.to_string()).collect(),
+            seeds: 1,
+        },
+    )
+    .expect("run")
+}
+
+fn scenario(settings: &str, types: &str, rest: &str) -> String {
+    format!(
+        r#"name: outage
+settings:
+  endSeconds: 3600
+{settings}
+catalog:
+  overhead: none
+  types:
+{types}
+zones: [zone-a, zone-b]
+nodePools:
+  - apiVersion: karpenter.sh/v1
+    kind: NodePool
+    metadata:
+      name: default
+    spec:
+      template:
+        spec:
+          nodeClassRef: {{group: karpenter.cluster.x-k8s.io, kind: ClusterAPINodeClass, name: default}}
+          requirements: []
+      disruption:
+        consolidationPolicy: WhenEmptyOrUnderutilized
+        consolidateAfter: 0s
+{rest}"#
+    )
+}
+
+fn usage_hours(r: &karpenter_capi_simulator::engine::RunResult, ty: &str, zone: &str) -> f64 {
+    r.node_usage
+        .iter()
+        .filter(|u| u.instance_type == ty && u.zone == zone)
+        .map(|u| u.node_hours)
+        .sum()
+}
+
+#[test]
+fn a_failed_offering_is_backed_off_and_the_pods_run_elsewhere() {
+    // `small` cannot launch in zone-a all run long; zone-b has it at the same price.
+    let yaml = scenario(
+        "  capacityOutages:\n    - {instanceType: small, zone: zone-a}",
+        "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10}",
+        "workload:\n  pods:\n    - {name: web, count: 3, requests: {cpu: \"1\", memory: 1Gi}}\n",
+    );
+    let report = run_all(&yaml, "outage.yaml", &["cost-aware", "karpenter", "cas"]);
+    for r in &report.runs {
+        let s = &r.summary;
+        assert_eq!(s.pods_never_scheduled, 0, "{}: {s:?}", r.strategy);
+        assert!(s.launch_failures >= 1, "{}: {s:?}", r.strategy);
+        // One failure per back-off window at most: no launch storm against the outage.
+        assert!(s.launch_failures <= 2, "{}: {s:?}", r.strategy);
+        // The pods waited for the failure (60 s) and a second launch.
+        assert!(s.pending_p50_seconds >= 60.0, "{}: {s:?}", r.strategy);
+        assert!(
+            usage_hours(r, "small", "zone-b") > 0.9,
+            "{}: {:?}",
+            r.strategy,
+            r.node_usage
+        );
+        assert!(
+            usage_hours(r, "small", "zone-a") < 0.05,
+            "{}: {:?}",
+            r.strategy,
+            r.node_usage
+        );
+    }
+}
+
+#[test]
+fn the_cheap_offering_is_used_again_after_the_outage() {
+    // `small` (zone-a only) is out until 600 s: the pods go to `big` first; once the
+    // outage and the back-off are over, consolidation replaces `big` with `small`.
+    let yaml = scenario(
+        "  capacityOutages:\n    - {instanceType: small, untilSeconds: 600}",
+        "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10, zones: [zone-a]}\n    - {name: big, vcpu: 16, memoryMib: 32768, price: 0.50, zones: [zone-a]}",
+        "workload:\n  pods:\n    - {name: web, count: 3, requests: {cpu: \"1\", memory: 1Gi}}\n",
+    );
+    let report = run_all(&yaml, "outage-ends.yaml", &["cost-aware", "karpenter"]);
+    for r in &report.runs {
+        let s = &r.summary;
+        assert_eq!(s.pods_never_scheduled, 0, "{}: {s:?}", r.strategy);
+        // The first failure, then one per back-off window (3 or 5 minutes) until 600 s:
+        // each retry is a replacement that fails and is rolled back.
+        assert!(
+            (1..=4).contains(&s.launch_failures),
+            "{}: {s:?}",
+            r.strategy
+        );
+        assert_eq!(
+            s.commands_rolled_back + 1,
+            s.launch_failures,
+            "{}: {s:?}",
+            r.strategy
+        );
+        assert!(
+            usage_hours(r, "big", "zone-a") > 0.0,
+            "{}: {:?}",
+            r.strategy,
+            r.node_usage
+        );
+        assert!(
+            usage_hours(r, "small", "zone-a") > 0.5,
+            "{}: {:?}",
+            r.strategy,
+            r.node_usage
+        );
+    }
+}
+
+#[test]
+fn a_command_whose_replacement_fails_is_rolled_back() {
+    // One pod on an existing `big` node: consolidation would replace it with `small`, whose
+    // launches always fail. The candidate must stay, its pod never evicted.
+    let yaml = scenario(
+        "  capacityOutages:\n    - {instanceType: small}",
+        "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10, zones: [zone-a]}\n    - {name: big, vcpu: 16, memoryMib: 32768, price: 0.50, zones: [zone-a]}",
+        "existingNodes:\n  - {name: old, instanceType: big, zone: zone-a, nodePool: default, count: 1}\nworkload:\n  pods:\n    - {name: web, count: 1, requests: {cpu: \"1\", memory: 1Gi}}\n",
+    );
+    let report = run_all(&yaml, "outage-rollback.yaml", &["cost-aware", "karpenter"]);
+    for r in &report.runs {
+        let s = &r.summary;
+        assert_eq!(s.pods_never_scheduled, 0, "{}: {s:?}", r.strategy);
+        assert!(s.commands_rolled_back >= 1, "{}: {s:?}", r.strategy);
+        assert_eq!(
+            s.commands_rolled_back, s.launch_failures,
+            "{}: {s:?}",
+            r.strategy
+        );
+        assert_eq!(s.pods_disrupted, 0, "{}: {s:?}", r.strategy);
+        assert_eq!(s.nodes_terminated, 0, "{}: {s:?}", r.strategy);
+        // Tried again only after each back-off (3 or 5 minutes), not every loop.
+        assert!(s.launch_failures <= 20, "{}: {s:?}", r.strategy);
+    }
+}
