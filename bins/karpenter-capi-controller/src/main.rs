@@ -110,6 +110,18 @@ struct Cli {
     /// Delete a NodeClaim whose Node has not registered by then.
     #[arg(long, default_value = "15m", value_parser = duration)]
     registration_timeout: Duration,
+    /// After a Machine of a scalable resource fails (or gets no providerID within
+    /// --machine-provider-id-timeout), leave the resource out of launches for this long
+    /// (Karpenter keeps an offering that ran out of capacity out for 3m, the Cluster
+    /// Autoscaler a node group for 5m at first). Shorter retries a zone or type that ran out
+    /// sooner; each retry is another Machine that may fail.
+    #[arg(long, default_value = "5m", value_parser = duration)]
+    launch_failure_backoff: Duration,
+    /// A Machine still without providerID this long after its creation counts as a failed
+    /// launch (an infrastructure provider that retries an out-of-capacity error instead of
+    /// failing the Machine shows only this way).
+    #[arg(long, default_value = "10m", value_parser = duration)]
+    machine_provider_id_timeout: Duration,
     /// Remove `karpenter.sh/unregistered` from a Node of a managed resource that no NodeClaim
     /// has claimed this long after it joined (Machines CAPI made itself: rollouts,
     /// MachineHealthCheck remediation, min size).
@@ -284,6 +296,27 @@ fn duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// Whole seconds of `d`, saturating (a duration flag far beyond any sensible window).
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// The cloud provider's settings from the management-cluster flags.
+fn cloud_config(cli: &Cli) -> karpenter_capi_controller::cloudprovider::Config {
+    karpenter_capi_controller::cloudprovider::Config {
+        namespaces: (!cli.cluster_api_namespaces.is_empty())
+            .then(|| cli.cluster_api_namespaces.clone()),
+        backoff_window_secs: secs(cli.launch_failure_backoff),
+        provider_id_timeout_secs: secs(cli.machine_provider_id_timeout),
+        capi_version: if cli.cluster_api_version == "v1beta1" {
+            CapiVersion::V1Beta1
+        } else {
+            CapiVersion::V1Beta2
+        },
+        ..Default::default()
+    }
+}
+
 async fn workload_client(cli: &Cli) -> Result<Client> {
     let config = match &cli.kubeconfig {
         Some(path) => {
@@ -365,7 +398,8 @@ async fn main() -> Result<()> {
     }
     let workload = workload_client(&cli).await?;
     let management = management_client(&cli, &workload).await?;
-    let mut options = Options {
+    let options = Options {
+        cloud: cloud_config(&cli),
         strategy: match cli.strategy {
             StrategyArg::CostAware => provisioner_core::Strategy::CostAware,
             StrategyArg::Karpenter => provisioner_core::Strategy::KarpenterBaseline,
@@ -412,14 +446,6 @@ async fn main() -> Result<()> {
         identity: cli.identity.clone(),
         nodepool_selector: cli.nodepool_selector.clone(),
         ..Options::default()
-    };
-    if !cli.cluster_api_namespaces.is_empty() {
-        options.cloud.namespaces = Some(cli.cluster_api_namespaces.clone());
-    }
-    options.cloud.capi_version = if cli.cluster_api_version == "v1beta1" {
-        CapiVersion::V1Beta1
-    } else {
-        CapiVersion::V1Beta2
     };
     let mut addresses = vec![cli.metrics_bind_address];
     if cli.health_probe_bind_address.port() != 0
@@ -476,6 +502,30 @@ mod tests {
         let err = duration("-1s").expect_err("negative");
         assert!(err.contains("negative"), "{err}");
         assert!(Cli::try_parse_from(argv(&["--batch-idle-duration", "-1s"])).is_err());
+    }
+
+    #[test]
+    fn the_launch_failure_flags_reach_the_cloud_provider() {
+        let c = cloud_config(&parse(&[]));
+        assert_eq!(
+            (c.backoff_window_secs, c.provider_id_timeout_secs),
+            (300, 600)
+        );
+        assert_eq!(c.namespaces, None);
+        let c = cloud_config(&parse(&[
+            "--launch-failure-backoff",
+            "3m",
+            "--machine-provider-id-timeout",
+            "20m",
+            "--cluster-api-namespace",
+            "a,b",
+        ]));
+        assert_eq!(
+            (c.backoff_window_secs, c.provider_id_timeout_secs),
+            (180, 1200)
+        );
+        assert_eq!(c.namespaces, Some(vec!["a".to_string(), "b".to_string()]));
+        assert!(Cli::try_parse_from(argv(&["--launch-failure-backoff", "-1m"])).is_err());
     }
 
     #[test]

@@ -1959,7 +1959,14 @@ impl Sim<'_> {
                     self.validate(ci, a);
                 }
                 Ev::Drain(ci) => self.drain_step(ci),
-                Ev::LaunchFailed(id) => self.launch_failed(id, a.launch_backoff_seconds()),
+                Ev::LaunchFailed(id) => {
+                    let backoff = self
+                        .w
+                        .settings
+                        .launch_backoff_seconds
+                        .unwrap_or_else(|| a.launch_backoff_seconds());
+                    self.launch_failed(id, backoff);
+                }
                 Ev::BackoffEnds => {
                     self.changed();
                     if self.unresolved() {

@@ -182,6 +182,11 @@ pub struct Settings {
     /// Machine marked failed soon after the request; a provider that only retries shows as
     /// the controller's providerID timeout, 600 s).
     pub launch_failure_seconds: i64,
+    /// How long every strategy skips an offering whose launch failed; absent (the default):
+    /// each its own (Karpenter 180 s, ours and the Cluster Autoscaler 300 s; the
+    /// controller's `--launch-failure-backoff`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launch_backoff_seconds: Option<i64>,
 }
 
 /// The core's `DisruptionOptions` that users tune; defaults are the core's.
@@ -447,6 +452,7 @@ impl Default for Settings {
             core_disruption: CoreDisruptionSettings::default(),
             capacity_outages: Vec::new(),
             launch_failure_seconds: 60,
+            launch_backoff_seconds: None,
         }
     }
 }
