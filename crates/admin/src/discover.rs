@@ -165,6 +165,9 @@ pub fn report(observed: &Observed, templates: &Templates) -> Discovery {
                     Unavailable::AtMaxSize { max } => format!("at max size {max}"),
                     Unavailable::Paused => "paused".into(),
                     Unavailable::BackOff { until } => format!("backing off until {until}"),
+                    Unavailable::ZoneBackOff { until, types } => {
+                        format!("backing off until {until}: {types} other types failed in its zone")
+                    }
                 }),
                 member: Observed::is_member(r),
                 cas,

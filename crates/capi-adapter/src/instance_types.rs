@@ -9,7 +9,7 @@
 //! Reading never fails as a whole: every resource that cannot be used is left out with a
 //! [`Problem`] naming the object and key, and the rest come back.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube_core::DynamicObject;
 use provisioner_core::{CapacityType, InstanceType, Offering, Resources, Taint, labels as wk};
@@ -113,7 +113,25 @@ pub enum Unavailable {
     BackOff {
         until: i64,
     },
+    /// Launches of `types` other instance types failed in this resource's zone (and capacity
+    /// type) are in back-off: the zone is out of capacity, not one type, so this resource is
+    /// left out too while they are ([`ZONE_BACKOFF_TYPES`]; `until` is the latest of their
+    /// windows, the longest it can last).
+    ZoneBackOff {
+        until: i64,
+        types: usize,
+    },
 }
+
+/// After this many instance types of one zone (and capacity type) failed to launch within
+/// their back-off windows, the zone's other resources are backed off as well. On CAPI each
+/// MachineDeployment is its own launch attempt, a minute or more to fail: without this, pods
+/// that may run in other zones try the failing zone's types one by one (Karpenter on AWS
+/// learns every type of a request from one `CreateFleet`). In the simulator, a zone out for
+/// two hours cost the `mixed` family 26 s of p95 pending time against Karpenter without it
+/// and none with it (docs/simulator.md, round 54). The cost: when two types fail in a zone
+/// that still has the others, pods that need that zone wait out the window.
+pub const ZONE_BACKOFF_TYPES: usize = 2;
 
 /// One usable resource as the catalog sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -241,6 +259,7 @@ pub fn instance_types(
         }
     }
 
+    back_off_failing_zones(&mut shapes);
     // Group by name; identical shapes merge, conflicting ones get resource-specific names.
     let mut by_name: BTreeMap<String, Vec<(Shape, ResourceOffer)>> = BTreeMap::new();
     for (shape, offer) in shapes {
@@ -321,6 +340,39 @@ pub fn instance_types(
         });
     }
     catalog
+}
+
+/// Backs off the still available resources of every zone (and capacity type) where at least
+/// [`ZONE_BACKOFF_TYPES`] instance types are in launch-failure back-off. Resources without a
+/// zone are left alone: an unknown zone says nothing about another's.
+fn back_off_failing_zones(shapes: &mut [(Shape, ResourceOffer)]) {
+    let mut failing: BTreeMap<(&str, CapacityType), (BTreeSet<&str>, i64)> = BTreeMap::new();
+    for (_, o) in shapes.iter() {
+        if let Some(Unavailable::BackOff { until }) = o.unavailable
+            && !o.zone.is_empty()
+        {
+            let e = failing
+                .entry((o.zone.as_str(), o.capacity_type))
+                .or_insert_with(|| (BTreeSet::new(), until));
+            e.0.insert(o.instance_type.as_str());
+            e.1 = e.1.max(until);
+        }
+    }
+    let out: BTreeMap<(String, CapacityType), (usize, i64)> = failing
+        .into_iter()
+        .filter(|(_, (types, _))| types.len() >= ZONE_BACKOFF_TYPES)
+        .map(|((zone, ct), (types, until))| ((zone.to_string(), ct), (types.len(), until)))
+        .collect();
+    if out.is_empty() {
+        return;
+    }
+    for (_, o) in shapes.iter_mut() {
+        if o.unavailable.is_none()
+            && let Some(&(types, until)) = out.get(&(o.zone.clone(), o.capacity_type))
+        {
+            o.unavailable = Some(Unavailable::ZoneBackOff { until, types });
+        }
+    }
 }
 
 /// Everything that must be equal for two resources to be one instance type.

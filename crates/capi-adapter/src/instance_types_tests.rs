@@ -361,6 +361,64 @@ fn availability_max_paused_and_backoff() {
 }
 
 #[test]
+fn failures_of_two_types_in_a_zone_back_the_zone_off() {
+    let mk = |name: &str, ty: &str, zone: &str| {
+        let labels = format!("node.kubernetes.io/instance-type={ty}");
+        let mut md = md_obj(
+            name,
+            &[CPU_MEM[0], CPU_MEM[1], (keys::cas::LABELS, labels.as_str())],
+        );
+        md.spec.template.spec.failure_domain = Some(zone.into());
+        ScalableResource::from(&md)
+    };
+    let resources = [
+        mk("a-small", "small", "z1"),
+        mk("a-large", "large", "z1"),
+        mk("a-xl", "xl", "z1"),
+        mk("b-small", "small", "z2"),
+    ];
+    let catalog = |backoff: &Backoff, now: i64| {
+        let c = instance_types(
+            &resources,
+            &no_template(),
+            &NodeSamples::new(),
+            &nodeclass(),
+            now,
+            backoff,
+        );
+        c.resources
+            .iter()
+            .map(|(id, o)| (id.name.clone(), o.unavailable.clone()))
+            .collect::<BTreeMap<String, Option<Unavailable>>>()
+    };
+    // One type failing is that type's problem.
+    let one: Backoff = [(resources[0].id.clone(), 2000)].into();
+    let avail = catalog(&one, 1000);
+    assert_eq!(avail["a-small"], Some(Unavailable::BackOff { until: 2000 }));
+    assert_eq!(avail["a-xl"], None);
+    // Two types failing in z1: z1's last type goes out until the later window ends; z2 stays.
+    let two: Backoff = [
+        (resources[0].id.clone(), 2000),
+        (resources[1].id.clone(), 2100),
+    ]
+    .into();
+    let avail = catalog(&two, 1000);
+    assert_eq!(
+        avail["a-xl"],
+        Some(Unavailable::ZoneBackOff {
+            until: 2100,
+            types: 2
+        })
+    );
+    assert_eq!(avail["b-small"], None);
+    // Once one window has ended, one type is left failing: the zone is back.
+    let avail = catalog(&two, 2050);
+    assert_eq!(avail["a-small"], None);
+    assert_eq!(avail["a-xl"], None);
+    assert_eq!(avail["a-large"], Some(Unavailable::BackOff { until: 2100 }));
+}
+
+#[test]
 fn same_instance_type_in_several_zones_merges() {
     let mk = |name: &str, zone: &str, price: &str| {
         let mut md = md_obj(

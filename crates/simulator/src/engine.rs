@@ -407,6 +407,8 @@ struct Sim<'w> {
     draining_node_secs: f64,
     /// Offerings this run's autoscaler saw fail, skipped until their back-off ends.
     backoff: crate::outages::Backoff,
+    /// The autoscaler's [`Autoscaler::zone_backoff_after`].
+    zone_backoff_after: Option<usize>,
 }
 
 /// How long evictions stay in the snapshot: as long as the controller keeps them.
@@ -519,6 +521,7 @@ impl<'w> Sim<'w> {
             drains: BTreeMap::new(),
             draining_node_secs: 0.0,
             backoff: crate::outages::Backoff::default(),
+            zone_backoff_after: None,
         }
     }
 
@@ -1141,7 +1144,8 @@ impl<'w> Sim<'w> {
             nodepools: self.w.nodepools.clone(),
             instance_types: {
                 let mut types = self.w.instance_types.clone();
-                self.backoff.apply(self.now, &mut types);
+                self.backoff
+                    .apply(self.now, &mut types, self.zone_backoff_after);
                 types
             },
             pdbs: (0..self.w.pdbs.len())
@@ -1835,6 +1839,7 @@ impl Sim<'_> {
         self.summary.pods_total = self.w.arrivals.len() as u32;
         let consolidation = self.w.settings.consolidation;
         let period = a.disruption_period(&self.w.settings);
+        self.zone_backoff_after = a.zone_backoff_after();
         let mut events = 0u64;
         while let Some(Reverse((t, _, ev))) = self.q.pop() {
             if t > end {

@@ -102,19 +102,32 @@ impl Backoff {
     }
 
     /// Marks the offerings still backed off at `now` unavailable in `types` (the core skips
-    /// unavailable offerings when it launches and when it plans replacements).
-    pub fn apply(&self, now: i64, types: &mut [core::InstanceType]) {
-        if !self.until.values().any(|&u| u > now) {
+    /// unavailable offerings when it launches and when it plans replacements). With
+    /// `zone_after`, every offering of a zone (and capacity type) where that many instance
+    /// types are backed off too, as the controller's adapter does
+    /// (`capi_adapter::instance_types::ZONE_BACKOFF_TYPES`).
+    pub fn apply(&self, now: i64, types: &mut [core::InstanceType], zone_after: Option<usize>) {
+        let live: Vec<&(String, String, String)> = self
+            .until
+            .iter()
+            .filter(|(_, u)| **u > now)
+            .map(|(k, _)| k)
+            .collect();
+        if live.is_empty() {
             return;
         }
+        let mut per_zone: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for (_, zone, ct) in &live {
+            *per_zone.entry((zone.as_str(), ct.as_str())).or_insert(0) += 1;
+        }
+        let zone_out = |zone: &str, ct: &str| {
+            zone_after.is_some_and(|k| per_zone.get(&(zone, ct)).is_some_and(|&n| n >= k))
+        };
         for t in types.iter_mut() {
             for o in &mut t.offerings {
-                let key = (
-                    t.name.clone(),
-                    o.zone.clone(),
-                    o.capacity_type.as_label().to_string(),
-                );
-                if self.until.get(&key).is_some_and(|&u| u > now) {
+                let ct = o.capacity_type.as_label();
+                let key = (t.name.clone(), o.zone.clone(), ct.to_string());
+                if self.until.get(&key).is_some_and(|&u| u > now) || zone_out(&o.zone, ct) {
                     o.available = false;
                 }
             }
@@ -173,12 +186,50 @@ mod tests {
         let mut b = Backoff::default();
         b.record("big", "a", "on-demand", 300);
         let mut at_100 = types.clone();
-        b.apply(100, &mut at_100);
+        b.apply(100, &mut at_100, None);
         let available: Vec<bool> = at_100[0].offerings.iter().map(|o| o.available).collect();
         assert_eq!(available, [false, true]);
         let mut at_300 = types.clone();
-        b.apply(300, &mut at_300);
+        b.apply(300, &mut at_300, None);
         assert!(at_300[0].offerings.iter().all(|o| o.available));
+    }
+
+    #[test]
+    fn two_types_backed_off_in_a_zone_take_the_zone_out() {
+        let mut types = vec![big(&["a", "b"]), big(&["a", "b"]), big(&["a", "b"])];
+        for (t, name) in types.iter_mut().zip(["small", "large", "xl"]) {
+            t.name = name.into();
+        }
+        let mut b = Backoff::default();
+        b.record("small", "a", "on-demand", 300);
+        b.record("large", "a", "on-demand", 200);
+        let available = |zone_after: Option<usize>, now: i64| {
+            let mut ts = types.clone();
+            b.apply(now, &mut ts, zone_after);
+            ts.iter()
+                .map(|t| {
+                    t.offerings
+                        .iter()
+                        .map(|o| o.available)
+                        .collect::<Vec<bool>>()
+                })
+                .collect::<Vec<_>>()
+        };
+        // Offering by offering: xl in zone a is still tried.
+        assert_eq!(
+            available(None, 100),
+            [[false, true], [false, true], [true, true]]
+        );
+        // Two types out in zone a: the whole zone, zone b untouched.
+        assert_eq!(
+            available(Some(2), 100),
+            [[false, true], [false, true], [false, true]]
+        );
+        // Once `large`'s window ends, one type is left: zone a is back.
+        assert_eq!(
+            available(Some(2), 250),
+            [[false, true], [true, true], [true, true]]
+        );
     }
 
     #[test]

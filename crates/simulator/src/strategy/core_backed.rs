@@ -316,6 +316,13 @@ impl Autoscaler for CoreStrategy {
         }
     }
 
+    /// Our controller's adapter backs a zone off once two instance types failed there
+    /// (`capi_adapter::instance_types::ZONE_BACKOFF_TYPES`); Karpenter backs off offering by
+    /// offering.
+    fn zone_backoff_after(&self) -> Option<usize> {
+        (self.kind != Kind::Karpenter).then_some(2)
+    }
+
     fn revalidate(&mut self, snap: &core::Snapshot, cmd: &Command) -> Result<(), String> {
         match &cmd.core {
             Some(c) => {

@@ -112,6 +112,11 @@ pub trait Autoscaler: Send {
     fn launch_backoff_seconds(&self) -> i64 {
         300
     }
+    /// While this many instance types of one zone (and capacity type) are backed off, the
+    /// whole zone is; `None`: offering by offering only (Karpenter, the Cluster Autoscaler).
+    fn zone_backoff_after(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A strategy the simulator can run, with an honest account of which code decides.
