@@ -441,3 +441,73 @@ async fn launch_failures_make_a_resource_unavailable_for_a_while() {
     let later = cp.catalog(&nodeclass, now + 601).await.expect("catalog");
     assert!(later.resources[&md].available());
 }
+
+/// Two instance types of one zone failing take the zone out: the third resource there turns
+/// unavailable with them (`ZoneBackOff`), the same type in another zone stays available.
+#[tokio::test]
+async fn failures_of_two_types_in_a_zone_back_off_the_zone() {
+    let client = testenv::client().await;
+    let ns = testenv::namespace(&client, "zone-backoff").await;
+    let mut ids = Vec::new();
+    for (name, ty, zone) in [
+        ("small-a", "small", "z1"),
+        ("large-a", "large", "z1"),
+        ("xl-a", "xl", "z1"),
+        ("small-b", "small", "z2"),
+    ] {
+        let labels =
+            format!("node.kubernetes.io/instance-type={ty},topology.kubernetes.io/zone={zone}");
+        let id = create_md(
+            &client,
+            &ns,
+            name,
+            1,
+            &[(keys::cas::LABELS, labels.as_str())],
+        )
+        .await;
+        Api::<capi::MachineDeployment>::namespaced_with(client.clone(), &ns, &V)
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"adapter-test": ns}}})),
+            )
+            .await
+            .expect("label MachineDeployment");
+        ids.push(id);
+    }
+    // Machines of the first two that never get a providerID.
+    create_capi_machine(&client, &ns, "small-a", "small-a-0", "small-a-s").await;
+    create_capi_machine(&client, &ns, "large-a", "large-a-0", "large-a-s").await;
+    let nodeclass = create_nodeclass(&client, &ns).await;
+    let cp = CloudProvider::new(
+        client.clone(),
+        client.clone(),
+        Config {
+            provider_id_timeout_secs: -1,
+            backoff_window_secs: 600,
+            ..config()
+        },
+    );
+    let now = CloudProvider::now();
+    let before = cp.catalog(&nodeclass, now).await.expect("catalog");
+    assert!(
+        ids.iter().all(|id| before.resources[id].available()),
+        "{:?}",
+        before.problems
+    );
+    let failures = cp.check_launch_failures(&ids, now).await.expect("check");
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    let after = cp.catalog(&nodeclass, now).await.expect("catalog");
+    let status = |i: usize| after.resources[&ids[i]].unavailable.clone();
+    assert!(matches!(
+        status(0),
+        Some(capi_adapter::instance_types::Unavailable::BackOff { .. })
+    ));
+    assert!(matches!(
+        status(2),
+        Some(capi_adapter::instance_types::Unavailable::ZoneBackOff { types: 2, .. })
+    ));
+    assert_eq!(status(3), None, "the other zone is not affected");
+    let later = cp.catalog(&nodeclass, now + 601).await.expect("catalog");
+    assert!(ids.iter().all(|id| later.resources[id].available()));
+}
