@@ -406,6 +406,20 @@ async fn a_template_change_is_reported_as_drift_unless_capi_rolls_out() {
     );
 }
 
+/// A cloud provider for which every Machine without a providerID has failed, backing its
+/// resource off for 600 s.
+fn failing_launches(client: &Client) -> CloudProvider {
+    CloudProvider::new(
+        client.clone(),
+        client.clone(),
+        Config {
+            provider_id_timeout_secs: -1,
+            backoff_window_secs: 600,
+            ..config()
+        },
+    )
+}
+
 /// Machines that get no providerID in time put their resource in back-off: its offering
 /// turns unavailable in the catalog for the configured window.
 #[tokio::test]
@@ -418,15 +432,7 @@ async fn launch_failures_make_a_resource_unavailable_for_a_while() {
     label_and_point(&client, &ns, "workers", &ns, "arm-gpu", false).await;
     create_capi_machine(&client, &ns, "workers", "workers-a-0", "workers-a").await;
     let nodeclass = create_nodeclass(&client, &ns).await;
-    let cp = CloudProvider::new(
-        client.clone(),
-        client.clone(),
-        Config {
-            provider_id_timeout_secs: -1,
-            backoff_window_secs: 600,
-            ..config()
-        },
-    );
+    let cp = failing_launches(&client);
     let now = CloudProvider::now();
     let before = cp.catalog(&nodeclass, now).await.expect("catalog");
     assert!(before.resources[&md].available(), "{:?}", before.problems);
@@ -479,15 +485,7 @@ async fn failures_of_two_types_in_a_zone_back_off_the_zone() {
     create_capi_machine(&client, &ns, "small-a", "small-a-0", "small-a-s").await;
     create_capi_machine(&client, &ns, "large-a", "large-a-0", "large-a-s").await;
     let nodeclass = create_nodeclass(&client, &ns).await;
-    let cp = CloudProvider::new(
-        client.clone(),
-        client.clone(),
-        Config {
-            provider_id_timeout_secs: -1,
-            backoff_window_secs: 600,
-            ..config()
-        },
-    );
+    let cp = failing_launches(&client);
     let now = CloudProvider::now();
     let before = cp.catalog(&nodeclass, now).await.expect("catalog");
     assert!(
