@@ -304,49 +304,37 @@ pub fn table(r: &Report) -> String {
             run.strategy, run.seed, run.summary.wall_clock_cuts
         );
     }
-    if rows.iter().any(|x| x.job_work_lost_pod_hours > 0.0) {
-        let lost: Vec<String> = rows
-            .iter()
-            .map(|x| format!("{} {:.1}", x.strategy, x.job_work_lost_pod_hours))
-            .collect();
-        let _ = writeln!(
-            out,
-            "Job work lost to evictions, run again (pod-hours): {}",
-            lost.join(", ")
-        );
-    }
-    if rows.iter().any(|x| x.held_by_pdb > 0.0) {
-        let held: Vec<String> = rows
-            .iter()
-            .map(|x| {
-                format!(
-                    "{} {:.0} held, {:.2} node-h draining",
-                    x.strategy, x.held_by_pdb, x.draining_node_hours
-                )
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "PodDisruptionBudgets: evictions a budget held back, and node-hours spent draining: {}",
-            held.join(", ")
-        );
-    }
-    if rows.iter().any(|x| x.launch_failures > 0.0) {
-        let failed: Vec<String> = rows
-            .iter()
-            .map(|x| {
-                format!(
-                    "{} {:.0} failed, {:.0} rolled back",
-                    x.strategy, x.launch_failures, x.rolled_back
-                )
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "Capacity outages: launches that failed (counted in nodes up), and commands rolled back for it (counted in cmd): {}",
-            failed.join(", ")
-        );
-    }
+    per_strategy_line(
+        &mut out,
+        &rows,
+        |x| x.job_work_lost_pod_hours > 0.0,
+        "Job work lost to evictions, run again (pod-hours)",
+        |x| format!("{:.1}", x.job_work_lost_pod_hours),
+    );
+    per_strategy_line(
+        &mut out,
+        &rows,
+        |x| x.held_by_pdb > 0.0,
+        "PodDisruptionBudgets: evictions a budget held back, and node-hours spent draining",
+        |x| {
+            format!(
+                "{:.0} held, {:.2} node-h draining",
+                x.held_by_pdb, x.draining_node_hours
+            )
+        },
+    );
+    per_strategy_line(
+        &mut out,
+        &rows,
+        |x| x.launch_failures > 0.0,
+        "Capacity outages: launches that failed (counted in nodes up), and commands rolled back for it (counted in cmd)",
+        |x| {
+            format!(
+                "{:.0} failed, {:.0} rolled back",
+                x.launch_failures, x.rolled_back
+            )
+        },
+    );
     for s in &r.strategies {
         let _ = writeln!(
             out,
@@ -358,6 +346,25 @@ pub fn table(r: &Report) -> String {
         let _ = writeln!(out, "figures are means over seeds (pending max: the max)");
     }
     out
+}
+
+/// A line under the table, `title: <strategy> <figures>, ...`, when any row `shows` it: the
+/// figures that are zero for every strategy without Jobs, budgets or outages.
+fn per_strategy_line(
+    out: &mut String,
+    rows: &[Row],
+    shows: impl Fn(&Row) -> bool,
+    title: &str,
+    figures: impl Fn(&Row) -> String,
+) {
+    if !rows.iter().any(&shows) {
+        return;
+    }
+    let parts: Vec<String> = rows
+        .iter()
+        .map(|x| format!("{} {}", x.strategy, figures(x)))
+        .collect();
+    let _ = writeln!(out, "{title}: {}", parts.join(", "));
 }
 
 /// One line about a world's bound: how it compares with the per-resource bound alone and what
