@@ -43,6 +43,10 @@ enum Ev {
     LaunchFailed(usize),
     /// An offering's launch-failure back-off ends: pending pods may fit it again.
     BackoffEnds,
+    /// A capacity outage that reclaims running nodes begins (`capacityOutages[i]`).
+    Reclaim(usize),
+    /// A reclaimed node's notice is over: the cloud ends it.
+    NoticeEnds(usize),
 }
 
 /// How long pods that a decision placed but that did not bind wait for the next decision.
@@ -270,6 +274,15 @@ pub struct Summary {
     /// Commands rolled back because a replacement's launch failed: the candidates stay.
     #[serde(default)]
     pub commands_rolled_back: u32,
+    /// Running nodes a reclaimed spot pool took back (`capacityOutages[].reclaimRunning`):
+    /// the cloud's doing, not a decision, so not in `nodes_terminated`.
+    #[serde(default)]
+    pub nodes_interrupted: u32,
+    /// Pods those nodes ran: evicted whatever their budgets, not counted in `pods_disrupted`
+    /// (which counts the autoscaler's own evictions), but their wait to run again is in the
+    /// evicted pods' pending figures.
+    #[serde(default)]
+    pub pods_interrupted: u32,
     /// Commands dropped at validation (cluster changed meanwhile).
     pub commands_invalidated: u32,
     /// Why, as the strategy's re-validation said (digits masked), with counts.
@@ -1463,14 +1476,8 @@ impl<'w> Sim<'w> {
                 .continues_since
                 .unwrap_or_else(|| self.created_at(pi))
         });
+        let leave_at = self.restart_elsewhere(pi);
         let p = &mut self.pods[pi];
-        // The replacement is a new pod: matched afresh by the next decision's snapshot.
-        p.continues_since = None;
-        let leave_at = if work.is_some() {
-            p.leave_at.take()
-        } else {
-            p.leave_at
-        };
         p.evictions += 1;
         let first = p.evictions == 1;
         let again = p
@@ -1482,11 +1489,6 @@ impl<'w> Sim<'w> {
         }
         if again {
             self.summary.pods_disrupted_again_soon += 1;
-        }
-        // What a Job's pod had run since its start is lost.
-        if let (Some(left), Some(work)) = (leave_at, work) {
-            let ran = now - (left - work.max(0));
-            self.summary.job_work_lost_pod_hours += ran.max(0) as f64 / 3600.0;
         }
         if leave_at.is_some_and(|l| l >= now && l - now < CHURN_WINDOW_SECONDS) {
             self.summary.pods_disrupted_near_end += 1;
@@ -1500,6 +1502,26 @@ impl<'w> Sim<'w> {
         }
         let e = core::Eviction::of(&self.w.arrivals[pi].pod, now, since);
         self.evictions.push_back(e);
+    }
+
+    /// What any end of a running pod means for the pod that replaces it, an eviction or an
+    /// interruption: the replacement is a new pod (matched afresh by the next decision's
+    /// snapshot), and a Job's starts its work over, so what it had run is lost. Returns when
+    /// the pod would have left.
+    fn restart_elsewhere(&mut self, pi: usize) -> Option<i64> {
+        let work = self.w.arrivals[pi].work_seconds;
+        let p = &mut self.pods[pi];
+        p.continues_since = None;
+        let leave_at = if work.is_some() {
+            p.leave_at.take()
+        } else {
+            p.leave_at
+        };
+        if let (Some(left), Some(work)) = (leave_at, work) {
+            let ran = self.now - (left - work.max(0));
+            self.summary.job_work_lost_pod_hours += ran.max(0) as f64 / 3600.0;
+        }
+        leave_at
     }
 
     /// Records command `ci` as its candidates begin to drain (before their pods are evicted);
@@ -1669,6 +1691,58 @@ impl<'w> Sim<'w> {
         }
     }
 
+    /// Capacity outage `oi` takes back the running nodes it covers (a spot pool reclaimed):
+    /// their pods are evicted now, whatever their budgets, and the nodes end after the
+    /// notice; launches in flight there fail as any launch into the outage does. No
+    /// autoscaler is told: on a Cluster API cluster a reclaimed instance is a Machine that
+    /// failed and a Node that went away, so each learns from its own failed launches only.
+    fn reclaim(&mut self, oi: usize, backoff: i64) {
+        let outage = &self.w.settings.capacity_outages[oi];
+        let notice = self.w.settings.interruption_notice_seconds.max(0);
+        let covered: Vec<usize> = (0..self.meta.len())
+            .filter(|&n| {
+                let m = &self.meta[n];
+                m.phase != Phase::Deleted
+                    && outage.matches(&m.instance_type, &m.zone, &m.capacity_type)
+            })
+            .collect();
+        for n in covered {
+            if self.meta[n].phase == Phase::Deleted {
+                // A replacement a rollback above took away.
+                continue;
+            }
+            if self.meta[n].phase == Phase::Launching {
+                self.launch_failed(n, backoff);
+                continue;
+            }
+            self.summary.nodes_interrupted += 1;
+            self.views[n].schedulable = false;
+            self.evict_interrupted(n);
+            if notice == 0 {
+                self.remove_node(n);
+            } else {
+                self.meta[n].phase = Phase::Draining;
+                self.push(self.now + notice, Ev::NoticeEnds(n));
+            }
+        }
+        self.changed();
+    }
+
+    /// Evicts every pod a reclaimed node `n` runs, budgets or not: the instance ends anyway.
+    fn evict_interrupted(&mut self, n: usize) {
+        let bound: Vec<usize> = self.meta[n].bound.iter().copied().collect();
+        for &pi in &bound {
+            self.unbind(pi);
+            self.restart_elsewhere(pi);
+            self.pods[pi].held_by_pdb = false;
+            if self.pods[pi].evicted_at.replace(self.now).is_none() {
+                self.evicted_pending += 1;
+            }
+            self.summary.pods_interrupted += 1;
+        }
+        self.place_evicted(bound);
+    }
+
     fn start_drain(&mut self, ci: usize) {
         self.log_command(ci);
         self.drains.insert(ci, self.now);
@@ -1836,6 +1910,11 @@ impl Sim<'_> {
                 self.push(l, Ev::Leave(i));
             }
         }
+        for (i, o) in self.w.settings.capacity_outages.iter().enumerate() {
+            if o.reclaim_running {
+                self.push(o.from_seconds, Ev::Reclaim(i));
+            }
+        }
         self.summary.pods_total = self.w.arrivals.len() as u32;
         let consolidation = self.w.settings.consolidation;
         let period = a.disruption_period(&self.w.settings);
@@ -1977,6 +2056,19 @@ impl Sim<'_> {
                     if self.unresolved() {
                         self.kick_provisioning();
                     }
+                }
+                Ev::Reclaim(oi) => {
+                    let backoff = self
+                        .w
+                        .settings
+                        .launch_backoff_seconds
+                        .unwrap_or_else(|| a.launch_backoff_seconds());
+                    self.reclaim(oi, backoff);
+                }
+                Ev::NoticeEnds(id) => {
+                    // A rollback may have opened it again meanwhile; what it runs ends with it.
+                    self.evict_interrupted(id);
+                    self.remove_node(id);
                 }
             }
             // Keep the disruption loop alive while anything may change.

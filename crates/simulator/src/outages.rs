@@ -31,6 +31,14 @@ pub struct CapacityOutage {
     /// ... until this second (absent: to the end of the run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until_seconds: Option<i64>,
+    /// At `fromSeconds` the cloud also takes back the running nodes the outage covers: a spot
+    /// pool reclaimed, every instance in it interrupted at once (AWS interrupts by capacity
+    /// pool, and relaunching there fails while it lasts). Their pods are evicted, whatever
+    /// their budgets, and the nodes end `settings.interruptionNoticeSeconds` later; launches
+    /// still in flight there fail. Needs `capacityType: spot`: on-demand capacity is not
+    /// taken back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reclaim_running: bool,
 }
 
 impl CapacityOutage {
@@ -43,15 +51,21 @@ impl CapacityOutage {
         capacity_type: core::CapacityType,
         at: i64,
     ) -> bool {
+        self.matches(instance_type, zone, capacity_type.as_label())
+            && at >= self.from_seconds
+            && self.until_seconds.is_none_or(|u| at < u)
+    }
+
+    /// Whether the outage is about this offering (its capacity type as the node's label
+    /// writes it), whenever it is.
+    pub fn matches(&self, instance_type: &str, zone: &str, capacity_type: &str) -> bool {
         self.instance_type
             .as_deref()
             .is_none_or(|t| t == instance_type)
             && self.zone.as_deref().is_none_or(|z| z == zone)
             && self
                 .capacity_type
-                .is_none_or(|c| core::CapacityType::from(c) == capacity_type)
-            && at >= self.from_seconds
-            && self.until_seconds.is_none_or(|u| at < u)
+                .is_none_or(|c| core::CapacityType::from(c).as_label() == capacity_type)
     }
 
     /// Why the outage cannot apply to `types` (`(subfield, message)`): a window that ends
@@ -62,6 +76,13 @@ impl CapacityOutage {
             return Err((
                 "untilSeconds",
                 format!("must be after fromSeconds ({})", self.from_seconds),
+            ));
+        }
+        if self.reclaim_running && self.capacity_type != Some(CapacityTypeName::Spot) {
+            return Err((
+                "reclaimRunning",
+                "needs `capacityType: spot`: only spot capacity is taken back from running nodes"
+                    .to_string(),
             ));
         }
         if let Some(t) = &self.instance_type

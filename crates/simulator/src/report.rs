@@ -98,6 +98,9 @@ pub struct Row {
     /// Capacity outages: launches that failed, and commands rolled back for it.
     pub launch_failures: f64,
     pub rolled_back: f64,
+    /// Reclaimed spot pools: running nodes taken back, and the pods they ran.
+    pub interrupted_nodes: f64,
+    pub interrupted_pods: f64,
     pub decisions_per_s: f64,
     pub wall: f64,
 }
@@ -143,6 +146,8 @@ pub fn rows(r: &Report) -> Vec<Row> {
                 pending_pod_hours: avg(&|r| r.summary.pending_pod_hours),
                 launch_failures: avg(&|r| r.summary.launch_failures as f64),
                 rolled_back: avg(&|r| r.summary.commands_rolled_back as f64),
+                interrupted_nodes: avg(&|r| r.summary.nodes_interrupted as f64),
+                interrupted_pods: avg(&|r| r.summary.pods_interrupted as f64),
                 evicted_pending_pod_hours: avg(&|r| r.summary.evicted_pending_pod_hours),
                 job_work_lost_pod_hours: avg(&|r| r.summary.job_work_lost_pod_hours),
                 held_by_pdb: avg(&|r| r.summary.evictions_held_by_pdb as f64),
@@ -332,6 +337,18 @@ pub fn table(r: &Report) -> String {
             format!(
                 "{:.0} failed, {:.0} rolled back",
                 x.launch_failures, x.rolled_back
+            )
+        },
+    );
+    per_strategy_line(
+        &mut out,
+        &rows,
+        |x| x.interrupted_nodes > 0.0,
+        "Spot capacity reclaimed: running nodes taken back, and their pods (not in pods disrupted; their wait is in evicted wait)",
+        |x| {
+            format!(
+                "{:.0} nodes, {:.0} pods",
+                x.interrupted_nodes, x.interrupted_pods
             )
         },
     );

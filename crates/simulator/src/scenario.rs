@@ -187,6 +187,12 @@ pub struct Settings {
     /// controller's `--launch-failure-backoff`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub launch_backoff_seconds: Option<i64>,
+    /// Warning a node of a reclaimed spot pool (`capacityOutages[].reclaimRunning`) gets
+    /// before it ends: its pods are evicted at the warning, the node (and its price) goes at
+    /// its end. 0 (the default): no warning is acted on, as on a Cluster API cluster without
+    /// a node termination handler, so the pods end with the node; 120 is AWS's notice
+    /// drained by aws-node-termination-handler (or Karpenter's interruption queue).
+    pub interruption_notice_seconds: i64,
 }
 
 /// The core's `DisruptionOptions` that users tune; defaults are the core's.
@@ -453,6 +459,7 @@ impl Default for Settings {
             capacity_outages: Vec::new(),
             launch_failure_seconds: 60,
             launch_backoff_seconds: None,
+            interruption_notice_seconds: 0,
         }
     }
 }

@@ -383,6 +383,9 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
     if s.settings.launch_failure_seconds < 0 {
         return Err(ls.invalid("settings.launchFailureSeconds", "must not be negative"));
     }
+    if s.settings.interruption_notice_seconds < 0 {
+        return Err(ls.invalid("settings.interruptionNoticeSeconds", "must not be negative"));
+    }
     if s.settings.launch_backoff_seconds.is_some_and(|b| b < 0) {
         return Err(ls.invalid("settings.launchBackoffSeconds", "must not be negative"));
     }

@@ -71,7 +71,14 @@ enum Variant {
     /// capacity outage, round 54): strategies back off and launch elsewhere; pods that need
     /// that zone wait for its end.
     ZoneOutage,
+    /// Spot offered next to on-demand, and the first zone's spot pool reclaimed from
+    /// [`RECLAIM_AT_SECONDS`] for [`OUTAGE_SECONDS`]: its running nodes end at once, their
+    /// pods must run again elsewhere.
+    SpotReclaimed,
 }
+
+/// When [`Variant::SpotReclaimed`] takes the first zone's spot nodes back.
+const RECLAIM_AT_SECONDS: i64 = 1800;
 
 /// How long [`Variant::ZoneOutage`] lasts from the run's start.
 const OUTAGE_SECONDS: i64 = 1200;
@@ -81,7 +88,7 @@ const OUTAGE_SECONDS: i64 = 1200;
 /// at worst for a pending replica of the group to get its node (the wait bound above).
 const MAX_DRAIN_SECONDS: i64 = 1800;
 
-const VARIANTS: [Variant; 9] = [
+const VARIANTS: [Variant; 10] = [
     Variant::AsGenerated,
     Variant::Spot,
     Variant::TaintedPreferredPool,
@@ -91,6 +98,7 @@ const VARIANTS: [Variant; 9] = [
     Variant::AllPlacedByScoring,
     Variant::Budgets,
     Variant::ZoneOutage,
+    Variant::SpotReclaimed,
 ];
 
 fn scenario_for(kind: &str, seed: u64, pods: usize, variant: Variant) -> scenario::LoadedScenario {
@@ -142,6 +150,19 @@ fn scenario_for(kind: &str, seed: u64, pods: usize, variant: Variant) -> scenari
                 capacity_type: None,
                 from_seconds: 0,
                 until_seconds: Some(OUTAGE_SECONDS),
+                reclaim_running: false,
+            }];
+        }
+        Variant::SpotReclaimed => {
+            s.capacity_types = vec![CapacityTypeName::OnDemand, CapacityTypeName::Spot];
+            s.catalog.spot_price_factor = Some(0.35);
+            s.settings.capacity_outages = vec![CapacityOutage {
+                instance_type: None,
+                zone: s.zones.first().cloned(),
+                capacity_type: Some(CapacityTypeName::Spot),
+                from_seconds: RECLAIM_AT_SECONDS,
+                until_seconds: Some(RECLAIM_AT_SECONDS + OUTAGE_SECONDS),
+                reclaim_running: true,
             }];
         }
     }
@@ -169,7 +190,9 @@ fn check(kind: &str, seed: u64, pods: usize, variant: Variant) -> Result<(), Tes
     // A pod that needs the zone out waits for the outage's end, a back-off (at most 300 s)
     // and a launch.
     let max_wait = match variant {
-        Variant::ZoneOutage => MAX_WAIT_SECONDS + (OUTAGE_SECONDS + 300) as f64,
+        Variant::ZoneOutage | Variant::SpotReclaimed => {
+            MAX_WAIT_SECONDS + (OUTAGE_SECONDS + 300) as f64
+        }
         _ => MAX_WAIT_SECONDS,
     };
     for r in &report.runs {
@@ -211,15 +234,18 @@ fn check(kind: &str, seed: u64, pods: usize, variant: Variant) -> Result<(), Tes
         if !matches!(variant, Variant::Budgets) {
             prop_assert_eq!(s.evictions_held_by_pdb, 0, "{}: no budgets", who);
         }
-        if !matches!(variant, Variant::ZoneOutage) {
+        if !matches!(variant, Variant::ZoneOutage | Variant::SpotReclaimed) {
             prop_assert_eq!(s.launch_failures, 0, "{}: no outage", who);
+        }
+        if !matches!(variant, Variant::SpotReclaimed) {
+            prop_assert_eq!(s.nodes_interrupted, 0, "{}: nothing reclaimed", who);
         }
         // Only a failed replacement rolls a command back.
         prop_assert!(s.commands_rolled_back <= s.launch_failures, "{}", who);
         prop_assert!(s.nodes_terminated <= s.nodes_launched, "{}", who);
         prop_assert!(s.nodes_removed_young <= s.nodes_terminated, "{}", who);
         // The variant took effect: Karpenter-shaped strategies launch the cheapest offering.
-        if matches!(variant, Variant::Spot) && r.strategy != "cas" {
+        if matches!(variant, Variant::Spot | Variant::SpotReclaimed) && r.strategy != "cas" {
             prop_assert!(
                 r.node_usage.iter().any(|u| u.capacity_type == "spot"),
                 "{}: spot offered at 35% of the price and never launched: {:?}",

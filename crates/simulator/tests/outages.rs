@@ -1,6 +1,7 @@
 //! Capacity outages: launches of an offering fail for a while; every strategy must get its
 //! pods running elsewhere, learn from the failure (no launch storm), use the offering again
-//! once the outage is over, and roll a command back when its replacement fails.
+//! once the outage is over, and roll a command back when its replacement fails. A spot pool
+//! reclaimed takes its running nodes too: their pods must run again elsewhere.
 
 use karpenter_capi_simulator::report::Report;
 use karpenter_capi_simulator::{run, scenario};
@@ -151,4 +152,80 @@ fn a_command_whose_replacement_fails_is_rolled_back() {
         // Tried again only after each back-off (3 or 5 minutes), not every loop.
         assert!(s.launch_failures <= 20, "{}: {s:?}", r.strategy);
     }
+}
+
+/// `small` in zone-a, spot at 35% of on-demand; three pods; spot in zone-a reclaimed from
+/// 1,200 s to 2,400 s, with `notice` seconds of warning.
+fn reclaimed_spot(notice: i64) -> String {
+    scenario(
+        &format!(
+            "  interruptionNoticeSeconds: {notice}\n  capacityOutages:\n    - {{capacityType: spot, zone: zone-a, fromSeconds: 1200, untilSeconds: 2400, reclaimRunning: true}}"
+        ),
+        "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10, spotPrice: 0.035, zones: [zone-a]}",
+        "capacityTypes: [on-demand, spot]\nworkload:\n  pods:\n    - {name: web, count: 3, requests: {cpu: \"1\", memory: 1Gi}}\n",
+    )
+}
+
+fn spot_hours(r: &karpenter_capi_simulator::engine::RunResult) -> f64 {
+    r.node_usage
+        .iter()
+        .filter(|u| u.capacity_type == "spot")
+        .map(|u| u.node_hours)
+        .sum()
+}
+
+#[test]
+fn pods_of_a_reclaimed_spot_pool_run_again_on_demand() {
+    let report = run_all(
+        &reclaimed_spot(0),
+        "reclaim.yaml",
+        &["cost-aware", "karpenter"],
+    );
+    for r in &report.runs {
+        let s = &r.summary;
+        assert_eq!(
+            s.pods_never_scheduled + s.pods_left_pending,
+            0,
+            "{}: {s:?}",
+            r.strategy
+        );
+        // The three pods ran on spot (the cheapest) until the pool was taken back.
+        assert!(s.nodes_interrupted >= 1, "{}: {s:?}", r.strategy);
+        assert_eq!(s.pods_interrupted, 3, "{}: {s:?}", r.strategy);
+        // Not the autoscaler's evictions, and not its node deletions.
+        assert!(
+            s.nodes_terminated < s.nodes_launched,
+            "{}: {s:?}",
+            r.strategy
+        );
+        // Spot first (cheapest), which the outage fails, then on-demand: the pods waited
+        // for the failure and a launch.
+        assert!(s.launch_failures >= 1, "{}: {s:?}", r.strategy);
+        assert!(s.evicted_wait_max_seconds >= 60.0, "{}: {s:?}", r.strategy);
+        assert!(
+            r.node_usage
+                .iter()
+                .any(|u| u.capacity_type == "on-demand" && u.node_hours > 0.1),
+            "{}: {:?}",
+            r.strategy,
+            r.node_usage
+        );
+    }
+}
+
+#[test]
+fn a_reclaimed_node_costs_until_its_notice_ends() {
+    let at_once = run_all(&reclaimed_spot(0), "reclaim.yaml", &["karpenter"]);
+    let warned = run_all(&reclaimed_spot(120), "reclaim-notice.yaml", &["karpenter"]);
+    let (a, w) = (&at_once.runs[0], &warned.runs[0]);
+    assert_eq!(a.summary.nodes_interrupted, w.summary.nodes_interrupted);
+    // Each interrupted node is billed 120 s more; the pods left it at the warning either way.
+    let extra = w.summary.nodes_interrupted as f64 * 120.0 / 3600.0;
+    assert!(
+        (spot_hours(w) - spot_hours(a) - extra).abs() < 1e-6,
+        "{} vs {} (+{extra})",
+        spot_hours(w),
+        spot_hours(a)
+    );
+    assert_eq!(a.summary.pods_interrupted, w.summary.pods_interrupted);
 }

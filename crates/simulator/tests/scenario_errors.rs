@@ -157,6 +157,24 @@ workload:
 }
 
 #[test]
+fn reclaiming_running_on_demand_capacity_is_refused() {
+    let text = "catalog: {builtin: ec2-sample}
+settings:
+  capacityOutages:
+    - {zone: us-east-1a, reclaimRunning: true}
+workload:
+  pods:
+    - {name: w, requests: {cpu: 1}}
+";
+    let msg = err_of(text).to_string();
+    assert!(
+        msg.contains("settings.capacityOutages[0].reclaimRunning"),
+        "{msg}"
+    );
+    assert!(msg.contains("capacityType: spot"), "{msg}");
+}
+
+#[test]
 fn empty_workload_and_catalog() {
     let msg = err_of("catalog: {builtin: ec2-sample}\nworkload: {}\n").to_string();
     assert!(msg.contains("workload"), "{msg}");
