@@ -92,6 +92,13 @@ pub struct Figures {
     pub pods_disrupted_again_soon: u32,
     pub pending_p50_seconds: f64,
     pub pending_p95_seconds: f64,
+    /// Pods a reclaimed spot pool took away ([`Summary::pods_interrupted`]) and how long
+    /// evicted or interrupted pods waited to run again (p95): not part of the goal, but
+    /// where a strategy's spot choices show under interruptions.
+    #[serde(default)]
+    pub pods_interrupted: u32,
+    #[serde(default)]
+    pub evicted_wait_p95_seconds: f64,
 }
 
 impl From<&Summary> for Figures {
@@ -102,6 +109,8 @@ impl From<&Summary> for Figures {
             pods_disrupted_again_soon: s.pods_disrupted_again_soon,
             pending_p50_seconds: s.pending_p50_seconds,
             pending_p95_seconds: s.pending_p95_seconds,
+            pods_interrupted: s.pods_interrupted,
+            evicted_wait_p95_seconds: s.evicted_wait_p95_seconds,
         }
     }
 }
@@ -432,6 +441,8 @@ mod tests {
             pods_disrupted_again_soon: evicted / 10,
             pending_p50_seconds: p50,
             pending_p95_seconds: p95,
+            pods_interrupted: 0,
+            evicted_wait_p95_seconds: 0.0,
         }
     }
 

@@ -420,6 +420,9 @@ struct Sim<'w> {
     draining_node_secs: f64,
     /// Offerings this run's autoscaler saw fail, skipped until their back-off ends.
     backoff: crate::outages::Backoff,
+    /// The pools of each failing launch that named many ([`LaunchRequest::fleet`]): all of
+    /// them are backed off when its failure is seen.
+    failed_fleets: BTreeMap<usize, Vec<core::Launch>>,
     /// The autoscaler's [`Autoscaler::zone_backoff_after`].
     zone_backoff_after: Option<usize>,
 }
@@ -534,6 +537,7 @@ impl<'w> Sim<'w> {
             drains: BTreeMap::new(),
             draining_node_secs: 0.0,
             backoff: crate::outages::Backoff::default(),
+            failed_fleets: BTreeMap::new(),
             zone_backoff_after: None,
         }
     }
@@ -686,6 +690,8 @@ impl<'w> Sim<'w> {
     }
 
     fn launch(&mut self, l: &LaunchRequest) -> usize {
+        let filled = self.fill_from_fleet(l);
+        let l = filled.as_ref().unwrap_or(l);
         let Some(it) = self
             .w
             .instance_types
@@ -741,6 +747,10 @@ impl<'w> Sim<'w> {
         if fails {
             let at = self.now + self.w.settings.launch_failure_seconds;
             self.push(at, Ev::LaunchFailed(id));
+            // A request of many pools fails only when every pool is out: each is learnt.
+            if !l.fleet.is_empty() {
+                self.failed_fleets.insert(id, l.fleet.clone());
+            }
         } else {
             let delay =
                 self.w.settings.launch_delay_seconds + self.w.settings.registration_delay_seconds;
@@ -755,6 +765,33 @@ impl<'w> Sim<'w> {
             }
         }
         id
+    }
+
+    /// The pool a request naming many pools ([`LaunchRequest::fleet`]) is filled from when
+    /// its chosen one is out: the cheapest that an outage does not cover now. `None`: launch
+    /// as asked (it succeeds, or nothing in the request can).
+    fn fill_from_fleet(&self, l: &LaunchRequest) -> Option<LaunchRequest> {
+        let out = |ty: &str, zone: &str, ct: core::CapacityType| {
+            self.w
+                .settings
+                .capacity_outages
+                .iter()
+                .any(|o| o.covers(ty, zone, ct, self.now))
+        };
+        if l.fleet.is_empty() || !out(&l.instance_type, &l.zone, l.capacity_type) {
+            return None;
+        }
+        let pool = l
+            .fleet
+            .iter()
+            .find(|f| !out(&f.instance_type, &f.zone, f.capacity_type))?;
+        Some(LaunchRequest {
+            instance_type: pool.instance_type.clone(),
+            zone: pool.zone.clone(),
+            capacity_type: pool.capacity_type,
+            price: pool.price,
+            ..l.clone()
+        })
     }
 
     /// How much later than the nominal delays node `id` is ready
@@ -1657,6 +1694,10 @@ impl<'w> Sim<'w> {
         let m = &self.meta[id];
         self.backoff
             .record(&m.instance_type, &m.zone, &m.capacity_type, until);
+        for f in self.failed_fleets.remove(&id).unwrap_or_default() {
+            self.backoff
+                .record(&f.instance_type, &f.zone, f.capacity_type.as_label(), until);
+        }
         self.push(until, Ev::BackoffEnds);
         let mut gone = vec![id];
         let waiting: Vec<usize> = (0..self.commands.len())
@@ -2514,6 +2555,7 @@ workload:
                     capacity_type: core::CapacityType::OnDemand,
                     price,
                     pods: pending,
+                    fleet: Vec::new(),
                 }],
                 ..Provision::default()
             }
@@ -2657,6 +2699,7 @@ workload:
             capacity_type: core::CapacityType::OnDemand,
             price: 0.1,
             pods,
+            fleet: Vec::new(),
         }
     }
 

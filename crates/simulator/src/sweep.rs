@@ -213,6 +213,8 @@ mod tests {
             pods_disrupted_again_soon: 0,
             pending_p50_seconds: 0.0,
             pending_p95_seconds: 90.0,
+            pods_interrupted: 0,
+            evicted_wait_p95_seconds: 0.0,
         };
         Outcome {
             file: format!("{name}.yaml"),

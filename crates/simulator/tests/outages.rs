@@ -67,11 +67,22 @@ fn a_failed_offering_is_backed_off_and_the_pods_run_elsewhere() {
     for r in &report.runs {
         let s = &r.summary;
         assert_eq!(s.pods_never_scheduled, 0, "{}: {s:?}", r.strategy);
-        assert!(s.launch_failures >= 1, "{}: {s:?}", r.strategy);
-        // One failure per back-off window at most: no launch storm against the outage.
-        assert!(s.launch_failures <= 2, "{}: {s:?}", r.strategy);
-        // The pods waited for the failure (60 s) and a second launch.
-        assert!(s.pending_p50_seconds >= 60.0, "{}: {s:?}", r.strategy);
+        if r.strategy == "karpenter" {
+            // One CreateFleet names both zones' pools: zone-b fills it, nothing fails, and
+            // the pods wait for one launch only.
+            assert_eq!(s.launch_failures, 0, "{}: {s:?}", r.strategy);
+            assert!(s.pending_p50_seconds < 150.0, "{}: {s:?}", r.strategy);
+        } else {
+            // A MachineDeployment (a node group) is one pool: its launch fails, once per
+            // back-off window at most (no launch storm against the outage).
+            assert!(
+                (1..=2).contains(&s.launch_failures),
+                "{}: {s:?}",
+                r.strategy
+            );
+            // The pods waited for the failure (60 s) and a second launch (90 s).
+            assert!(s.pending_p50_seconds >= 150.0, "{}: {s:?}", r.strategy);
+        }
         assert!(
             usage_hours(r, "small", "zone-b") > 0.9,
             "{}: {:?}",
@@ -100,15 +111,18 @@ fn the_cheap_offering_is_used_again_after_the_outage() {
     for r in &report.runs {
         let s = &r.summary;
         assert_eq!(s.pods_never_scheduled, 0, "{}: {s:?}", r.strategy);
-        // The first failure, then one per back-off window (3 or 5 minutes) until 600 s:
-        // each retry is a replacement that fails and is rolled back.
+        // Ours: the first failure, then one per back-off window (5 minutes) until 600 s:
+        // each retry is a replacement that fails and is rolled back. Karpenter's first
+        // launch names `big` too (one CreateFleet of every option), so only its
+        // replacements fail.
+        let provisioning_failures = u32::from(r.strategy != "karpenter");
         assert!(
-            (1..=4).contains(&s.launch_failures),
+            (provisioning_failures..=4).contains(&s.launch_failures),
             "{}: {s:?}",
             r.strategy
         );
         assert_eq!(
-            s.commands_rolled_back + 1,
+            s.commands_rolled_back + provisioning_failures,
             s.launch_failures,
             "{}: {s:?}",
             r.strategy

@@ -473,6 +473,7 @@ impl Autoscaler for ClusterAutoscaler {
                 capacity_type: s.capacity_type,
                 price: s.price,
                 pods: bin.iter().map(|&pi| pref(&snap.pods[pi])).collect(),
+                fleet: Vec::new(),
             });
         }
         self.last_scale_up = Some(snap.now);

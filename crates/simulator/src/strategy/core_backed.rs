@@ -165,7 +165,11 @@ impl CoreStrategy {
     }
 }
 
-fn launches_from(result: &core::SchedulingResult) -> Vec<LaunchRequest> {
+fn launches_from(
+    result: &core::SchedulingResult,
+    snap: &core::Snapshot,
+    fleet: bool,
+) -> Vec<LaunchRequest> {
     result
         .new_node_claims
         .iter()
@@ -176,8 +180,48 @@ fn launches_from(result: &core::SchedulingResult) -> Vec<LaunchRequest> {
             capacity_type: c.launch.capacity_type,
             price: c.launch.price,
             pods: c.pods.clone(),
+            fleet: if fleet { fleet_of(snap, c) } else { Vec::new() },
         })
         .collect()
+}
+
+/// The pools one EC2 CreateFleet request of Karpenter's names for claim `c`: each instance-type
+/// option in each available offering of the launch's capacity type, in a zone the claim's
+/// requirements allow; cheapest first. The cloud fills the request from any of them.
+fn fleet_of(snap: &core::Snapshot, c: &core::NewNodeClaim) -> Vec<core::Launch> {
+    let reqs = core::requirements::Requirements::from_wire(c.requirements.iter());
+    let zones = reqs.get(core::labels::ZONE);
+    let mut out: Vec<core::Launch> = c
+        .instance_type_options
+        .iter()
+        .filter_map(|o| {
+            snap.instance_types
+                .iter()
+                .find(|t| t.name == o.instance_type)
+        })
+        .flat_map(|t| {
+            t.offerings
+                .iter()
+                .filter(|o| {
+                    o.available
+                        && o.capacity_type == c.launch.capacity_type
+                        && zones.is_none_or(|z| z.has(&o.zone))
+                })
+                .map(|o| core::Launch {
+                    instance_type: t.name.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type,
+                    price: o.price,
+                })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        a.price
+            .total_cmp(&b.price)
+            .then_with(|| a.instance_type.cmp(&b.instance_type))
+            .then_with(|| a.zone.cmp(&b.zone))
+    });
+    out
 }
 
 fn translate(cmd: disruption::Command) -> Command {
@@ -191,6 +235,7 @@ fn translate(cmd: disruption::Command) -> Command {
             capacity_type: r.launch.capacity_type,
             price: r.launch.price,
             pods: Vec::new(),
+            fleet: Vec::new(),
         })
         .collect();
     let mut placements = Vec::new();
@@ -242,7 +287,7 @@ impl Autoscaler for CoreStrategy {
         };
         Provision {
             placements: result.existing_placements.clone(),
-            launches: launches_from(&result),
+            launches: launches_from(&result, snap, self.kind == Kind::Karpenter),
             unschedulable: result.unschedulable.clone(),
             round_cost: result.new_node_cost_per_hour,
             round_lower_bound: result.cost_lower_bound,

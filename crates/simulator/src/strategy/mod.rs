@@ -21,6 +21,13 @@ pub struct LaunchRequest {
     pub capacity_type: core::CapacityType,
     pub price: f64,
     pub pods: Vec<core::PodRef>,
+    /// Where the cloud may launch it instead when this offering has no capacity: one
+    /// request that names many pools, as Karpenter's EC2 CreateFleet does (every option of
+    /// the NodeClaim in every zone its requirements allow, of the same capacity type),
+    /// cheapest first. Empty: only this offering (a Cluster API MachineDeployment is one
+    /// instance type in one zone).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fleet: Vec<core::Launch>,
 }
 
 /// The outcome of one provisioning decision.
