@@ -117,6 +117,12 @@ struct Cli {
     /// sooner; each retry is another Machine that may fail.
     #[arg(long, default_value = "5m", value_parser = duration)]
     launch_failure_backoff: Duration,
+    /// Each further failed Machine of the same resource doubles its back-off, up to this (the
+    /// Cluster Autoscaler's 30m): a zone out of capacity for hours is retried every half hour,
+    /// not every five minutes. The streak is forgotten 3h after a back-off ends. Set it to
+    /// --launch-failure-backoff for a fixed window.
+    #[arg(long, default_value = "30m", value_parser = duration)]
+    launch_failure_backoff_max: Duration,
     /// A Machine still without providerID this long after its creation counts as a failed
     /// launch (an infrastructure provider that retries an out-of-capacity error instead of
     /// failing the Machine shows only this way).
@@ -307,6 +313,7 @@ fn cloud_config(cli: &Cli) -> karpenter_capi_controller::cloudprovider::Config {
         namespaces: (!cli.cluster_api_namespaces.is_empty())
             .then(|| cli.cluster_api_namespaces.clone()),
         backoff_window_secs: secs(cli.launch_failure_backoff),
+        backoff_max_window_secs: secs(cli.launch_failure_backoff_max),
         provider_id_timeout_secs: secs(cli.machine_provider_id_timeout),
         capi_version: if cli.cluster_api_version == "v1beta1" {
             CapiVersion::V1Beta1
@@ -508,21 +515,31 @@ mod tests {
     fn the_launch_failure_flags_reach_the_cloud_provider() {
         let c = cloud_config(&parse(&[]));
         assert_eq!(
-            (c.backoff_window_secs, c.provider_id_timeout_secs),
-            (300, 600)
+            (
+                c.backoff_window_secs,
+                c.backoff_max_window_secs,
+                c.provider_id_timeout_secs
+            ),
+            (300, 1800, 600)
         );
         assert_eq!(c.namespaces, None);
         let c = cloud_config(&parse(&[
             "--launch-failure-backoff",
             "3m",
+            "--launch-failure-backoff-max",
+            "1h",
             "--machine-provider-id-timeout",
             "20m",
             "--cluster-api-namespace",
             "a,b",
         ]));
         assert_eq!(
-            (c.backoff_window_secs, c.provider_id_timeout_secs),
-            (180, 1200)
+            (
+                c.backoff_window_secs,
+                c.backoff_max_window_secs,
+                c.provider_id_timeout_secs
+            ),
+            (180, 3600, 1200)
         );
         assert_eq!(c.namespaces, Some(vec!["a".to_string(), "b".to_string()]));
         assert!(Cli::try_parse_from(argv(&["--launch-failure-backoff", "-1m"])).is_err());

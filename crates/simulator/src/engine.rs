@@ -66,6 +66,9 @@ pub const BUSY_WHILE_DRAINING_SECONDS: i64 = 600;
 /// long enough for a launch (90 s) and a few consolidation rounds, short against any
 /// node's payback.
 pub const YOUNG_NODE_SECONDS: i64 = 1800;
+/// How long after its last back-off ends an offering's failure streak is forgotten (our
+/// controller's and the Cluster Autoscaler's 3 hours).
+pub const BACKOFF_STREAK_RESET_SECONDS: i64 = 3 * 3600;
 
 /// An eviction this soon after the pod's previous one, or this soon before the pod would have
 /// ended on its own, is churn the cost figure hides: the first moved a pod that a later
@@ -425,6 +428,12 @@ struct Sim<'w> {
     failed_fleets: BTreeMap<usize, Vec<core::Launch>>,
     /// The autoscaler's [`Autoscaler::zone_backoff_after`].
     zone_backoff_after: Option<usize>,
+    /// The autoscaler's [`Autoscaler::launch_backoff_max_seconds`] (`None` when the scenario
+    /// sets one back-off for all).
+    backoff_max: Option<i64>,
+    /// Per offering: failures in a row and when its last back-off ends (the streak is
+    /// forgotten [`BACKOFF_STREAK_RESET_SECONDS`] after that).
+    failure_streaks: BTreeMap<(String, String, String), (u32, i64)>,
 }
 
 /// How long evictions stay in the snapshot: as long as the controller keeps them.
@@ -539,6 +548,8 @@ impl<'w> Sim<'w> {
             backoff: crate::outages::Backoff::default(),
             failed_fleets: BTreeMap::new(),
             zone_backoff_after: None,
+            backoff_max: None,
+            failure_streaks: BTreeMap::new(),
         }
     }
 
@@ -1690,7 +1701,7 @@ impl<'w> Sim<'w> {
             return;
         }
         self.summary.launch_failures += 1;
-        let until = self.now + backoff.max(0);
+        let until = self.now + self.backoff_window(id, backoff);
         let m = &self.meta[id];
         self.backoff
             .record(&m.instance_type, &m.zone, &m.capacity_type, until);
@@ -1782,6 +1793,32 @@ impl<'w> Sim<'w> {
             self.summary.pods_interrupted += 1;
         }
         self.place_evicted(bound);
+    }
+
+    /// The back-off after launch `id` failed: `base`, doubled for each failure of the same
+    /// offering before it in a row, up to the autoscaler's most ([`Self::backoff_max`]).
+    fn backoff_window(&mut self, id: usize, base: i64) -> i64 {
+        let base = base.max(0);
+        let Some(most) = self.backoff_max else {
+            return base;
+        };
+        let m = &self.meta[id];
+        let key = (
+            m.instance_type.clone(),
+            m.zone.clone(),
+            m.capacity_type.clone(),
+        );
+        let now = self.now;
+        let (streak, until) = self.failure_streaks.entry(key).or_insert((0, now));
+        if now > until.saturating_add(BACKOFF_STREAK_RESET_SECONDS) {
+            *streak = 0;
+        }
+        let window = base
+            .saturating_mul(1i64 << (*streak).min(20))
+            .min(most.max(base));
+        *streak += 1;
+        *until = now + window;
+        window
     }
 
     fn start_drain(&mut self, ci: usize) {
@@ -1960,6 +1997,9 @@ impl Sim<'_> {
         let consolidation = self.w.settings.consolidation;
         let period = a.disruption_period(&self.w.settings);
         self.zone_backoff_after = a.zone_backoff_after();
+        self.backoff_max = a
+            .launch_backoff_max_seconds()
+            .filter(|_| self.w.settings.launch_backoff_seconds.is_none());
         let mut events = 0u64;
         while let Some(Reverse((t, _, ev))) = self.q.pop() {
             if t > end {

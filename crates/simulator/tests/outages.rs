@@ -243,3 +243,28 @@ fn a_reclaimed_node_costs_until_its_notice_ends() {
     );
     assert_eq!(a.summary.pods_interrupted, w.summary.pods_interrupted);
 }
+
+#[test]
+fn an_offering_that_keeps_failing_is_tried_less_and_less_often() {
+    // As `a_command_whose_replacement_fails_is_rolled_back`, over two hours: each failure of
+    // `small` doubles our back-off (5, 10, 20, then 30 minutes), where one fixed window for
+    // every strategy (`launchBackoffSeconds`) retries it every five minutes.
+    let yaml = |settings: &str| {
+        scenario(
+            &format!("  capacityOutages:\n    - {{instanceType: small}}\n{settings}"),
+            "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10, zones: [zone-a]}\n    - {name: big, vcpu: 16, memoryMib: 32768, price: 0.50, zones: [zone-a]}",
+            "existingNodes:\n  - {name: old, instanceType: big, zone: zone-a, nodePool: default, count: 1}\nworkload:\n  pods:\n    - {name: web, count: 1, requests: {cpu: \"1\", memory: 1Gi}}\n",
+        )
+        .replace("endSeconds: 3600", "endSeconds: 7200")
+    };
+    let growing = run_all(&yaml(""), "outage-growing.yaml", &["cost-aware"]);
+    let fixed = run_all(
+        &yaml("  launchBackoffSeconds: 300"),
+        "outage-fixed.yaml",
+        &["cost-aware"],
+    );
+    let (g, f) = (&growing.runs[0].summary, &fixed.runs[0].summary);
+    assert!((4..=7).contains(&g.launch_failures), "{g:?}");
+    assert!(f.launch_failures >= 12, "{f:?}");
+    assert_eq!(g.pods_disrupted + f.pods_disrupted, 0);
+}

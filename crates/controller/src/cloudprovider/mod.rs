@@ -117,8 +117,10 @@ pub struct Config {
     pub poll_interval: Duration,
     /// Attempts of one read-compute-write round before giving up on conflicts.
     pub conflict_retries: u32,
-    /// Back-off window after a launch failure, seconds.
+    /// Back-off window after a launch failure, seconds...
     pub backoff_window_secs: i64,
+    /// ...doubling with each further failed Machine of the resource, up to this.
+    pub backoff_max_window_secs: i64,
     /// A Machine without providerID this long after creation counts as a failed launch.
     pub provider_id_timeout_secs: i64,
     /// The management-cluster namespaces holding scalable resources; `None`: all of them.
@@ -138,6 +140,7 @@ impl Default for Config {
             poll_interval: Duration::from_secs(1),
             conflict_retries: 8,
             backoff_window_secs: 300,
+            backoff_max_window_secs: 1800,
             provider_id_timeout_secs: 600,
             namespaces: None,
         }
@@ -242,7 +245,10 @@ impl CloudProvider {
                     namespaces: config.namespaces.clone(),
                 },
                 workload,
-                backoff: BackoffCache::new(config.backoff_window_secs),
+                backoff: BackoffCache::new(
+                    config.backoff_window_secs,
+                    config.backoff_max_window_secs,
+                ),
                 config,
                 locks: ResourceLocks::default(),
                 tasks: Tasks::default(),

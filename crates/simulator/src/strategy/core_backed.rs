@@ -364,6 +364,10 @@ impl Autoscaler for CoreStrategy {
     /// Our controller's adapter backs a zone off once two instance types failed there
     /// (`capi_adapter::instance_types::ZONE_BACKOFF_TYPES`); Karpenter backs off offering by
     /// offering.
+    fn launch_backoff_max_seconds(&self) -> Option<i64> {
+        (self.kind != Kind::Karpenter).then_some(1800)
+    }
+
     fn zone_backoff_after(&self) -> Option<usize> {
         (self.kind != Kind::Karpenter).then_some(2)
     }

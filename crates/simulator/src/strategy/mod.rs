@@ -119,6 +119,12 @@ pub trait Autoscaler: Send {
     fn launch_backoff_seconds(&self) -> i64 {
         300
     }
+    /// Each further failure of the same offering doubles its back-off, up to this: our
+    /// controller's `--launch-failure-backoff-max` and the Cluster Autoscaler's node-group
+    /// back-off, 30 minutes. `None`: a fixed window (Karpenter's unavailable-offerings cache).
+    fn launch_backoff_max_seconds(&self) -> Option<i64> {
+        Some(1800)
+    }
     /// While this many instance types of one zone (and capacity type) are backed off, the
     /// whole zone is; `None`: offering by offering only (Karpenter, the Cluster Autoscaler).
     fn zone_backoff_after(&self) -> Option<usize> {
