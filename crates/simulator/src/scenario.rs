@@ -182,9 +182,10 @@ pub struct Settings {
     /// Machine marked failed soon after the request; a provider that only retries shows as
     /// the controller's providerID timeout, 600 s).
     pub launch_failure_seconds: i64,
-    /// How long every strategy skips an offering whose launch failed; absent (the default):
-    /// each its own (Karpenter 180 s, ours and the Cluster Autoscaler 300 s; the
-    /// controller's `--launch-failure-backoff`).
+    /// How long every strategy skips an offering whose launch failed, each time; absent (the
+    /// default): each its own (Karpenter a fixed 180 s; ours and the Cluster Autoscaler 300 s,
+    /// doubled with each further failure of the offering up to 1,800 s: the controller's
+    /// `--launch-failure-backoff` and `--launch-failure-backoff-max`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub launch_backoff_seconds: Option<i64>,
     /// Warning a node of a reclaimed spot pool (`capacityOutages[].reclaimRunning`) gets
