@@ -428,6 +428,9 @@ struct Sim<'w> {
     failed_fleets: BTreeMap<usize, Vec<core::Launch>>,
     /// The autoscaler's [`Autoscaler::zone_backoff_after`].
     zone_backoff_after: Option<usize>,
+    /// The first back-off after a failed launch: the scenario's for all, or the autoscaler's
+    /// [`Autoscaler::launch_backoff_seconds`].
+    backoff_base: i64,
     /// The autoscaler's [`Autoscaler::launch_backoff_max_seconds`] (`None` when the scenario
     /// sets one back-off for all).
     backoff_max: Option<i64>,
@@ -548,6 +551,7 @@ impl<'w> Sim<'w> {
             backoff: crate::outages::Backoff::default(),
             failed_fleets: BTreeMap::new(),
             zone_backoff_after: None,
+            backoff_base: 0,
             backoff_max: None,
             failure_streaks: BTreeMap::new(),
         }
@@ -1997,6 +2001,11 @@ impl Sim<'_> {
         let consolidation = self.w.settings.consolidation;
         let period = a.disruption_period(&self.w.settings);
         self.zone_backoff_after = a.zone_backoff_after();
+        self.backoff_base = self
+            .w
+            .settings
+            .launch_backoff_seconds
+            .unwrap_or_else(|| a.launch_backoff_seconds());
         self.backoff_max = a
             .launch_backoff_max_seconds()
             .filter(|_| self.w.settings.launch_backoff_seconds.is_none());
@@ -2124,28 +2133,14 @@ impl Sim<'_> {
                     self.validate(ci, a);
                 }
                 Ev::Drain(ci) => self.drain_step(ci),
-                Ev::LaunchFailed(id) => {
-                    let backoff = self
-                        .w
-                        .settings
-                        .launch_backoff_seconds
-                        .unwrap_or_else(|| a.launch_backoff_seconds());
-                    self.launch_failed(id, backoff);
-                }
+                Ev::LaunchFailed(id) => self.launch_failed(id, self.backoff_base),
                 Ev::BackoffEnds => {
                     self.changed();
                     if self.unresolved() {
                         self.kick_provisioning();
                     }
                 }
-                Ev::Reclaim(oi) => {
-                    let backoff = self
-                        .w
-                        .settings
-                        .launch_backoff_seconds
-                        .unwrap_or_else(|| a.launch_backoff_seconds());
-                    self.reclaim(oi, backoff);
-                }
+                Ev::Reclaim(oi) => self.reclaim(oi, self.backoff_base),
                 Ev::NoticeEnds(id) => {
                     // A rollback may have opened it again meanwhile; what it runs ends with it.
                     self.evict_interrupted(id);
