@@ -753,12 +753,7 @@ impl<'w> Sim<'w> {
         let id = self.add_node(node, Phase::Launching);
         self.summary.nodes_launched += 1;
         self.note_usage(id, true);
-        let fails = self
-            .w
-            .settings
-            .capacity_outages
-            .iter()
-            .any(|o| o.covers(&it.name, &l.zone, l.capacity_type, self.now));
+        let fails = self.out_of_capacity(&it.name, &l.zone, l.capacity_type);
         if fails {
             let at = self.now + self.w.settings.launch_failure_seconds;
             self.push(at, Ev::LaunchFailed(id));
@@ -782,24 +777,26 @@ impl<'w> Sim<'w> {
         id
     }
 
+    /// Whether a launch of this offering requested now fails (a capacity outage covers it).
+    fn out_of_capacity(&self, instance_type: &str, zone: &str, ct: core::CapacityType) -> bool {
+        self.w
+            .settings
+            .capacity_outages
+            .iter()
+            .any(|o| o.covers(instance_type, zone, ct, self.now))
+    }
+
     /// The pool a request naming many pools ([`LaunchRequest::fleet`]) is filled from when
     /// its chosen one is out: the cheapest that an outage does not cover now. `None`: launch
     /// as asked (it succeeds, or nothing in the request can).
     fn fill_from_fleet(&self, l: &LaunchRequest) -> Option<LaunchRequest> {
-        let out = |ty: &str, zone: &str, ct: core::CapacityType| {
-            self.w
-                .settings
-                .capacity_outages
-                .iter()
-                .any(|o| o.covers(ty, zone, ct, self.now))
-        };
-        if l.fleet.is_empty() || !out(&l.instance_type, &l.zone, l.capacity_type) {
+        if l.fleet.is_empty() || !self.out_of_capacity(&l.instance_type, &l.zone, l.capacity_type) {
             return None;
         }
         let pool = l
             .fleet
             .iter()
-            .find(|f| !out(&f.instance_type, &f.zone, f.capacity_type))?;
+            .find(|f| !self.out_of_capacity(&f.instance_type, &f.zone, f.capacity_type))?;
         Some(LaunchRequest {
             instance_type: pool.instance_type.clone(),
             zone: pool.zone.clone(),
@@ -1695,17 +1692,17 @@ impl<'w> Sim<'w> {
         true
     }
 
-    /// Begins the drain of command `ci`'s candidates (see [`Self::drain_step`]).
     /// Launch `id` failed: its node goes (it never ran a pod), the pods nominated to it are
-    /// pending again, the autoscaler skips the offering for `backoff` seconds, and a command
+    /// pending again, the autoscaler skips the offering for its back-off
+    /// ([`Self::backoff_window`]), and a command
     /// waiting for it is rolled back, as the controller does: candidates kept, replacements
     /// not yet initialized deleted.
-    fn launch_failed(&mut self, id: usize, backoff: i64) {
+    fn launch_failed(&mut self, id: usize) {
         if self.meta[id].phase != Phase::Launching {
             return;
         }
         self.summary.launch_failures += 1;
-        let until = self.now + self.backoff_window(id, backoff);
+        let until = self.now + self.backoff_window(id);
         let m = &self.meta[id];
         self.backoff
             .record(&m.instance_type, &m.zone, &m.capacity_type, until);
@@ -1752,7 +1749,7 @@ impl<'w> Sim<'w> {
     /// notice; launches in flight there fail as any launch into the outage does. No
     /// autoscaler is told: on a Cluster API cluster a reclaimed instance is a Machine that
     /// failed and a Node that went away, so each learns from its own failed launches only.
-    fn reclaim(&mut self, oi: usize, backoff: i64) {
+    fn reclaim(&mut self, oi: usize) {
         let outage = &self.w.settings.capacity_outages[oi];
         let notice = self.w.settings.interruption_notice_seconds.max(0);
         let covered: Vec<usize> = (0..self.meta.len())
@@ -1768,7 +1765,7 @@ impl<'w> Sim<'w> {
                 continue;
             }
             if self.meta[n].phase == Phase::Launching {
-                self.launch_failed(n, backoff);
+                self.launch_failed(n);
                 continue;
             }
             self.summary.nodes_interrupted += 1;
@@ -1799,10 +1796,11 @@ impl<'w> Sim<'w> {
         self.place_evicted(bound);
     }
 
-    /// The back-off after launch `id` failed: `base`, doubled for each failure of the same
-    /// offering before it in a row, up to the autoscaler's most ([`Self::backoff_max`]).
-    fn backoff_window(&mut self, id: usize, base: i64) -> i64 {
-        let base = base.max(0);
+    /// The back-off after launch `id` failed: [`Self::backoff_base`], doubled for each failure
+    /// of the same offering before it in a row, up to the autoscaler's most
+    /// ([`Self::backoff_max`]).
+    fn backoff_window(&mut self, id: usize) -> i64 {
+        let base = self.backoff_base.max(0);
         let Some(most) = self.backoff_max else {
             return base;
         };
@@ -1825,6 +1823,7 @@ impl<'w> Sim<'w> {
         window
     }
 
+    /// Begins the drain of command `ci`'s candidates (see [`Self::drain_step`]).
     fn start_drain(&mut self, ci: usize) {
         self.log_command(ci);
         self.drains.insert(ci, self.now);
@@ -2133,14 +2132,14 @@ impl Sim<'_> {
                     self.validate(ci, a);
                 }
                 Ev::Drain(ci) => self.drain_step(ci),
-                Ev::LaunchFailed(id) => self.launch_failed(id, self.backoff_base),
+                Ev::LaunchFailed(id) => self.launch_failed(id),
                 Ev::BackoffEnds => {
                     self.changed();
                     if self.unresolved() {
                         self.kick_provisioning();
                     }
                 }
-                Ev::Reclaim(oi) => self.reclaim(oi, self.backoff_base),
+                Ev::Reclaim(oi) => self.reclaim(oi),
                 Ev::NoticeEnds(id) => {
                     // A rollback may have opened it again meanwhile; what it runs ends with it.
                     self.evict_interrupted(id);
