@@ -1,6 +1,6 @@
-//! The controller when things go wrong: a node that never registers, a drain a
-//! PodDisruptionBudget blocks, the leader going away, and a restart between the scale write
-//! and the binding. Real API server; the test plays CAPI, the kubelet and the scheduler.
+//! The controller when things go wrong: a node that never registers, a Machine the cloud has
+//! no capacity for, a drain a PodDisruptionBudget blocks, the leader going away, and a
+//! restart between the scale write and the binding. Real API server; the test plays CAPI, the kubelet and the scheduler.
 
 mod adapter_support;
 mod controller_support;
@@ -79,6 +79,109 @@ async fn a_node_that_never_registers_is_replaced() {
     assert!(
         text.contains(&format!(
             "karpenter_nodeclaims_terminated_total{{nodepool=\"{ns}\",reason=\"liveness\"}} 1"
+        )),
+        "{text}"
+    );
+    running.stop();
+}
+
+/// Plays an infrastructure provider that retries a failed instance create (CAPA's AWSMachine
+/// `InstanceReady=False/InstanceProvisionFailed`, which CAPI mirrors into the Machine's
+/// `InfrastructureReady`): a condition with the error, no failureReason, no providerID.
+async fn infrastructure_retries(client: &kube::Client, ns: &str, machine: &str, error: &str) {
+    use kube::api::{Patch, PatchParams};
+    let api = Api::<capi_adapter::objects::capi::Machine>::namespaced_with(
+        client.clone(),
+        ns,
+        &adapter_support::V,
+    );
+    let status = json!({"status": {"conditions": [{
+        "type": "InfrastructureReady", "status": "False",
+        "reason": "InstanceProvisionFailed", "message": error,
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+    }]}});
+    api.patch_status(machine, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("patch machine status");
+}
+
+/// A Machine whose provider keeps retrying an out-of-capacity error is given up as soon as
+/// the error shows, not after the providerID or registration timeout (here an hour each);
+/// an error that is not about capacity (throttling) is left to the provider's retries.
+#[tokio::test]
+async fn a_machine_the_cloud_has_no_capacity_for_is_given_up_at_once() {
+    let client = testenv::client().await;
+    let (ns, id) = setup(&client, "ctl-ice", false).await;
+    let mut o = options(&ns);
+    o.registration_timeout = Duration::from_secs(3600);
+    o.cloud.provider_id_timeout_secs = 3600;
+    let running = start(&client, o).await;
+    unschedulable_pod(&client, &ns, "web", &ns, "500m").await;
+    let first = eventually(T, "first nodeclaim", || async {
+        claims(&client, &ns).await.into_iter().next()
+    })
+    .await;
+    replicas_are(&client, &id, 1).await;
+    play_machineset(&client, &ns, "workers").await;
+    let machine = eventually(T, "bound machine", || async {
+        machines(&client, &ns, "workers")
+            .await
+            .into_iter()
+            .find(|m| m.labels().get(keys::ours::NODECLAIM_LABEL) == Some(&first.name_any()))
+    })
+    .await;
+
+    infrastructure_retries(
+        &client,
+        &ns,
+        &machine.name_any(),
+        "failed to create AWSMachine instance: RequestLimitExceeded: Request limit exceeded.",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let now: Vec<String> = claims(&client, &ns)
+        .await
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    assert_eq!(
+        now,
+        vec![first.name_any()],
+        "throttling is not a failed launch"
+    );
+    assert_eq!(adapter_support::replicas(&client, &id).await, 1);
+
+    infrastructure_retries(
+        &client,
+        &ns,
+        &machine.name_any(),
+        "failed to create AWSMachine instance: InsufficientInstanceCapacity: We currently do \
+         not have sufficient m5.large capacity in the Availability Zone you requested \
+         (us-east-1a).",
+    )
+    .await;
+    replicas_are(&client, &id, 0).await;
+    // CAPI deletes the Machine annotated for deletion; then the claim's finalizer lets go.
+    eventually(T, "the claim gone", || async {
+        play_machineset(&client, &ns, "workers").await;
+        claims(&client, &ns)
+            .await
+            .iter()
+            .all(|c| c.name_any() != first.name_any())
+            .then_some(())
+    })
+    .await;
+    // The only resource is backed off: the pod waits rather than relaunching the same shape.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(
+        claims(&client, &ns).await.is_empty(),
+        "no relaunch into a backed-off resource"
+    );
+    assert_eq!(adapter_support::replicas(&client, &id).await, 0);
+    let text = running.ctx.metrics.encode();
+    assert!(
+        text.contains(&format!(
+            "karpenter_nodeclaims_terminated_total{{nodepool=\"{ns}\",reason=\"launch_failed\"}} 1"
         )),
         "{text}"
     );

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
+use capi_adapter::capacity_errors::CapacityErrors;
 use capi_adapter::objects::capi::CapiVersion;
 use clap::{Parser, ValueEnum};
 use karpenter_capi_controller::{Clients, Options};
@@ -128,6 +129,15 @@ struct Cli {
     /// failing the Machine shows only this way).
     #[arg(long, default_value = "10m", value_parser = duration)]
     machine_provider_id_timeout: Duration,
+    /// An error code (one word, matched as a whole word) or phrase (with spaces,
+    /// case-insensitive) that, written by the infrastructure provider into a Machine still
+    /// waiting for its instance, means the cloud has no capacity for it: the launch fails at
+    /// once and the resource is backed off, without waiting for
+    /// --machine-provider-id-timeout. Repeatable, added to the built-in EC2, Azure, GCE and
+    /// OpenStack codes (InsufficientInstanceCapacity, ZonalAllocationFailed,
+    /// ZONE_RESOURCE_POOL_EXHAUSTED, "no valid host was found", ...).
+    #[arg(long = "capacity-error-code", value_name = "CODE")]
+    capacity_error_codes: Vec<String>,
     /// Remove `karpenter.sh/unregistered` from a Node of a managed resource that no NodeClaim
     /// has claimed this long after it joined (Machines CAPI made itself: rollouts,
     /// MachineHealthCheck remediation, min size).
@@ -315,6 +325,7 @@ fn cloud_config(cli: &Cli) -> karpenter_capi_controller::cloudprovider::Config {
         backoff_window_secs: secs(cli.launch_failure_backoff),
         backoff_max_window_secs: secs(cli.launch_failure_backoff_max),
         provider_id_timeout_secs: secs(cli.machine_provider_id_timeout),
+        capacity_errors: CapacityErrors::with_extra(&cli.capacity_error_codes),
         capi_version: if cli.cluster_api_version == "v1beta1" {
             CapiVersion::V1Beta1
         } else {
@@ -543,6 +554,25 @@ mod tests {
         );
         assert_eq!(c.namespaces, Some(vec!["a".to_string(), "b".to_string()]));
         assert!(Cli::try_parse_from(argv(&["--launch-failure-backoff", "-1m"])).is_err());
+        assert_eq!(c.capacity_errors, CapacityErrors::default());
+        let c = cloud_config(&parse(&[
+            "--capacity-error-code",
+            "StockoutInZone",
+            "--capacity-error-code",
+            "out of hosts",
+        ]));
+        assert_eq!(
+            c.capacity_errors.find("quota: StockoutInZone"),
+            Some("StockoutInZone")
+        );
+        assert_eq!(
+            c.capacity_errors.find("Out of hosts in rack"),
+            Some("out of hosts")
+        );
+        assert_eq!(
+            c.capacity_errors.find("InsufficientInstanceCapacity"),
+            Some("InsufficientInstanceCapacity")
+        );
     }
 
     #[test]

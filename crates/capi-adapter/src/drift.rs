@@ -157,6 +157,7 @@ mod tests {
             provider_id: None,
             node_name: None,
             failure: None,
+            provisioning_error: None,
             version: Some("v1.35.0".into()),
             failure_domain: None,
         }

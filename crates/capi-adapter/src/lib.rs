@@ -25,6 +25,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::type_complexity))]
 
 pub mod capacity;
+pub mod capacity_errors;
 pub mod drift;
 pub mod failures;
 pub mod instance_types;

@@ -537,6 +537,10 @@ pub struct MachineView {
     pub node_name: Option<String>,
     /// A terminal launch failure reported by the Machine controller.
     pub failure: Option<String>,
+    /// The infrastructure's last error while it retries the launch (not terminal by itself;
+    /// [`crate::failures::launch_failures`] decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning_error: Option<String>,
     pub version: Option<String>,
     pub failure_domain: Option<String>,
 }
@@ -607,6 +611,7 @@ impl From<&capi::Machine> for MachineView {
                 .and_then(|s| s.node_ref.as_ref())
                 .map(|n| n.name.clone()),
             failure: m.failure(),
+            provisioning_error: m.provisioning_error(),
             version: m.spec.version.clone(),
             failure_domain: m.spec.failure_domain.clone(),
         }
@@ -632,6 +637,7 @@ impl From<&openshift::Machine> for MachineView {
                 .and_then(|s| s.node_ref.as_ref())
                 .map(|n| n.name.clone()),
             failure: m.failure(),
+            provisioning_error: m.provisioning_error(),
             version: None,
             failure_domain: None,
         }

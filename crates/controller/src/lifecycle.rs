@@ -305,7 +305,7 @@ async fn register(claim: &NodeClaim, ctx: &Context) -> Result<Action> {
                 .check_launch_failures(std::slice::from_ref(&target), Context::now())
                 .await?;
             if let Some(f) = failures.iter().find(|f| f.claim.as_deref() == Some(&name)) {
-                let why = format!("Machine {} failed: {:?}", f.machine, f.reason);
+                let why = format!("Machine {} {}", f.machine, f.reason);
                 return launch_failed(claim, ctx, "LaunchFailed", &why).await;
             }
         }

@@ -194,6 +194,59 @@ async fn capacity_failure_backs_off_the_shape() {
     running.stop();
 }
 
+/// As CAPA fails a launch the cloud has no capacity for: no failure on the Machine, only its
+/// `InfrastructureReady` condition (mirrored by the real CAPI manager) naming the EC2 error,
+/// while the provider retries. The providerID and registration timeouts are an hour here, so
+/// only reading that condition can send the pods to the other shape in time.
+#[tokio::test]
+#[ignore = "needs the e2e environment: cargo xtask e2e"]
+async fn a_retried_capacity_error_backs_off_the_shape() {
+    let s = Scenario::new("e2e-ice").await;
+    let mut cheap = Md::new("cheap", "4", "8Gi", "0.10");
+    cheap.template_annotations = &[(
+        annotations::FAIL_LAUNCH_RETRYING,
+        "failed to create AWSMachine instance: InsufficientInstanceCapacity: We currently do \
+         not have sufficient capacity in the Availability Zone you requested.",
+    )];
+    s.md(&cheap).await;
+    s.md(&Md::new("dear", "4", "8Gi", "0.30")).await;
+    s.nodepool(json!({"consolidateAfter": NEVER})).await;
+    let mut o = s.options();
+    o.registration_timeout = Duration::from_secs(3600);
+    o.cloud.provider_id_timeout_secs = 3600;
+    let running = s.start(o).await;
+    let t0 = Instant::now();
+    s.deployment("web", 4, "500m", "256Mi").await;
+    wait_for("the cheap shape tried first", 60, || async {
+        Ok(s.replicas("cheap").await >= 1)
+    })
+    .await
+    .expect("cheap launched first");
+    let nodes = s.wait_running("web", 4, 240).await;
+    let took = t0.elapsed().as_secs_f64();
+    wait_for("the failed launch cleaned up", 120, || async {
+        Ok(s.replicas("cheap").await == 0)
+    })
+    .await
+    .expect("cheap back to 0");
+    let types: BTreeSet<String> = s
+        .nodes()
+        .await
+        .iter()
+        .filter(|n| nodes.contains(&n.name_any()))
+        .filter_map(|n| n.labels().get("node.kubernetes.io/instance-type").cloned())
+        .collect();
+    report(
+        "retried-capacity-error",
+        &format!(
+            "cheap retried InsufficientInstanceCapacity, pods Running on {types:?} {took:.1}s after the Deployment"
+        ),
+    );
+    assert!(types.iter().all(|t| t.ends_with(".dear")), "{types:?}");
+    assert_eq!(s.replicas("dear").await, 1);
+    running.stop();
+}
+
 #[tokio::test]
 #[ignore = "needs the e2e environment: cargo xtask e2e"]
 async fn a_node_that_never_registers_is_replaced() {

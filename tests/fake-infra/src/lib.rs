@@ -63,6 +63,13 @@ pub mod annotations {
     /// `status.deprecated.v1beta1.failureReason`/`failureMessage`; the Machine stays
     /// `Pending` without a providerID.
     pub const FAIL_LAUNCH: &str = "fake-infra.test.karpenter-capi.dev/fail-launch";
+    /// The launch fails the way the AWS provider (CAPA) fails one the cloud has no capacity
+    /// for: it keeps retrying, so the InfraMachine only gets a `Ready=False` condition with
+    /// reason [`crate::RETRYING_FAILURE_REASON`] and this annotation's value as the message:
+    /// no failure fields, no providerID. CAPI mirrors the condition into the Machine's
+    /// `InfrastructureReady`; nothing marks the Machine failed.
+    pub const FAIL_LAUNCH_RETRYING: &str =
+        "fake-infra.test.karpenter-capi.dev/fail-launch-retrying";
     /// `"true"`: the InfraMachine is provisioned and gets a providerID, but no Node is ever
     /// created (a node that never registers).
     pub const NEVER_REGISTER: &str = "fake-infra.test.karpenter-capi.dev/never-register";
@@ -70,6 +77,9 @@ pub mod annotations {
 
 /// The reason the provider gives a failed launch.
 pub const CAPACITY_FAILURE_REASON: &str = "InsufficientCapacity";
+
+/// The reason the provider gives a launch it keeps retrying (CAPA's).
+pub const RETRYING_FAILURE_REASON: &str = "InstanceProvisionFailed";
 
 /// The providerID the provider gives an InfraMachine (and its Node).
 pub fn provider_id(namespace: &str, name: &str) -> String {

@@ -16,7 +16,9 @@
 //!   immediate).
 //! - A launch told to fail ([`crate::annotations::FAIL_LAUNCH`]) gets a `Ready=False` condition
 //!   with reason [`crate::CAPACITY_FAILURE_REASON`] and the v1beta1 failure fields, and never a
-//!   providerID.
+//!   providerID. One told to fail while retrying
+//!   ([`crate::annotations::FAIL_LAUNCH_RETRYING`]) gets only the condition, with reason
+//!   [`crate::RETRYING_FAILURE_REASON`], as CAPA does for `InsufficientInstanceCapacity`.
 //!
 //! The Node gets the template's `status.capacity` as capacity and allocatable (no overhead:
 //! tests choose the numbers), `status.nodeInfo` architecture/OS, the InfraMachine's
@@ -37,7 +39,8 @@ use crate::crd::api_resource;
 use crate::workload::Clients;
 use crate::{
     CAPACITY_FAILURE_REASON, CLUSTER_KIND, Error, KWOK_ANNOTATION, MACHINE_KIND,
-    NODE_CLUSTER_LABEL, Result, TEMPLATE_KIND, UNREGISTERED_TAINT, annotations, provider_id,
+    NODE_CLUSTER_LABEL, RETRYING_FAILURE_REASON, Result, TEMPLATE_KIND, UNREGISTERED_TAINT,
+    annotations, provider_id,
 };
 
 /// CAPI puts these on an object cloned from a template.
@@ -90,6 +93,7 @@ struct Provider {
 pub struct Behavior {
     pub delay: Duration,
     pub fail_launch: Option<String>,
+    pub fail_launch_retrying: Option<String>,
     pub never_register: bool,
 }
 
@@ -113,6 +117,7 @@ impl Behavior {
         Ok(Self {
             delay,
             fail_launch: get(annotations::FAIL_LAUNCH).cloned(),
+            fail_launch_retrying: get(annotations::FAIL_LAUNCH_RETRYING).cloned(),
             never_register: get(annotations::NEVER_REGISTER).is_some_and(|v| v == "true"),
         })
     }
@@ -238,6 +243,26 @@ impl Provider {
                 .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
                 .await?;
             info!("FakeInfraMachine {ns}/{name}: launch failed ({message})");
+            return Ok(());
+        }
+        if let Some(message) = behavior.fail_launch_retrying {
+            let shown = machine
+                .data
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .is_some_and(|c| {
+                    c.iter()
+                        .any(|c| c["type"] == "Ready" && c["reason"] == RETRYING_FAILURE_REASON)
+                });
+            if !shown {
+                let status = json!({ "status": {
+                    "conditions": [ready_condition("False", RETRYING_FAILURE_REASON, &message)],
+                }});
+                machines
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                    .await?;
+                info!("FakeInfraMachine {ns}/{name}: launch failing, retrying ({message})");
+            }
             return Ok(());
         }
         let created = machine
@@ -468,6 +493,17 @@ mod tests {
         assert_eq!(b.delay, Duration::from_secs(3));
         assert!(b.never_register);
         assert_eq!(b.fail_launch, None);
+        assert_eq!(b.fail_launch_retrying, None);
+        let retrying: BTreeMap<String, String> = [(
+            annotations::FAIL_LAUNCH_RETRYING.to_string(),
+            "InsufficientInstanceCapacity".to_string(),
+        )]
+        .into();
+        let b = Behavior::read(&BTreeMap::new(), &retrying, Duration::ZERO).expect("valid");
+        assert_eq!(
+            b.fail_launch_retrying.as_deref(),
+            Some("InsufficientInstanceCapacity")
+        );
         let bad: BTreeMap<String, String> =
             [(annotations::PROVISION_DELAY.to_string(), "x".to_string())].into();
         assert!(Behavior::read(&bad, &BTreeMap::new(), Duration::ZERO).is_err());

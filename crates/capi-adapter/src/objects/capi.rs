@@ -221,12 +221,35 @@ pub struct FailureFields {
     pub failure_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_message: Option<String>,
+    /// v1beta2 keeps the v1beta1-style conditions (with `severity`) here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeprecatedStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub v1beta1: Option<FailureFields>,
+}
+
+/// A status condition as either API version writes it (v1beta1's also has `severity`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Condition {
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// v1beta1's preview of the v1beta2 conditions (`status.v1beta2`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConditionsOnly {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -245,6 +268,12 @@ pub struct MachineStatus {
     /// v1beta2 keeps the old failure fields here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deprecated: Option<DeprecatedStatus>,
+    /// Either version's own conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// v1beta1 spelling of the v1beta2 conditions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub v1beta2: Option<ConditionsOnly>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated: Option<Time>,
 }
@@ -282,6 +311,39 @@ impl Machine {
             }
             (None, None) => None,
         }
+    }
+
+    /// What the infrastructure provider last reported while failing to provision
+    /// (`reason: message` of a false `InfrastructureReady` condition in any of the places the
+    /// two versions keep conditions), if it wrote a message. Not a failure by itself: a
+    /// provider retries, and most such messages pass; [`crate::capacity_errors`] says which
+    /// mean the cloud is out of capacity.
+    pub fn provisioning_error(&self) -> Option<String> {
+        let status = self.status.as_ref()?;
+        let deprecated = status
+            .deprecated
+            .as_ref()
+            .and_then(|d| d.v1beta1.as_ref())
+            .map(|f| f.conditions.as_slice())
+            .unwrap_or_default();
+        let preview = status
+            .v1beta2
+            .as_ref()
+            .map(|c| c.conditions.as_slice())
+            .unwrap_or_default();
+        status
+            .conditions
+            .iter()
+            .chain(deprecated)
+            .chain(preview)
+            .filter(|c| c.type_ == "InfrastructureReady" && c.status == "False")
+            .find_map(|c| {
+                let message = c.message.as_deref().filter(|m| !m.trim().is_empty())?;
+                Some(match c.reason.as_deref().filter(|r| !r.is_empty()) {
+                    Some(r) => format!("{r}: {message}"),
+                    None => message.to_string(),
+                })
+            })
     }
 }
 
@@ -360,6 +422,52 @@ mod tests {
         );
         assert_eq!(v1.failure().as_deref(), Some("UpdateError"));
         assert_eq!(Machine::default().failure(), None);
+    }
+
+    #[test]
+    fn the_infrastructure_error_is_read_from_either_versions_conditions() {
+        let ice = "InsufficientInstanceCapacity: no m5.large in us-east-1a";
+        // v1beta2: the Machine's own condition mirrors the infrastructure's Ready.
+        let v2: Machine = serde_json::from_value(serde_json::json!({
+            "status": {"conditions": [
+                {"type": "BootstrapConfigReady", "status": "True", "reason": "Ready"},
+                {"type": "InfrastructureReady", "status": "False",
+                 "reason": "InstanceProvisionFailed", "message": ice}
+            ]}
+        }))
+        .unwrap();
+        assert_eq!(
+            v2.provisioning_error().as_deref(),
+            Some(format!("InstanceProvisionFailed: {ice}").as_str())
+        );
+        assert_eq!(v2.failure(), None, "a retried error is no terminal failure");
+        // v1beta2's deprecated v1beta1 conditions, and v1beta1's v1beta2 preview.
+        let deprecated: Machine = serde_json::from_value(serde_json::json!({
+            "status": {"deprecated": {"v1beta1": {"conditions": [
+                {"type": "InfrastructureReady", "status": "False", "severity": "Error",
+                 "reason": "InstanceProvisionFailed", "message": ice}
+            ]}}}
+        }))
+        .unwrap();
+        assert!(deprecated.provisioning_error().unwrap().contains(ice));
+        let preview: Machine = serde_json::from_value(serde_json::json!({
+            "status": {"v1beta2": {"conditions": [
+                {"type": "InfrastructureReady", "status": "False", "message": ice}
+            ]}}
+        }))
+        .unwrap();
+        assert_eq!(preview.provisioning_error().as_deref(), Some(ice));
+        // Ready, or false without a message: nothing to report.
+        let ready: Machine = serde_json::from_value(serde_json::json!({
+            "status": {"conditions": [
+                {"type": "InfrastructureReady", "status": "True", "message": ice},
+                {"type": "Ready", "status": "False", "message": ice},
+                {"type": "InfrastructureReady", "status": "False", "reason": "NotReady", "message": " "}
+            ]}
+        }))
+        .unwrap();
+        assert_eq!(ready.provisioning_error(), None);
+        assert_eq!(Machine::default().provisioning_error(), None);
     }
 
     #[test]

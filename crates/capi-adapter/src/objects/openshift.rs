@@ -120,6 +120,10 @@ pub struct MachineStatus {
     pub error_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// The platform's own status; its `conditions` carry a failed create's error (AWS's
+    /// `MachineCreation`, GCP's `MachineCreated`, reason `MachineCreationFailed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_status: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -147,6 +151,28 @@ impl Machine {
             }
             (None, None) => None,
         }
+    }
+
+    /// The provider's last error creating the instance (`reason: message` of a false
+    /// condition in `providerStatus.conditions` whose reason says a create failed), which the
+    /// Machine API retries without failing the Machine. See [`crate::capacity_errors`].
+    pub fn provisioning_error(&self) -> Option<String> {
+        let conditions = self
+            .status
+            .as_ref()?
+            .provider_status
+            .as_ref()?
+            .get("conditions")?
+            .as_array()?;
+        conditions.iter().find_map(|c| {
+            let text = |k: &str| c.get(k).and_then(serde_json::Value::as_str);
+            let reason = text("reason").unwrap_or_default();
+            if text("status") != Some("False") || !reason.contains("Fail") {
+                return None;
+            }
+            let message = text("message").filter(|m| !m.trim().is_empty())?;
+            Some(format!("{reason}: {message}"))
+        })
     }
 }
 
@@ -190,3 +216,39 @@ macro_rules! openshift_resource {
 
 openshift_resource!(MachineSet, "MachineSet", "machinesets");
 openshift_resource!(Machine, "Machine", "machines");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_create_is_read_from_the_provider_status() {
+        let m: Machine = serde_json::from_value(serde_json::json!({
+            "status": {"phase": "Provisioning", "providerStatus": {
+                "apiVersion": "machine.openshift.io/v1beta1", "kind": "AWSMachineProviderStatus",
+                "conditions": [{"type": "MachineCreation", "status": "False",
+                    "reason": "MachineCreationFailed",
+                    "message": "error launching instance: InsufficientInstanceCapacity: none left"}]
+            }}
+        }))
+        .unwrap();
+        assert_eq!(
+            m.provisioning_error().as_deref(),
+            Some(
+                "MachineCreationFailed: error launching instance: InsufficientInstanceCapacity: none left"
+            )
+        );
+        assert_eq!(
+            m.failure(),
+            None,
+            "the Machine API retries: no terminal failure"
+        );
+        let created: Machine = serde_json::from_value(serde_json::json!({
+            "status": {"providerStatus": {"conditions": [{"type": "MachineCreation",
+                "status": "True", "reason": "MachineCreationSucceeded", "message": "ok"}]}}
+        }))
+        .unwrap();
+        assert_eq!(created.provisioning_error(), None);
+        assert_eq!(Machine::default().provisioning_error(), None);
+    }
+}

@@ -27,6 +27,7 @@ fn machine(name: &str, created: i64) -> MachineView {
         provider_id: None,
         node_name: None,
         failure: None,
+        provisioning_error: None,
         version: None,
         failure_domain: None,
     }

@@ -38,6 +38,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use capi_adapter::capacity_errors::CapacityErrors;
 use capi_adapter::drift::{DriftReason, Revisions};
 use capi_adapter::failures::{LaunchFailure, launch_failures};
 use capi_adapter::objects::capi::CapiVersion;
@@ -123,6 +124,9 @@ pub struct Config {
     pub backoff_max_window_secs: i64,
     /// A Machine without providerID this long after creation counts as a failed launch.
     pub provider_id_timeout_secs: i64,
+    /// Infrastructure errors that fail a launch at once, before the providerID timeout: the
+    /// cloud out of capacity for the shape ([`capi_adapter::capacity_errors`]).
+    pub capacity_errors: CapacityErrors,
     /// The management-cluster namespaces holding scalable resources; `None`: all of them.
     /// An identity granted Roles in some namespaces (the chart's `management.namespaces`,
     /// OpenShift's `openshift-machine-api`, HyperShift's control-plane namespace) cannot list
@@ -142,6 +146,7 @@ impl Default for Config {
             backoff_window_secs: 300,
             backoff_max_window_secs: 1800,
             provider_id_timeout_secs: 600,
+            capacity_errors: CapacityErrors::default(),
             namespaces: None,
         }
     }
@@ -873,6 +878,7 @@ impl CloudProvider {
                 &machines,
                 now,
                 self.inner.config.provider_id_timeout_secs,
+                &self.inner.config.capacity_errors,
             ));
         }
         self.inner.backoff.observe(&all, now);
