@@ -138,6 +138,8 @@ struct NodeMeta {
     ds_req: core::Resources,
     /// Held by a disruption command awaiting validation.
     reserved: bool,
+    /// A launch the cloud refused: no instance ever ran, so it adds no node-hours or cost.
+    refused: bool,
 }
 
 #[derive(Debug)]
@@ -434,6 +436,9 @@ struct Sim<'w> {
     /// The autoscaler's [`Autoscaler::launch_backoff_max_seconds`] (`None` when the scenario
     /// sets one back-off for all).
     backoff_max: Option<i64>,
+    /// From a refused launch's request until it is seen failed: the scenario's for all, or
+    /// the autoscaler's [`Autoscaler::launch_failure_seconds`].
+    failure_seen_after: i64,
     /// Per offering: failures in a row and when its last back-off ends (the streak is
     /// forgotten [`BACKOFF_STREAK_RESET_SECONDS`] after that).
     failure_streaks: BTreeMap<(String, String, String), (u32, i64)>,
@@ -553,6 +558,7 @@ impl<'w> Sim<'w> {
             zone_backoff_after: None,
             backoff_base: 0,
             backoff_max: None,
+            failure_seen_after: 0,
             failure_streaks: BTreeMap::new(),
         }
     }
@@ -690,6 +696,7 @@ impl<'w> Sim<'w> {
             ds,
             ds_req,
             reserved: false,
+            refused: false,
         });
         self.cost_rate += node.price;
         self.node_count += 1;
@@ -755,7 +762,12 @@ impl<'w> Sim<'w> {
         self.note_usage(id, true);
         let fails = self.out_of_capacity(&it.name, &l.zone, l.capacity_type);
         if fails {
-            let at = self.now + self.w.settings.launch_failure_seconds;
+            // The cloud refused it: no instance runs, nothing is billed, however long the
+            // autoscaler takes to see it (the Cluster Autoscaler's 15 minutes on CAPI).
+            self.cost_rate -= self.meta[id].price;
+            self.meta[id].price = 0.0;
+            self.meta[id].refused = true;
+            let at = self.now + self.failure_seen_after;
             self.push(at, Ev::LaunchFailed(id));
             // A request of many pools fails only when every pool is out: each is learnt.
             if !l.fleet.is_empty() {
@@ -827,7 +839,11 @@ impl<'w> Sim<'w> {
             m.zone.clone(),
             m.capacity_type.clone(),
         );
-        let hours = (self.now - m.created_at).max(0) as f64 / 3600.0;
+        let hours = if m.refused {
+            0.0
+        } else {
+            (self.now - m.created_at).max(0) as f64 / 3600.0
+        };
         let price = m.price;
         let u = self.usage.entry(key).or_insert_with_key(|k| NodeUsage {
             instance_type: k.0.clone(),
@@ -968,7 +984,8 @@ impl<'w> Sim<'w> {
     }
 
     /// Takes node `id` out of the cluster and stops its cost (a deletion, or a launch that
-    /// failed: that one costs from its request until the failure is seen).
+    /// failed: one the cloud refused costs nothing, one in flight when its spot pool was
+    /// reclaimed costs from its request).
     fn remove_node(&mut self, id: usize) {
         let m = &mut self.meta[id];
         if m.phase == Phase::Deleted {
@@ -2008,6 +2025,12 @@ impl Sim<'_> {
         self.backoff_max = a
             .launch_backoff_max_seconds()
             .filter(|_| self.w.settings.launch_backoff_seconds.is_none());
+        self.failure_seen_after = self
+            .w
+            .settings
+            .launch_failure_seconds
+            .unwrap_or_else(|| a.launch_failure_seconds())
+            .max(0);
         let mut events = 0u64;
         while let Some(Reverse((t, _, ev))) = self.q.pop() {
             if t > end {

@@ -177,11 +177,17 @@ pub struct Settings {
     /// in a zone). Empty (the default): every launch succeeds.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub capacity_outages: Vec<crate::outages::CapacityOutage>,
-    /// From the launch request until a launch an outage fails is seen failed: its node is
-    /// gone, its pods pending again, and the autoscaler backs the offering off (60 s: a
-    /// Machine marked failed soon after the request; a provider that only retries shows as
-    /// the controller's providerID timeout, 600 s).
-    pub launch_failure_seconds: i64,
+    /// From the launch request until a launch an outage fails is seen failed, for every
+    /// strategy: its node is gone, its pods pending again, and the autoscaler backs the
+    /// offering off. Absent (the default): each its own
+    /// ([`crate::strategy::Autoscaler::launch_failure_seconds`]): Karpenter 1 s (EC2
+    /// CreateFleet answers at once), ours 10 s (the controller reads the provider's capacity
+    /// error from the Machine's `InfrastructureReady` condition while the provider retries),
+    /// the Cluster Autoscaler `cas.maxNodeProvisionSeconds` (on Cluster API it learns of a
+    /// Machine that never gets a providerID only then). 600: our controller's providerID
+    /// timeout, for a provider whose error names no capacity code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launch_failure_seconds: Option<i64>,
     /// How long every strategy skips an offering whose launch failed, each time; absent (the
     /// default): each its own (Karpenter a fixed 180 s; ours and the Cluster Autoscaler 300 s,
     /// doubled with each further failure of the offering up to 1,800 s: the controller's
@@ -458,7 +464,7 @@ impl Default for Settings {
             cas: CasSettings::default(),
             core_disruption: CoreDisruptionSettings::default(),
             capacity_outages: Vec::new(),
-            launch_failure_seconds: 60,
+            launch_failure_seconds: None,
             launch_backoff_seconds: None,
             interruption_notice_seconds: 0,
         }
@@ -524,6 +530,11 @@ pub struct CasSettings {
     /// `--max-nodes-per-scaleup` (CAS's default 1000): the binpacking estimator adds at most
     /// this many nodes of one group per scale-up; the rest of the pods wait for the next scan.
     pub max_nodes_per_scale_up: usize,
+    /// `--max-node-provision-time` (CAS's default 15 minutes): its Cluster API provider
+    /// reports a Machine without providerID as an instance still being created, so a launch
+    /// the cloud refuses while the infrastructure provider retries (CAPA's
+    /// `InsufficientInstanceCapacity`) is given up, and its node group backed off, only then.
+    pub max_node_provision_seconds: i64,
 }
 
 impl Default for CasSettings {
@@ -535,6 +546,7 @@ impl Default for CasSettings {
             scale_down_delay_after_add_seconds: 600,
             max_empty_bulk_delete: 10,
             max_nodes_per_scale_up: 1000,
+            max_node_provision_seconds: 900,
         }
     }
 }

@@ -380,8 +380,14 @@ pub fn compile(ls: &LoadedScenario, seed: u64) -> Result<World> {
             ls.invalid(&format!("settings.capacityOutages[{i}].{field}"), message)
         })?;
     }
-    if s.settings.launch_failure_seconds < 0 {
+    if s.settings.launch_failure_seconds.is_some_and(|f| f < 0) {
         return Err(ls.invalid("settings.launchFailureSeconds", "must not be negative"));
+    }
+    if s.settings.cas.max_node_provision_seconds < 0 {
+        return Err(ls.invalid(
+            "settings.cas.maxNodeProvisionSeconds",
+            "must not be negative",
+        ));
     }
     if s.settings.interruption_notice_seconds < 0 {
         return Err(ls.invalid("settings.interruptionNoticeSeconds", "must not be negative"));

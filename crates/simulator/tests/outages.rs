@@ -67,6 +67,10 @@ fn a_failed_offering_is_backed_off_and_the_pods_run_elsewhere() {
     for r in &report.runs {
         let s = &r.summary;
         assert_eq!(s.pods_never_scheduled, 0, "{}: {s:?}", r.strategy);
+        // Until a refused launch is seen: ours reads the provider's capacity error from the
+        // Machine (10 s); the Cluster Autoscaler on Cluster API waits out
+        // --max-node-provision-time (900 s).
+        let seen = if r.strategy == "cas" { 900.0 } else { 10.0 };
         if r.strategy == "karpenter" {
             // One CreateFleet names both zones' pools: zone-b fills it, nothing fails, and
             // the pods wait for one launch only.
@@ -80,17 +84,23 @@ fn a_failed_offering_is_backed_off_and_the_pods_run_elsewhere() {
                 "{}: {s:?}",
                 r.strategy
             );
-            // The pods waited for the failure (60 s) and a second launch (90 s).
-            assert!(s.pending_p50_seconds >= 150.0, "{}: {s:?}", r.strategy);
+            // The pods waited for the failure to be seen and a second launch (90 s).
+            assert!(
+                (seen + 90.0..seen + 150.0).contains(&s.pending_p50_seconds),
+                "{}: {s:?}",
+                r.strategy
+            );
         }
         assert!(
-            usage_hours(r, "small", "zone-b") > 0.9,
+            usage_hours(r, "small", "zone-b") > 0.95 - seen / 3600.0,
             "{}: {:?}",
             r.strategy,
             r.node_usage
         );
-        assert!(
-            usage_hours(r, "small", "zone-a") < 0.05,
+        // The refused launch ran no instance: no node-hours, whatever the wait.
+        assert_eq!(
+            usage_hours(r, "small", "zone-a"),
+            0.0,
             "{}: {:?}",
             r.strategy,
             r.node_usage

@@ -175,6 +175,30 @@ workload:
 }
 
 #[test]
+fn a_negative_failure_wait_names_its_field() {
+    for (setting, field) in [
+        ("launchFailureSeconds: -1", "settings.launchFailureSeconds"),
+        (
+            "cas: {maxNodeProvisionSeconds: -5}",
+            "settings.cas.maxNodeProvisionSeconds",
+        ),
+    ] {
+        let text = format!(
+            "catalog: {{builtin: ec2-sample}}
+settings:
+  {setting}
+workload:
+  pods:
+    - {{name: w, requests: {{cpu: 1}}}}
+"
+        );
+        let msg = err_of(&text).to_string();
+        assert!(msg.contains(field), "{msg}");
+        assert!(msg.contains("must not be negative"), "{msg}");
+    }
+}
+
+#[test]
 fn empty_workload_and_catalog() {
     let msg = err_of("catalog: {builtin: ec2-sample}\nworkload: {}\n").to_string();
     assert!(msg.contains("workload"), "{msg}");

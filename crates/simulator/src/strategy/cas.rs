@@ -296,6 +296,10 @@ impl Autoscaler for ClusterAutoscaler {
         Trigger::Periodic(self.cfg.scan_interval_seconds)
     }
 
+    fn launch_failure_seconds(&self) -> i64 {
+        self.cfg.max_node_provision_seconds
+    }
+
     fn validation_delay(&self, _settings: &Settings) -> i64 {
         0
     }

@@ -351,6 +351,14 @@ impl Autoscaler for CoreStrategy {
         self.kind != Kind::Karpenter
     }
 
+    /// Karpenter learns from CreateFleet's answer (a second); our controller from the
+    /// Machine's `InfrastructureReady` condition once the infrastructure provider's first
+    /// attempt failed (bootstrap data, the cloud call, CAPI's mirror, the controller's 2 s
+    /// poll: seconds; `capi_adapter::capacity_errors`).
+    fn launch_failure_seconds(&self) -> i64 {
+        if self.kind == Kind::Karpenter { 1 } else { 10 }
+    }
+
     /// Karpenter's unavailable-offerings cache keeps an offering whose launch failed for
     /// 3 minutes; our controller backs off for 5.
     fn launch_backoff_seconds(&self) -> i64 {

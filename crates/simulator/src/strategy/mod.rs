@@ -114,6 +114,11 @@ pub trait Autoscaler: Send {
     fn waits_for_commands(&self) -> bool {
         false
     }
+    /// From the launch request until a launch the cloud refuses is seen failed, unless the
+    /// scenario sets one for all (`settings.launchFailureSeconds`).
+    fn launch_failure_seconds(&self) -> i64 {
+        60
+    }
     /// How long an offering whose launch failed is skipped: our controller's launch-failure
     /// back-off and the Cluster Autoscaler's initial node-group back-off are 5 minutes.
     fn launch_backoff_seconds(&self) -> i64 {
