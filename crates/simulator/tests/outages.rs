@@ -153,6 +153,46 @@ fn the_cheap_offering_is_used_again_after_the_outage() {
 }
 
 #[test]
+fn karpenters_replacement_is_one_fleet_over_its_pools() {
+    // One pod on an existing `big` node; `small` is out in zone-a all run, `small-b` is
+    // offered in zone-b for a little more. Karpenter's replacement NodeClaim names both pools
+    // (one CreateFleet): the cloud fills it from zone-b and the command succeeds at once
+    // (afterwards Karpenter keeps trying to move to the cheaper `small` every 3 minutes,
+    // each attempt refused). Ours launches one MachineDeployment (zone-a's, the cheapest),
+    // which fails and is rolled back; zone-b's is used after the back-off.
+    let yaml = scenario(
+        "  capacityOutages:\n    - {instanceType: small, zone: zone-a}",
+        "    - {name: small, vcpu: 4, memoryMib: 8192, price: 0.10, zones: [zone-a]}\n    - {name: small-b, vcpu: 4, memoryMib: 8192, price: 0.12, zones: [zone-b]}\n    - {name: big, vcpu: 16, memoryMib: 32768, price: 0.50, zones: [zone-a]}",
+        "existingNodes:\n  - {name: old, instanceType: big, zone: zone-a, nodePool: default, count: 1}\nworkload:\n  pods:\n    - {name: web, count: 1, requests: {cpu: \"1\", memory: 1Gi}}\n",
+    );
+    let report = run_all(&yaml, "outage-fleet.yaml", &["cost-aware", "karpenter"]);
+    for r in &report.runs {
+        let s = &r.summary;
+        assert_eq!(s.pods_never_scheduled, 0, "{}: {s:?}", r.strategy);
+        assert_eq!(
+            s.nodes_terminated, 1,
+            "{}: the big node goes: {s:?}",
+            r.strategy
+        );
+        let big = usage_hours(r, "big", "zone-a");
+        if r.strategy == "karpenter" {
+            // Replaced at its first consolidation: the launch and the drain, about 2 min.
+            assert!(big < 0.05, "{}: {:?}", r.strategy, r.node_usage);
+        } else {
+            // One refused MachineDeployment and its back-off first.
+            assert!(big > 0.1, "{}: {:?}", r.strategy, r.node_usage);
+            assert!(s.commands_rolled_back >= 1, "{}: {s:?}", r.strategy);
+        }
+        assert!(
+            usage_hours(r, "small-b", "zone-b") > 0.5,
+            "{}: {:?}",
+            r.strategy,
+            r.node_usage
+        );
+    }
+}
+
+#[test]
 fn a_command_whose_replacement_fails_is_rolled_back() {
     // One pod on an existing `big` node: consolidation would replace it with `small`, whose
     // launches always fail. The candidate must stay, its pod never evicted.

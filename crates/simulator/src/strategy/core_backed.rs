@@ -180,19 +180,28 @@ fn launches_from(
             capacity_type: c.launch.capacity_type,
             price: c.launch.price,
             pods: c.pods.clone(),
-            fleet: if fleet { fleet_of(snap, c) } else { Vec::new() },
+            fleet: if fleet {
+                fleet_of(snap, &c.requirements, &c.instance_type_options, &c.launch)
+            } else {
+                Vec::new()
+            },
         })
         .collect()
 }
 
-/// The pools one EC2 CreateFleet request of Karpenter's names for claim `c`: each instance-type
-/// option in each available offering of the launch's capacity type, in a zone the claim's
-/// requirements allow; cheapest first. The cloud fills the request from any of them.
-fn fleet_of(snap: &core::Snapshot, c: &core::NewNodeClaim) -> Vec<core::Launch> {
-    let reqs = core::requirements::Requirements::from_wire(c.requirements.iter());
+/// The pools one EC2 CreateFleet request of Karpenter's names for a NodeClaim (a new one, or a
+/// consolidation replacement): each instance-type option in each available offering of the
+/// launch's capacity type, in a zone the claim's requirements allow; cheapest first. The
+/// cloud fills the request from any of them.
+fn fleet_of(
+    snap: &core::Snapshot,
+    requirements: &[core::Requirement],
+    options: &[core::InstanceTypeOption],
+    launch: &core::Launch,
+) -> Vec<core::Launch> {
+    let reqs = core::requirements::Requirements::from_wire(requirements.iter());
     let zones = reqs.get(core::labels::ZONE);
-    let mut out: Vec<core::Launch> = c
-        .instance_type_options
+    let mut out: Vec<core::Launch> = options
         .iter()
         .filter_map(|o| {
             snap.instance_types
@@ -204,7 +213,7 @@ fn fleet_of(snap: &core::Snapshot, c: &core::NewNodeClaim) -> Vec<core::Launch> 
                 .iter()
                 .filter(|o| {
                     o.available
-                        && o.capacity_type == c.launch.capacity_type
+                        && o.capacity_type == launch.capacity_type
                         && zones.is_none_or(|z| z.has(&o.zone))
                 })
                 .map(|o| core::Launch {
@@ -224,7 +233,9 @@ fn fleet_of(snap: &core::Snapshot, c: &core::NewNodeClaim) -> Vec<core::Launch> 
     out
 }
 
-fn translate(cmd: disruption::Command) -> Command {
+/// The engine's command for the core's; `fleet`: each replacement is one CreateFleet over its
+/// options (Karpenter), not one pool (a MachineDeployment).
+fn translate(cmd: disruption::Command, snap: &core::Snapshot, fleet: bool) -> Command {
     let mut replacements: Vec<LaunchRequest> = cmd
         .replacements
         .iter()
@@ -235,7 +246,11 @@ fn translate(cmd: disruption::Command) -> Command {
             capacity_type: r.launch.capacity_type,
             price: r.launch.price,
             pods: Vec::new(),
-            fleet: Vec::new(),
+            fleet: if fleet {
+                fleet_of(snap, &r.requirements, &r.instance_type_options, &r.launch)
+            } else {
+                Vec::new()
+            },
         })
         .collect();
     let mut placements = Vec::new();
@@ -334,7 +349,8 @@ impl Autoscaler for CoreStrategy {
                 d.command
             }
         };
-        cmd.map(translate)
+        let fleet = self.kind == Kind::Karpenter;
+        cmd.map(|c| translate(c, snap, fleet))
     }
 
     fn simulations(&self) -> u64 {
