@@ -39,6 +39,19 @@ async fn replicas_are(client: &kube::Client, id: &ResourceId, n: i32) {
     .await;
 }
 
+/// One pending pod: its first claim, the resource at one replica, and the Machine CAPI makes
+/// for it (played once).
+async fn first_launch(client: &kube::Client, ns: &str, id: &ResourceId) -> NodeClaim {
+    unschedulable_pod(client, ns, "web", ns, "500m").await;
+    let first = eventually(T, "first nodeclaim", || async {
+        claims(client, ns).await.into_iter().next()
+    })
+    .await;
+    replicas_are(client, id, 1).await;
+    play_machineset(client, ns, "workers").await;
+    first
+}
+
 #[tokio::test]
 async fn a_node_that_never_registers_is_replaced() {
     let client = testenv::client().await;
@@ -46,14 +59,8 @@ async fn a_node_that_never_registers_is_replaced() {
     let mut o = options(&ns);
     o.registration_timeout = Duration::from_secs(4);
     let running = start(&client, o).await;
-    unschedulable_pod(&client, &ns, "web", &ns, "500m").await;
-    let first = eventually(T, "first nodeclaim", || async {
-        claims(&client, &ns).await.into_iter().next()
-    })
-    .await;
-    replicas_are(&client, &id, 1).await;
     // CAPI makes the Machine, but no node ever registers.
-    play_machineset(&client, &ns, "workers").await;
+    let first = first_launch(&client, &ns, &id).await;
     // After the timeout the claim goes; its Machine is annotated and replicas lowered.
     replicas_are(&client, &id, 0).await;
     play_machineset(&client, &ns, "workers").await;
@@ -116,13 +123,7 @@ async fn a_machine_the_cloud_has_no_capacity_for_is_given_up_at_once() {
     o.registration_timeout = Duration::from_secs(3600);
     o.cloud.provider_id_timeout_secs = 3600;
     let running = start(&client, o).await;
-    unschedulable_pod(&client, &ns, "web", &ns, "500m").await;
-    let first = eventually(T, "first nodeclaim", || async {
-        claims(&client, &ns).await.into_iter().next()
-    })
-    .await;
-    replicas_are(&client, &id, 1).await;
-    play_machineset(&client, &ns, "workers").await;
+    let first = first_launch(&client, &ns, &id).await;
     let machine = eventually(T, "bound machine", || async {
         machines(&client, &ns, "workers")
             .await
