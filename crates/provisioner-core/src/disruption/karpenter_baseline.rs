@@ -6,7 +6,9 @@
 //!   the Underutilized budget (each pool's allowance taken in sorted order) and with empty
 //!   nodes dropped, at most the first 100; a binary search over the prefix length (at least
 //!   two nodes) keeps the longest prefix whose simulation yields a command;
-//! - **single-node consolidation** if that found nothing: candidates in the same order, the
+//! - **single-node consolidation** if that found nothing: every candidate whose NodePool has
+//!   any Underutilized allowance (the budget is not taken per candidate, so nodes beyond
+//!   multi-node's prefix are tried too), in the same order interwoven across NodePools; the
 //!   first one that yields a command wins.
 //!
 //! A simulation yields a command when every pod is placed and it needs no new node (delete) or
@@ -47,6 +49,23 @@ pub struct BaselineResult {
     pub candidates: usize,
     /// `"multi-node"`, `"single-node"` or `"none"`.
     pub found_by: String,
+}
+
+/// The candidates single-node consolidation tries, in its order: each NodePool's candidates
+/// in disruption-cost order, interwoven one per pool at a time (Karpenter's
+/// `shuffleCandidates`; pools by name here where Go's map order is random), skipping pools
+/// with no Underutilized allowance and empty nodes (emptiness handles those).
+fn single_node_order<'a>(sorted: &[&'a Candidate], budgets: &Budgets) -> Vec<&'a Candidate> {
+    let mut per_pool: BTreeMap<&str, Vec<&'a Candidate>> = BTreeMap::new();
+    for c in sorted {
+        if !c.empty && budgets.allowed(&c.nodepool, DisruptionReason::Underutilized) > 0 {
+            per_pool.entry(c.nodepool.as_str()).or_default().push(c);
+        }
+    }
+    let longest = per_pool.values().map(Vec::len).max().unwrap_or(0);
+    (0..longest)
+        .flat_map(|i| per_pool.values().filter_map(move |cs| cs.get(i).copied()))
+        .collect()
 }
 
 /// Karpenter's `computeConsolidation` on one candidate set.
@@ -255,8 +274,10 @@ pub fn karpenter_consolidation_on(
             };
         }
     }
-    // Single-node: first valid in order.
-    for c in &disruptable {
+    // Single-node: first valid in order, over every candidate whose pool has any allowance
+    // left (Karpenter builds a fresh budget mapping per method and single-node does not
+    // decrement it), not only the prefix multi-node kept.
+    for c in single_node_order(&sorted, budgets) {
         if let Some((reps, moves)) = compute(sim, &[c], options) {
             let sims = sim.runs() - start;
             let summary = format!(

@@ -908,6 +908,43 @@ fn karpenter_baseline_keeps_the_longest_valid_prefix() {
     assert_eq!(b.candidate_names(), vec!["c1", "c2"]);
 }
 
+#[test]
+fn karpenter_single_node_tries_candidates_beyond_the_budget_prefix() {
+    // A budget of one node: multi-node's prefix is [c1] alone. c1 (one pod, the lowest disruption cost) cannot go: its pod is pinned to
+    // zone-c, where nothing launches. Single-node does not spend the allowance per candidate
+    // and goes on to c2, whose pods fit on the anchor.
+    let mut anchor = od("anchor", "large");
+    anchor
+        .annotations
+        .insert(protect::DO_NOT_DISRUPT.into(), "true".into());
+    let c1 = node_of(
+        &types(),
+        "c1",
+        "medium",
+        "zone-c",
+        CapacityType::OnDemand,
+        "default",
+    );
+    let mut pinned = pod("a", 300, "c1");
+    pinned
+        .node_selector
+        .insert(labels::ZONE.into(), "zone-c".into());
+    let pods = vec![
+        pod("x", 3000, "anchor"),
+        pinned,
+        pod("b1", 500, "c2"),
+        pod("b2", 500, "c2"),
+    ];
+    let mut s = snapshot(vec![anchor, c1, od("c2", "medium")], pods);
+    s.nodepools[0].disruption.budgets[0].nodes = "1".into();
+    let base = karpenter_consolidation(&s, &DisruptionOptions::default());
+    assert_eq!(base.candidates, 1, "the budget lets multi-node consider one node");
+    let b = base.command.expect("single-node reaches c2");
+    assert_eq!(base.found_by, "single-node");
+    assert_eq!(b.candidate_names(), vec!["c2"]);
+    assert!(b.is_delete());
+}
+
 // ---------------------------------------------------------------------------------------
 // Property tests over random clusters.
 
