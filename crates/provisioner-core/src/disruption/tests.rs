@@ -938,11 +938,73 @@ fn karpenter_single_node_tries_candidates_beyond_the_budget_prefix() {
     let mut s = snapshot(vec![anchor, c1, od("c2", "medium")], pods);
     s.nodepools[0].disruption.budgets[0].nodes = "1".into();
     let base = karpenter_consolidation(&s, &DisruptionOptions::default());
-    assert_eq!(base.candidates, 1, "the budget lets multi-node consider one node");
+    assert_eq!(
+        base.candidates, 1,
+        "the budget lets multi-node consider one node"
+    );
     let b = base.command.expect("single-node reaches c2");
     assert_eq!(base.found_by, "single-node");
     assert_eq!(b.candidate_names(), vec!["c2"]);
     assert!(b.is_delete());
+}
+
+#[test]
+fn karpenter_single_node_interweaves_nodepools() {
+    // Pool `a` holds the two cheapest candidates to disrupt: a1 cannot go (its pod is pinned
+    // to zone-c, where nothing launches), so every multi-node prefix fails; a2 could go.
+    // Single-node takes one candidate per pool in turn (Karpenter's shuffleCandidates), so
+    // pool `b`'s b1 is tried before a2.
+    let mut anchor = od("anchor", "large");
+    anchor
+        .annotations
+        .insert(protect::DO_NOT_DISRUPT.into(), "true".into());
+    let a1 = node_of(
+        &types(),
+        "a1",
+        "medium",
+        "zone-c",
+        CapacityType::OnDemand,
+        "a",
+    );
+    let a2 = node_of(
+        &types(),
+        "a2",
+        "medium",
+        "zone-a",
+        CapacityType::OnDemand,
+        "a",
+    );
+    let b1 = node_of(
+        &types(),
+        "b1",
+        "medium",
+        "zone-a",
+        CapacityType::OnDemand,
+        "b",
+    );
+    let mut pinned = pod("p", 300, "a1");
+    pinned
+        .node_selector
+        .insert(labels::ZONE.into(), "zone-c".into());
+    let pods = vec![
+        pod("x", 2000, "anchor"),
+        pinned,
+        pod("q1", 300, "a2"),
+        pod("q2", 300, "a2"),
+        pod("r1", 300, "b1"),
+        pod("r2", 300, "b1"),
+        pod("r3", 300, "b1"),
+    ];
+    let mut s = snapshot(vec![anchor, a1, a2, b1], pods);
+    let mut a = s.nodepools[0].clone();
+    a.name = "a".into();
+    let mut b = a.clone();
+    b.name = "b".into();
+    s.nodepools = vec![a, b];
+    let base = karpenter_consolidation(&s, &DisruptionOptions::default());
+    let cmd = base.command.expect("single-node finds a command");
+    assert_eq!(base.found_by, "single-node");
+    assert_eq!(cmd.candidate_names(), vec!["b1"]);
 }
 
 // ---------------------------------------------------------------------------------------
