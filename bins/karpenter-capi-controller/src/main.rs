@@ -203,8 +203,8 @@ struct Cli {
     #[arg(long, value_parser = fraction, default_value_t = 0.6)]
     consolidation_reshape_below: f64,
     /// What evicting one pod costs in the payback rule, as this much of the pod's price
-    /// (default 1h): longer keeps pods in place at a higher cost, shorter consolidates more.
-    /// Workloads answer it differently (docs/simulator.md, round 11).
+    /// (default 15m): longer keeps pods in place at a higher cost, shorter consolidates more.
+    /// Workloads answer it differently (docs/simulator.md, rounds 11 and 57).
     #[arg(long, value_parser = duration)]
     consolidation_eviction_cost: Option<Duration>,
     /// A NodePool's consolidateAfter this long halves the payback rule's eviction price for its

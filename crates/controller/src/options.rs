@@ -77,7 +77,7 @@ pub struct Options {
     /// `None`: off.
     pub consolidation_reshape_below: Option<f64>,
     /// The core's `Payback::eviction_pod_hours` as a duration: what one eviction costs, in
-    /// time of the pod's price. `None`: the core's default (one hour).
+    /// time of the pod's price. `None`: the core's default (a quarter hour).
     pub consolidation_eviction_cost: Option<std::time::Duration>,
     /// The core's `Payback::wait_halving_seconds` as a duration: a NodePool's
     /// `consolidateAfter` this long halves the eviction price of its pods. `None`: the full

@@ -2480,10 +2480,12 @@ mod tests {
         let _ = sim.run(&mut rec, "cost-aware", 0, None);
         let delay = w.settings.validation_delay_seconds;
         assert!(delay > 0);
+        let end = w.end();
+        // A command proposed in the run's last `delay` seconds is never validated.
         let proposals: Vec<i64> = rec
             .disrupt_at
             .iter()
-            .filter(|(_, cmd)| *cmd)
+            .filter(|(t, cmd)| *cmd && t + delay <= end)
             .map(|(t, _)| *t)
             .collect();
         assert!(
