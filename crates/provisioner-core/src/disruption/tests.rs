@@ -870,27 +870,36 @@ fn no_hundred_candidate_cap_unlike_karpenter() {
     assert!(validate(&cmd, &s, &DisruptionOptions::default()).valid);
 }
 
+/// A large node consolidation may not take (do-not-disrupt): the room candidates' pods move to.
+fn protected_anchor() -> Node {
+    let mut anchor = od("anchor", "large");
+    anchor
+        .annotations
+        .insert(protect::DO_NOT_DISRUPT.into(), "true".into());
+    anchor
+}
+
+/// An on-demand `medium` node of `pool` in `zone`.
+fn medium_in(name: &str, zone: &str, pool: &str) -> Node {
+    node_of(&types(), name, "medium", zone, CapacityType::OnDemand, pool)
+}
+
+/// `p` pinned to zone-c, where the test catalog launches nothing: its node cannot go.
+fn pinned_to_zone_c(mut p: Pod) -> Pod {
+    p.node_selector.insert(labels::ZONE.into(), "zone-c".into());
+    p
+}
+
 #[test]
 fn karpenter_baseline_keeps_the_longest_valid_prefix() {
     // Sorted by disruption cost: c1 (1 pod), c2 (2 pods), c3 (3 pods). c1's and c2's pods fit
     // on the anchor; c3's are pinned to zone-c, where nothing can launch, so every prefix
     // with c3 fails and the search keeps [c1, c2].
-    let mut anchor = od("anchor", "large");
-    anchor
-        .annotations
-        .insert(protect::DO_NOT_DISRUPT.into(), "true".into());
-    let c3 = node_of(
-        &types(),
-        "c3",
-        "medium",
-        "zone-c",
-        CapacityType::OnDemand,
-        "default",
-    );
-    let mut c3_pods: Vec<Pod> = (1..=3).map(|i| pod(&format!("d{i}"), 300, "c3")).collect();
-    for p in &mut c3_pods {
-        p.node_selector.insert(labels::ZONE.into(), "zone-c".into());
-    }
+    let anchor = protected_anchor();
+    let c3 = medium_in("c3", "zone-c", "default");
+    let c3_pods: Vec<Pod> = (1..=3)
+        .map(|i| pinned_to_zone_c(pod(&format!("d{i}"), 300, "c3")))
+        .collect();
     let mut pods = vec![
         pod("x", 3000, "anchor"),
         pod("a", 1000, "c1"),
@@ -910,25 +919,13 @@ fn karpenter_baseline_keeps_the_longest_valid_prefix() {
 
 #[test]
 fn karpenter_single_node_tries_candidates_beyond_the_budget_prefix() {
-    // A budget of one node: multi-node's prefix is [c1] alone. c1 (one pod, the lowest disruption cost) cannot go: its pod is pinned to
-    // zone-c, where nothing launches. Single-node does not spend the allowance per candidate
-    // and goes on to c2, whose pods fit on the anchor.
-    let mut anchor = od("anchor", "large");
-    anchor
-        .annotations
-        .insert(protect::DO_NOT_DISRUPT.into(), "true".into());
-    let c1 = node_of(
-        &types(),
-        "c1",
-        "medium",
-        "zone-c",
-        CapacityType::OnDemand,
-        "default",
-    );
-    let mut pinned = pod("a", 300, "c1");
-    pinned
-        .node_selector
-        .insert(labels::ZONE.into(), "zone-c".into());
+    // A budget of one node: multi-node's prefix is [c1] alone. c1 (one pod, the lowest
+    // disruption cost) cannot go: its pod is pinned to zone-c, where nothing launches.
+    // Single-node does not spend the allowance per candidate and goes on to c2, whose pods
+    // fit on the anchor.
+    let anchor = protected_anchor();
+    let c1 = medium_in("c1", "zone-c", "default");
+    let pinned = pinned_to_zone_c(pod("a", 300, "c1"));
     let pods = vec![
         pod("x", 3000, "anchor"),
         pinned,
@@ -954,38 +951,11 @@ fn karpenter_single_node_interweaves_nodepools() {
     // to zone-c, where nothing launches), so every multi-node prefix fails; a2 could go.
     // Single-node takes one candidate per pool in turn (Karpenter's shuffleCandidates), so
     // pool `b`'s b1 is tried before a2.
-    let mut anchor = od("anchor", "large");
-    anchor
-        .annotations
-        .insert(protect::DO_NOT_DISRUPT.into(), "true".into());
-    let a1 = node_of(
-        &types(),
-        "a1",
-        "medium",
-        "zone-c",
-        CapacityType::OnDemand,
-        "a",
-    );
-    let a2 = node_of(
-        &types(),
-        "a2",
-        "medium",
-        "zone-a",
-        CapacityType::OnDemand,
-        "a",
-    );
-    let b1 = node_of(
-        &types(),
-        "b1",
-        "medium",
-        "zone-a",
-        CapacityType::OnDemand,
-        "b",
-    );
-    let mut pinned = pod("p", 300, "a1");
-    pinned
-        .node_selector
-        .insert(labels::ZONE.into(), "zone-c".into());
+    let anchor = protected_anchor();
+    let a1 = medium_in("a1", "zone-c", "a");
+    let a2 = medium_in("a2", "zone-a", "a");
+    let b1 = medium_in("b1", "zone-a", "b");
+    let pinned = pinned_to_zone_c(pod("p", 300, "a1"));
     let pods = vec![
         pod("x", 2000, "anchor"),
         pinned,
