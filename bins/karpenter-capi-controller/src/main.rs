@@ -207,6 +207,13 @@ struct Cli {
     /// Workloads answer it differently (docs/simulator.md, rounds 11 and 57).
     #[arg(long, value_parser = duration)]
     consolidation_eviction_cost: Option<Duration>,
+    /// The least a pod is expected to run on where its age is beyond anything the cluster has
+    /// shown (older than every pod that ended, or than the oldest of its kind before enough
+    /// have ended): Lindy (a pod runs about as long again as it has) counts from when the
+    /// cluster was first watched, and in a young cluster gave every pod minutes, so nothing
+    /// was worth repacking (docs/simulator.md, round 58). Default: the core's. 0s: plain Lindy.
+    #[arg(long, value_parser = duration)]
+    consolidation_lindy_floor: Option<Duration>,
     /// A NodePool's consolidateAfter this long halves the payback rule's eviction price for its
     /// nodes (scaled by this / (this + consolidateAfter)): the wait already keeps out the churn
     /// the price guards against, and charged in full on top of a 30m wait the rule was dearer
@@ -447,6 +454,7 @@ async fn main() -> Result<()> {
         consolidation_underused_below: Some(cli.consolidation_underused_below).filter(|f| *f > 0.0),
         consolidation_reshape_below: Some(cli.consolidation_reshape_below).filter(|f| *f > 0.0),
         consolidation_eviction_cost: cli.consolidation_eviction_cost,
+        consolidation_lindy_floor: cli.consolidation_lindy_floor,
         consolidation_wait_halving: Some(cli.consolidation_wait_halving).filter(|d| !d.is_zero()),
         consolidation_turnover_lookback: Some(cli.consolidation_turnover_lookback)
             .filter(|d| !d.is_zero()),
@@ -572,6 +580,18 @@ mod tests {
         assert_eq!(
             c.capacity_errors.find("InsufficientInstanceCapacity"),
             Some("InsufficientInstanceCapacity")
+        );
+    }
+
+    #[test]
+    fn the_lindy_floor_flag_parses_as_a_duration() {
+        assert_eq!(parse(&[]).consolidation_lindy_floor, None);
+        let cli = parse(&["--consolidation-lindy-floor", "0s"]);
+        assert_eq!(cli.consolidation_lindy_floor, Some(Duration::ZERO));
+        let cli = parse(&["--consolidation-lindy-floor", "2h"]);
+        assert_eq!(
+            cli.consolidation_lindy_floor,
+            Some(Duration::from_secs(7200))
         );
     }
 

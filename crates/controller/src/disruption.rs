@@ -109,6 +109,9 @@ fn disruption_options(opts: &crate::options::Options) -> DisruptionOptions {
                 underused_below: opts.consolidation_underused_below,
                 reshape_below: opts.consolidation_reshape_below,
                 window_prior: opts.consolidation_window_prior,
+                lindy_floor_hours: opts
+                    .consolidation_lindy_floor
+                    .map_or(p.lindy_floor_hours, |d| d.as_secs_f64() / 3600.0),
                 eviction_pod_hours: opts
                     .consolidation_eviction_cost
                     .map_or(p.eviction_pod_hours, |d| d.as_secs_f64() / 3600.0),
@@ -570,6 +573,10 @@ mod tests {
         assert_eq!(payback.wait_halving_seconds, Some(300.0));
         assert_eq!(payback.turnover_lookback_seconds, Some(86_400));
         assert_eq!(payback.shrink_lookback_seconds, None);
+        assert_eq!(
+            payback.lindy_floor_hours,
+            Payback::default().lindy_floor_hours
+        );
         assert!(!default.move_onto_empty_nodes);
         assert_eq!(default.staged_merge_followers, 4);
         assert_eq!(default.settle_seconds, 300);
@@ -586,9 +593,11 @@ mod tests {
             consolidation_wait_halving: None,
             consolidation_turnover_lookback: None,
             consolidation_shrink_lookback: Some(std::time::Duration::from_secs(3600)),
+            consolidation_lindy_floor: Some(Duration::from_secs(1800)),
             ..Options::default()
         });
         let payback = tuned.payback.expect("payback on");
+        assert!((payback.lindy_floor_hours - 0.5).abs() < 1e-12);
         assert_eq!(payback.wait_halving_seconds, None);
         assert_eq!(payback.turnover_lookback_seconds, None);
         assert_eq!(payback.shrink_lookback_seconds, Some(3600));

@@ -97,6 +97,11 @@ pub struct Options {
     /// (true, the default) or from its own age alone (false: Lindy, which keeps recently
     /// rolled-out pods in place until enough endings are seen).
     pub consolidation_window_prior: bool,
+    /// The core's `Payback::lindy_floor_hours` as a duration: the least a pod is expected to
+    /// run on where its lifetime is beyond anything this cluster has shown (older than every
+    /// ended pod, or than its kind's window before enough endings). `None`: the core's
+    /// default.
+    pub consolidation_lindy_floor: Option<std::time::Duration>,
     /// The core's `DisruptionOptions::move_onto_empty_nodes`: let consolidation move pods
     /// onto empty nodes waiting out `consolidateAfter` to be deleted (Karpenter does). Off:
     /// those nodes go.
@@ -177,6 +182,7 @@ impl Default for Options {
                     .and_then(|s| u64::try_from(s).ok())
                     .map(Duration::from_secs),
             consolidation_shrink_lookback: None,
+            consolidation_lindy_floor: None,
             consolidation_max_simulations: None,
             gc_interval: Duration::from_secs(120),
             disruption: true,

@@ -363,6 +363,9 @@ pub struct PaybackSettings {
     /// by the share of departures over this lookback that arrivals did not make up for (a
     /// workload winding down). `null`: the median whatever the trend.
     pub shrink_lookback_seconds: Option<i64>,
+    /// The least hours a pod beyond the evidence (older than any lifetime seen) is expected
+    /// to run on; 0: Lindy (as long as it has run).
+    pub lindy_floor_hours: f64,
 }
 
 impl Default for PaybackSettings {
@@ -387,6 +390,7 @@ impl From<&provisioner_core::disruption::payback::Payback> for PaybackSettings {
             turnover_lookback_seconds: d.turnover_lookback_seconds,
             turnover_cap_hours: d.turnover_cap_hours,
             shrink_lookback_seconds: d.shrink_lookback_seconds,
+            lindy_floor_hours: d.lindy_floor_hours,
         }
     }
 }
@@ -407,6 +411,7 @@ impl PaybackSettings {
             turnover_lookback_seconds: self.turnover_lookback_seconds,
             turnover_cap_hours: self.turnover_cap_hours,
             shrink_lookback_seconds: self.shrink_lookback_seconds,
+            lindy_floor_hours: self.lindy_floor_hours,
         }
     }
 }

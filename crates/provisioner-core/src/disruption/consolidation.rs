@@ -1449,7 +1449,7 @@ pub(crate) fn consolidation_in(
 
 /// The payback rule's remaining-life estimate for this snapshot (Lindy with the rule off: it
 /// is then never read).
-fn remaining_life(
+pub(super) fn remaining_life(
     snapshot: &Snapshot,
     options: &DisruptionOptions,
 ) -> super::lifetime::RemainingLife {
@@ -1460,7 +1460,8 @@ fn remaining_life(
             k.min_ended_lifetimes,
             k.window_prior,
         )
-        .with_shrink(k.shrink(snapshot)),
+        .with_shrink(k.shrink(snapshot))
+        .with_floor(k.lindy_floor_hours),
         None => super::lifetime::RemainingLife::lindy(snapshot.now, 0.0),
     }
 }

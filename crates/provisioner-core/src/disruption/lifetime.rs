@@ -42,6 +42,14 @@
 //! nothing ended). The risk is bounded: short-lived pods soon end and teach the full
 //! estimate; long-lived ones, the case Lindy gets wrong, never would.
 //!
+//! Lindy beyond the evidence is held to a floor ([`RemainingLife::with_floor`], the payback
+//! rule's `lindy_floor_hours`, by default its 4 h cap). Every age Lindy reads is counted from
+//! when this cluster was first seen: a cluster (or a simulated run) whose pods all started ten
+//! minutes ago expects each of them to stay ten minutes, so the nodes launched for a burst were
+//! not worth repacking until the burst had aged, while nothing seen says the pods end. The
+//! floor changes nothing where the evidence says pods end (the curve falls to zero before its
+//! edge) and weighs in by the share that survived to the edge where it does not.
+//!
 //! Lifetimes are learnt per owner kind when a kind has enough endings of its own: a cluster
 //! running Jobs next to Deployments would otherwise give a service's young pods the minutes a
 //! Job's pods live.
@@ -74,6 +82,8 @@ pub struct RemainingLife {
     /// ([`super::turnover::shrink_fraction`]): how far a command's horizon reaches from the
     /// moved pods' median remaining life towards their longest ([`horizon_hours`]).
     shrink: f64,
+    /// The least a pod beyond the evidence is expected to run on ([`Self::with_floor`]).
+    floor_secs: f64,
 }
 
 /// A kind's evidence before its lifetimes are learnt: its oldest running pod's age and the
@@ -85,20 +95,21 @@ struct Seen {
 }
 
 impl Seen {
-    /// Expected remaining seconds at `age`: the curve within the window, Lindy beyond it.
-    fn remaining(&self, age: f64) -> f64 {
+    /// Expected remaining seconds at `age`: the curve within the window, Lindy (at least
+    /// `floor`) beyond it.
+    fn remaining(&self, age: f64, floor: f64) -> f64 {
         let w = self.window;
         if age >= w {
-            return age;
+            return age.max(floor);
         }
         let (alive, within, at_edge) = match &self.survival {
             Some(s) => (s.at(age), s.integral(w) - s.integral(age), s.at(w)),
             None => (1.0, w - age, 1.0),
         };
         if alive > 1e-12 {
-            (within + at_edge * w) / alive
+            (within + at_edge * w.max(floor)) / alive
         } else {
-            age
+            age.max(floor)
         }
     }
 }
@@ -152,16 +163,16 @@ impl Survival {
     }
 
     /// Expected remaining seconds at `age`, counting at most `cap` seconds of the curve:
-    /// Lindy at and beyond the edge of the evidence (module doc).
-    fn remaining(&self, age: f64, cap: f64) -> f64 {
+    /// Lindy (at least `floor`) at and beyond the edge of the evidence (module doc).
+    fn remaining(&self, age: f64, cap: f64, floor: f64) -> f64 {
         let alive = self.at(age);
         if age >= self.edge || alive <= 1e-12 {
-            return age;
+            return age.max(floor);
         }
         let end = (age + cap).min(self.edge);
         let within = self.integral(end) - self.integral(age);
         let beyond = if age + cap > self.edge {
-            self.at(self.edge) * self.edge
+            self.at(self.edge) * self.edge.max(floor)
         } else {
             0.0
         };
@@ -216,6 +227,7 @@ impl RemainingLife {
             seen: BTreeMap::new(),
             continued,
             shrink: 0.0,
+            floor_secs: 0.0,
         };
         let learn = !ended.is_empty() && ended.len() >= min_ended;
         if !learn && !window_prior {
@@ -284,7 +296,22 @@ impl RemainingLife {
             seen: BTreeMap::new(),
             continued: HashMap::new(),
             shrink: 0.0,
+            floor_secs: 0.0,
         }
+    }
+
+    /// The same estimate with Lindy's extrapolation held to at least `hours` (0 or less: plain
+    /// Lindy, clamped to the cap when read): a pod beyond the evidence (older than the
+    /// oldest lifetime seen, or than its kind's window before enough endings) runs at least
+    /// `hours` more. Lindy is measured from when the cluster was first seen: in one whose
+    /// every pod started minutes ago it gives each minutes, whatever the workload is.
+    pub fn with_floor(mut self, hours: f64) -> Self {
+        self.floor_secs = if hours.is_finite() {
+            hours.max(0.0) * 3600.0
+        } else {
+            0.0
+        };
+        self
     }
 
     /// The same estimate in a cluster that is shrinking by `shrink` (0 to 1, clamped): see
@@ -330,10 +357,10 @@ impl RemainingLife {
         let age = (self.now - start).max(0) as f64;
         let survival = self.by_kind.get(&pod.owner_kind).or(self.survival.as_ref());
         let secs = match survival {
-            Some(s) => s.remaining(age, self.cap_secs),
+            Some(s) => s.remaining(age, self.cap_secs, self.floor_secs),
             None => match self.seen.get(&pod.owner_kind) {
-                Some(seen) => seen.remaining(age),
-                None => age,
+                Some(seen) => seen.remaining(age, self.floor_secs),
+                None => age.max(self.floor_secs),
             },
         };
         secs.clamp(0.0, self.cap_secs) / 3600.0
@@ -459,6 +486,44 @@ mod tests {
         // Without the prior: Lindy, five minutes.
         let lindy = RemainingLife::from_snapshot(&s, 4.0, 30, false);
         assert!((lindy.hours(&at(100_000 - 300)) - 300.0 / 3600.0).abs() < 1e-12);
+    }
+
+    /// A cluster whose every pod started five minutes ago: Lindy gives each five minutes,
+    /// the floor an hour; where the evidence says pods end (jobs of ten minutes, all ended),
+    /// the floor changes nothing.
+    #[test]
+    fn the_floor_holds_lindy_up_beyond_the_evidence_only() {
+        let now = 100_000;
+        let young = snapshot(now, Vec::new(), &[300, 300]);
+        let pod = at(now - 300);
+        let plain = RemainingLife::from_snapshot(&young, 4.0, 30, true);
+        assert!((plain.hours(&pod) - 300.0 / 3600.0).abs() < 1e-12);
+        let floored = plain.clone().with_floor(1.0);
+        assert!((floored.hours(&pod) - 1.0).abs() < 1e-12);
+        // Younger than the window: 150 s inside it, then the floor's hour beyond.
+        let younger = floored.hours(&at(now - 150));
+        assert!(
+            (younger - (150.0 + 3600.0) / 3600.0).abs() < 1e-12,
+            "{younger}"
+        );
+        // Without the window prior, and past the cap.
+        let lindy = RemainingLife::from_snapshot(&young, 4.0, 30, false).with_floor(1.0);
+        assert!((lindy.hours(&pod) - 1.0).abs() < 1e-12);
+        assert_eq!(lindy.clone().with_floor(9.0).hours(&pod), 4.0);
+        // 40 jobs ended at ten minutes, none running beyond: S is 0 past 600 s.
+        let jobs = snapshot(now, vec![600; 40], &[120]);
+        let learnt = RemainingLife::from_snapshot(&jobs, 4.0, 30, true);
+        assert!(learnt.learnt());
+        let job = at(now - 120);
+        assert_eq!(
+            learnt.clone().with_floor(1.0).hours(&job),
+            learnt.hours(&job)
+        );
+        // A floor that is not a number is no floor.
+        assert_eq!(
+            plain.clone().with_floor(f64::NAN).hours(&pod),
+            plain.hours(&pod)
+        );
     }
 
     #[test]

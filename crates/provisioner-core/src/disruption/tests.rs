@@ -1493,12 +1493,25 @@ pub(super) fn plain() -> DisruptionOptions {
 }
 
 /// The default options with each pod's own age as its expected remaining life (Lindy), as
-/// before the window prior.
+/// before the window prior and the floor.
 pub(super) fn lindy() -> DisruptionOptions {
-    let d = DisruptionOptions::default();
+    let d = no_floor();
     DisruptionOptions {
         payback: d.payback.clone().map(|p| payback::Payback {
             window_prior: false,
+            ..p
+        }),
+        ..d
+    }
+}
+
+/// The default options with Lindy unfloored beyond the evidence: a young cluster's pods are
+/// expected to run only about as long as the cluster has.
+pub(super) fn no_floor() -> DisruptionOptions {
+    let d = DisruptionOptions::default();
+    DisruptionOptions {
+        payback: d.payback.clone().map(|p| payback::Payback {
+            lindy_floor_hours: 0.0,
             ..p
         }),
         ..d
@@ -1549,13 +1562,54 @@ fn the_window_prior_moves_a_young_pod_only_where_pods_have_lived_long() {
         )
     };
     let settled = build(2 * 3600);
-    let cmd = disrupt(&settled, &DisruptionOptions::default())
+    let cmd = disrupt(&settled, &no_floor())
         .command
         .expect("a long-lived cluster's young pod pays back");
     assert_eq!(names(&cmd), vec!["a"], "{:#?}", cmd.rationale);
     assert!(disrupt(&settled, &lindy()).command.is_none());
+    assert!(disrupt(&build(120), &no_floor()).command.is_none());
+}
+
+#[test]
+fn the_floor_moves_a_young_clusters_pod_where_nothing_says_it_ends() {
+    // A young cluster as in the test above, every pod minutes old and none ended: unfloored,
+    // each is expected to run minutes; the default floor (the cap) expects hours, and the
+    // same deletion pays back.
+    let build = |other_age: i64| {
+        let mut young = pod("young", 1000, "a");
+        young.created_at = 1_000_000 - 60;
+        let mut other = pod("other", 6000, "b");
+        other.created_at = 1_000_000 - other_age;
+        snapshot(
+            vec![od("a", "medium"), od("b", "large")],
+            vec![young, other],
+        )
+    };
+    // Both arrived within the headroom rule's lookback; that rule is not what is tested here.
+    let roomless = |o: DisruptionOptions| DisruptionOptions {
+        headroom: None,
+        ..o
+    };
     assert!(
-        disrupt(&build(120), &DisruptionOptions::default())
+        disrupt(&build(120), &roomless(no_floor()))
+            .command
+            .is_none()
+    );
+    let cmd = disrupt(&build(120), &roomless(DisruptionOptions::default()))
+        .command
+        .expect("a floored young pod pays back");
+    assert_eq!(names(&cmd), vec!["a"], "{:#?}", cmd.rationale);
+    // Where 30 pods ended after 90 s and none has run longer, the evidence says it ends too.
+    let mut ended = build(60);
+    ended.ended_pods = (0..30)
+        .map(|_| crate::model::EndedPod {
+            lifetime_seconds: 90,
+            owner_kind: None,
+            ended_at: Some(1_000_000 - 10),
+        })
+        .collect();
+    assert!(
+        disrupt(&ended, &roomless(DisruptionOptions::default()))
             .command
             .is_none()
     );
@@ -1844,14 +1898,20 @@ fn a_settled_node_of_the_wrong_shape_is_replaced_like_a_merge() {
     // 0.30/h is not under a third of its price.
     assert!(disrupt(&settled, &reshaping(Some(0.33))).command.is_none());
 
-    // Pods that have run 3 h are expected (Lindy) to run 3 h more, short of the 4 h cap: the
-    // premium-bounded worst case would pay (0.43/h x 3 h against about 0.61), but the node is
-    // not settled, so it is valued as before.
-    assert!(
-        disrupt(&cluster(3 * 3600, 500, 4 * GIB), &opts)
-            .command
-            .is_none()
-    );
+    // Unfloored, pods that have run 3 h are expected (Lindy) to run 3 h more, short of the
+    // 4 h cap: the premium-bounded worst case would pay (0.43/h x 3 h against about 0.61), but
+    // the node is not settled, so it is valued as before. The default floor (the cap) expects
+    // them to stay, as nothing in this cluster ever ended.
+    let unfloored = DisruptionOptions {
+        payback: Some(payback::Payback {
+            lindy_floor_hours: 0.0,
+            ..opts.payback.clone().expect("payback on by default")
+        }),
+        ..opts.clone()
+    };
+    let young = cluster(3 * 3600, 500, 4 * GIB);
+    assert!(disrupt(&young, &unfloored).command.is_none());
+    assert!(disrupt(&young, &opts).command.is_some());
 
     // Six pods of 1 vCPU and 2 GiB use 37.5% of its CPU and of its memory alike and also fit
     // new nodes at 0.30/h, but the node is too large, not the wrong shape (a node that
@@ -1932,12 +1992,7 @@ proptest! {
             cmd.worst_case_saving_per_hour,
             cmd.replacements_worst_case_price,
             pods,
-            &super::lifetime::RemainingLife::from_snapshot(
-                &s,
-                knobs.horizon_cap_hours,
-                knobs.min_ended_lifetimes,
-                knobs.window_prior,
-            ),
+            &super::consolidation::remaining_life(&s, &opts),
             payback::average_pod_price(&s, &s.pods.iter().map(|p| pod_requests(p)).collect::<Vec<_>>()),
             &knobs,
         );

@@ -9,7 +9,7 @@ use crate::model::{EndedPod, Snapshot};
 const HOUR: i64 = 3600;
 
 /// Two 0.4/h nodes; `n2` runs a pod of 10 minutes and one of days, both fitting on `n1`.
-/// Lindy remaining lives (no learnt lifetimes, no window prior, no turnover raise): 1/6 h
+/// Lindy remaining lives (no learnt lifetimes, no window prior, no floor, no turnover raise): 1/6 h
 /// and the 4 h cap, so the saving of deleting `n2` counts for about 2.1 h at the median and
 /// 4 h at the longest; each eviction costs 9 h of the average pod's share.
 fn winding_down(departures: usize, passing: usize) -> Snapshot {
@@ -54,6 +54,7 @@ fn options(shrink_lookback_seconds: Option<i64>) -> DisruptionOptions {
             window_prior: false,
             turnover_lookback_seconds: None,
             shrink_lookback_seconds,
+            lindy_floor_hours: 0.0,
             ..Payback::default()
         }),
         headroom: None,
