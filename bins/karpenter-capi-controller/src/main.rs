@@ -92,9 +92,9 @@ struct Cli {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     optimize_large_rounds: bool,
     /// The kube-scheduler does not follow a round's plan: the first new node up takes the
-    /// head of its queue. Give the pods that would find no room then (checked in three
-    /// bring-up orders) nodes of their own in the same round, instead of a second round a
-    /// launch later. false: one plan as if the scheduler followed it.
+    /// head of its queue. Give the pods that would find no room then (checked with the nodes
+    /// up in the plan's order) nodes of their own in the same round, instead of a second round
+    /// a launch later. false: one plan as if the scheduler followed it.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     plan_for_scheduler_queue: bool,
     /// Launch each new node in the zone with the least CPU among the offerings of its

@@ -1546,21 +1546,25 @@ fn young_pods_are_not_moved_for_a_saving_that_does_not_pay_back() {
     assert!(cmd.rationale.score > 0.0);
 }
 
+/// Deleting `a` moves its one-minute-old pod onto `b`, whose 6-vCPU pod has run `other_age`
+/// seconds and fits nowhere else.
+fn young_next_to(other_age: i64) -> Snapshot {
+    let mut young = pod("young", 1000, "a");
+    young.created_at = 1_000_000 - 60;
+    let mut other = pod("other", 6000, "b");
+    other.created_at = 1_000_000 - other_age;
+    snapshot(
+        vec![od("a", "medium"), od("b", "large")],
+        vec![young, other],
+    )
+}
+
 #[test]
 fn the_window_prior_moves_a_young_pod_only_where_pods_have_lived_long() {
     // As above: deleting `a` moves its one-minute-old pod onto `b`. Next to a pod that has
     // run for two hours, with nothing ended, the young pod is expected to run hours too;
     // next to one of two minutes (a workload just started), only minutes.
-    let build = |other_age: i64| {
-        let mut young = pod("young", 1000, "a");
-        young.created_at = 1_000_000 - 60;
-        let mut other = pod("other", 6000, "b");
-        other.created_at = 1_000_000 - other_age;
-        snapshot(
-            vec![od("a", "medium"), od("b", "large")],
-            vec![young, other],
-        )
-    };
+    let build = young_next_to;
     let settled = build(2 * 3600);
     let cmd = disrupt(&settled, &no_floor())
         .command
@@ -1575,16 +1579,7 @@ fn the_floor_moves_a_young_clusters_pod_where_nothing_says_it_ends() {
     // A young cluster as in the test above, every pod minutes old and none ended: unfloored,
     // each is expected to run minutes; the default floor (the cap) expects hours, and the
     // same deletion pays back.
-    let build = |other_age: i64| {
-        let mut young = pod("young", 1000, "a");
-        young.created_at = 1_000_000 - 60;
-        let mut other = pod("other", 6000, "b");
-        other.created_at = 1_000_000 - other_age;
-        snapshot(
-            vec![od("a", "medium"), od("b", "large")],
-            vec![young, other],
-        )
-    };
+    let build = young_next_to;
     // Both arrived within the headroom rule's lookback; that rule is not what is tested here.
     let roomless = |o: DisruptionOptions| DisruptionOptions {
         headroom: None,
