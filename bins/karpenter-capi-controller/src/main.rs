@@ -211,7 +211,8 @@ struct Cli {
     /// shown (older than every pod that ended, or than the oldest of its kind before enough
     /// have ended): Lindy (a pod runs about as long again as it has) counts from when the
     /// cluster was first watched, and in a young cluster gave every pod minutes, so nothing
-    /// was worth repacking (docs/simulator.md, round 58). Default: the core's. 0s: plain Lindy.
+    /// was worth repacking (docs/simulator.md, round 58). Default: the core's, 4h. 0s: plain
+    /// Lindy.
     #[arg(long, value_parser = duration)]
     consolidation_lindy_floor: Option<Duration>,
     /// A NodePool's consolidateAfter this long halves the payback rule's eviction price for its

@@ -519,6 +519,20 @@ mod tests {
             learnt.clone().with_floor(1.0).hours(&job),
             learnt.hours(&job)
         );
+        // A learnt curve that has not reached zero: 40 pods ended at 600 s, 40 have run
+        // 1800 s (the edge). Past the edge Lindy gives 1800 s, the floor an hour; a new pod
+        // gets 1200 s within the curve plus the survivors' half of that.
+        let half = snapshot(now, vec![600; 40], &[1800; 40]);
+        let curve = RemainingLife::from_snapshot(&half, 4.0, 30, true);
+        assert!(curve.learnt());
+        assert!((curve.hours(&at(now - 1800)) - 0.5).abs() < 1e-12);
+        let curve = curve.with_floor(1.0);
+        assert!((curve.hours(&at(now - 1800)) - 1.0).abs() < 1e-12);
+        let new = curve.hours(&at(now));
+        assert!(
+            (new - (1200.0 + 0.5 * 3600.0) / 3600.0).abs() < 1e-12,
+            "{new}"
+        );
         // A floor that is not a number is no floor.
         assert_eq!(
             plain.clone().with_floor(f64::NAN).hours(&pod),

@@ -1897,15 +1897,8 @@ fn a_settled_node_of_the_wrong_shape_is_replaced_like_a_merge() {
     // 4 h cap: the premium-bounded worst case would pay (0.43/h x 3 h against about 0.61), but
     // the node is not settled, so it is valued as before. The default floor (the cap) expects
     // them to stay, as nothing in this cluster ever ended.
-    let unfloored = DisruptionOptions {
-        payback: Some(payback::Payback {
-            lindy_floor_hours: 0.0,
-            ..opts.payback.clone().expect("payback on by default")
-        }),
-        ..opts.clone()
-    };
     let young = cluster(3 * 3600, 500, 4 * GIB);
-    assert!(disrupt(&young, &unfloored).command.is_none());
+    assert!(disrupt(&young, &no_floor()).command.is_none());
     assert!(disrupt(&young, &opts).command.is_some());
 
     // Six pods of 1 vCPU and 2 GiB use 37.5% of its CPU and of its memory alike and also fit
